@@ -1,0 +1,285 @@
+use super::*;
+
+fn leased(committed: i64, batch_end: i64) -> CursorState {
+    CursorState {
+        committed,
+        batch_end: Some(batch_end),
+        batch_retry_count: 0,
+        attempt_offset: Some(committed + 1),
+        attempt_count: 1,
+        total_consumed: 0,
+    }
+}
+
+fn el(status: Status, eff: Option<i64>, below: bool) -> Element {
+    Element { status, eff, below }
+}
+
+fn ok(off: i64) -> Element {
+    el(Status::Completed, Some(off), false)
+}
+
+#[test]
+fn status_parse_accepts_ok_spellings_and_signals() {
+    for s in [
+        None,
+        Some(""),
+        Some("completed"),
+        Some("success"),
+        Some("acked"),
+        Some("ok"),
+    ] {
+        assert_eq!(Status::parse(s), Ok(Status::Completed));
+    }
+    assert_eq!(Status::parse(Some("failed")), Ok(Status::Failed));
+    assert_eq!(Status::parse(Some("retry")), Ok(Status::Retry));
+    assert_eq!(Status::parse(Some("dlq")), Ok(Status::Dlq));
+    let err = Status::parse(Some("FAILED")).unwrap_err();
+    assert_eq!(err.to_string(), "unknown ack status \"FAILED\"");
+}
+
+#[test]
+fn full_batch_completion_releases_and_resets() {
+    let mut s = leased(9, 14);
+    s.batch_retry_count = 2;
+    let d = decide(
+        &s,
+        &(10..=14).map(ok).collect::<Vec<_>>(),
+        Policy::default(),
+    );
+    assert_eq!(d.branch, Branch::Completed);
+    assert_eq!((d.state.committed, d.acked, d.off), (14, 5, 14));
+    assert!(d.lease_released);
+    assert_eq!(d.state.batch_end, None);
+    assert_eq!((d.state.attempt_offset, d.state.attempt_count), (None, 0));
+    assert_eq!(d.state.batch_retry_count, 0);
+    assert_eq!(d.state.total_consumed, 5);
+}
+
+#[test]
+fn implicit_gap_completion_acks_silent_positions() {
+    let d = decide(&leased(9, 14), &[ok(14)], Policy::default());
+    assert_eq!((d.state.committed, d.acked), (14, 5));
+    assert!(d.lease_released);
+}
+
+#[test]
+fn partial_ack_keeps_lease_and_moves_attempt_offset() {
+    let d = decide(&leased(9, 14), &[ok(10), ok(11)], Policy::default());
+    assert_eq!(d.state.committed, 11);
+    assert_eq!(d.state.batch_end, Some(14));
+    assert_eq!(d.state.attempt_offset, Some(12));
+    assert!(!d.lease_released);
+}
+
+#[test]
+fn nothing_resolved_is_a_partial_ack_of_zero() {
+    let d = decide(
+        &leased(9, 14),
+        &[el(Status::Completed, None, false)],
+        Policy::default(),
+    );
+    assert_eq!((d.state.committed, d.acked), (9, 0));
+    assert_eq!(d.state.batch_end, Some(14));
+    assert_eq!(d.unresolved, vec![0]);
+}
+
+#[test]
+fn lowest_signal_wins_and_completed_above_it_redeliver() {
+    let els = [
+        ok(10),
+        el(Status::Retry, Some(11), false),
+        ok(12),
+        el(Status::Failed, Some(13), false),
+    ];
+    let d = decide(&leased(9, 14), &els, Policy::default());
+    assert_eq!(d.branch, Branch::Retry);
+    assert_eq!((d.state.committed, d.off), (10, 10));
+    assert_eq!(
+        d.state.batch_retry_count, 0,
+        "retry never charges the budget"
+    );
+    assert!(d.lease_released);
+}
+
+#[test]
+fn tie_break_at_one_offset_prefers_dlq_then_failed() {
+    let s = leased(9, 14);
+    let d = decide(
+        &s,
+        &[
+            el(Status::Retry, Some(12), false),
+            el(Status::Failed, Some(12), false),
+        ],
+        Policy::default(),
+    );
+    assert_eq!(d.branch, Branch::Failed);
+    let d = decide(
+        &s,
+        &[
+            el(Status::Failed, Some(12), false),
+            el(Status::Dlq, Some(12), false),
+        ],
+        Policy::default(),
+    );
+    assert_eq!(d.branch, Branch::Dlq);
+    assert_eq!(d.off, 12);
+}
+
+#[test]
+fn failed_with_budget_charges_once_and_releases() {
+    let els = [
+        ok(10),
+        el(Status::Failed, Some(11), false),
+        el(Status::Failed, Some(12), false),
+    ];
+    let d = decide(&leased(9, 14), &els, Policy::default());
+    assert_eq!(d.branch, Branch::Failed);
+    assert_eq!((d.state.committed, d.off, d.acked), (10, 10, 1));
+    assert_eq!(d.state.batch_retry_count, 1);
+    assert_eq!(d.state.attempt_offset, Some(10), "attempt state unchanged");
+    assert!(d.lease_released);
+}
+
+#[test]
+fn failed_with_budget_spent_and_dlq_on_hands_off_keeping_lease() {
+    let mut s = leased(9, 14);
+    s.batch_retry_count = 3;
+    let d = decide(
+        &s,
+        &[ok(10), el(Status::Failed, Some(11), false)],
+        Policy::default(),
+    );
+    assert_eq!(d.branch, Branch::Dlq);
+    assert_eq!((d.state.committed, d.off), (10, 11));
+    assert_eq!(d.state.batch_end, Some(14));
+    assert_eq!(
+        d.state.batch_retry_count, 3,
+        "counter not reset by the hand-off"
+    );
+    assert!(!d.lease_released);
+}
+
+#[test]
+fn failed_with_budget_spent_and_dlq_off_drops_the_poison_frame() {
+    let mut s = leased(9, 14);
+    s.batch_retry_count = 1;
+    let p = Policy {
+        retry_limit: 1,
+        dlq_enabled: false,
+    };
+    let d = decide(&s, &[ok(10), el(Status::Failed, Some(12), false)], p);
+    assert_eq!(d.branch, Branch::Dropped);
+    assert_eq!((d.state.committed, d.off, d.acked), (12, 12, 1));
+    assert_eq!(d.state.total_consumed, 2, "acked + the poison frame");
+    assert_eq!(d.state.batch_retry_count, 0);
+    assert!(d.lease_released);
+}
+
+#[test]
+fn signals_without_lease_take_branch_four_but_still_clamp() {
+    let s = CursorState {
+        batch_end: None,
+        ..leased(9, 14)
+    };
+    let d = decide(
+        &s,
+        &[ok(10), el(Status::Failed, Some(11), false), ok(12)],
+        Policy::default(),
+    );
+    assert_eq!(d.branch, Branch::Completed);
+    assert_eq!(d.state.committed, 10);
+    assert_eq!(d.state.batch_retry_count, 0);
+    assert!(!d.lease_released);
+}
+
+#[test]
+fn lists_classify_unresolved_elements() {
+    let els = [
+        el(Status::Completed, None, true),
+        el(Status::Failed, None, true),
+        el(Status::Completed, None, false),
+        ok(10),
+        el(Status::Completed, None, true),
+    ];
+    let d = decide(&leased(9, 14), &els, Policy::default());
+    assert_eq!(d.noop, vec![0, 4]);
+    assert_eq!(d.stale, vec![1]);
+    assert_eq!(d.unresolved, vec![2]);
+}
+
+#[test]
+fn positional_ack_checks_batch_and_never_moves_backward() {
+    assert_eq!(
+        ack_upto(
+            &CursorState {
+                batch_end: None,
+                ..leased(9, 14)
+            },
+            12
+        ),
+        Err(PositionalError::NoLeasedBatch)
+    );
+    assert_eq!(
+        ack_upto(&leased(9, 14), 15),
+        Err(PositionalError::BeyondBatch)
+    );
+    let (s, n) = ack_upto(&leased(9, 14), 5).unwrap();
+    assert_eq!((s.committed, n, s.batch_end), (9, 0, None));
+    let (s, n) = ack_upto(&leased(9, 14), 12).unwrap();
+    assert_eq!((s.committed, n), (12, 3));
+    assert_eq!(
+        s.attempt_offset,
+        Some(10),
+        "partial positional keeps attempt state"
+    );
+}
+
+#[test]
+fn release_only_reports_whether_a_lease_was_held() {
+    assert!(release_only(&leased(9, 14)).1);
+    let unleased = CursorState {
+        batch_end: None,
+        ..leased(9, 14)
+    };
+    assert!(!release_only(&unleased).1);
+}
+
+#[test]
+fn dlq_filing_refuses_committed_offsets_and_resets() {
+    let mut s = leased(9, 14);
+    s.batch_retry_count = 3;
+    assert_eq!(file_dlq(&s, 9), Err("already committed"));
+    let n = file_dlq(&s, 11).unwrap();
+    assert_eq!(
+        (
+            n.committed,
+            n.batch_end,
+            n.batch_retry_count,
+            n.total_consumed
+        ),
+        (11, None, 0, 1)
+    );
+    assert_eq!((n.attempt_offset, n.attempt_count), (None, 0));
+}
+
+#[test]
+fn resolution_takes_the_minimum_in_span_offset() {
+    let (a, b, c) = ([1u8; 16], [2u8; 16], [3u8; 16]);
+    let row0: Vec<u8> = [a, b].concat();
+    let row1: Vec<u8> = [a, c, b].concat();
+    let rows = [(0i64, row0.as_slice()), (2, row1.as_slice())];
+    // span [1, 3]: a occurs at 0 (below span) and 2; b at 1 and 4 (above hi).
+    assert_eq!(
+        resolve_in_span(&[a, b, c], rows, 1, Some(3)),
+        vec![Some(2), Some(1), Some(3)]
+    );
+    assert_eq!(resolve_in_span(&[c], rows, 4, None), vec![None]);
+    assert_eq!(occurs_below(&[a, c], rows, 1), vec![true, false]);
+}
+
+#[test]
+fn ackable_span_respects_purged_sidecar() {
+    assert_eq!(ackable_span(&leased(9, 14), 0), (10, Some(14)));
+    assert_eq!(ackable_span(&leased(9, 14), 12), (12, Some(14)));
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Idempotent machine setup: Debian packages, cargo-pgrx 0.18.1, pgrx pointed at the
+# system PostgreSQL 15. A second run only checks and returns.
+set -euo pipefail
+
+PKGS=(build-essential pkg-config libssl-dev clang libclang-dev sudo
+      postgresql-15 postgresql-server-dev-15 postgresql-contrib python3-venv)
+PGRX_VERSION=0.18.1
+PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    apt-get update -qq
+    # postgresql-15 listed explicitly so the server and -dev stay on one minor version.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${PKGS[@]}" >/dev/null
+    # A running Debian cluster would still be the old minor: restart it if present.
+    pg_ctlcluster --skip-systemctl-redirect 15 main status >/dev/null 2>&1 &&
+        pg_ctlcluster --skip-systemctl-redirect 15 main restart || true
+fi
+
+if ! cargo pgrx --version 2>/dev/null | grep -q "$PGRX_VERSION"; then
+    echo "setup: installing cargo-pgrx $PGRX_VERSION (about 3 minutes)"
+    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+fi
+
+# Re-running init forces a rebuild of pgrx-pg-sys: only when the pg15 line is missing.
+if ! grep -q '^pg15 = ' "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null; then
+    cargo pgrx init --pg15 "$PG_CONFIG"
+fi
+echo "setup: ok"

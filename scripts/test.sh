@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set up the machine and run every test suite: the pure crate (unit + property tests),
+# the #[pg_test]s inside a real PostgreSQL 15 with the extension installed, and the
+# broker's integration tests. Ends with one line: "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+LOG_DIR=$ROOT/target/test-logs
+mkdir -p "$LOG_DIR"
+
+bash scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+status=0
+run_suite() { # name, command...
+    local name=$1; shift
+    echo "=== $name: $*"
+    "$@" 2>&1 | tee "$LOG_DIR/$name.log"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
+}
+
+run_suite pure cargo test -p queen_log
+# PostgreSQL refuses to run as root: the test cluster runs as postgres in a short path
+# (its unix socket lives there).
+PGDATA_DIR=/tmp/qa-pgt
+rm -rf "$PGDATA_DIR"
+install -d -o postgres -g postgres "$PGDATA_DIR"
+run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
+
+results=$(cat "$LOG_DIR"/*.log | grep -E '^test result: ')
+passed=$(echo "$results" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+failed=$(echo "$results" | grep -oE '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+echo "${passed} passed, ${failed} failed"
+exit "$status"

@@ -1,0 +1,104 @@
+-- queen_ack schema (contract §2). Runs first in CREATE EXTENSION; the schema `queen`
+-- itself is created by PostgreSQL from the control file, so DROP EXTENSION removes it.
+
+CREATE TABLE queen.queues (
+    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    name varchar(255) NOT NULL,
+    tenant_id uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001'::uuid,
+    namespace varchar(255),
+    task varchar(255),
+    lease_time int DEFAULT 60,
+    retry_limit int DEFAULT 3,
+    dead_letter_queue bool DEFAULT true,
+    dlq_after_max_retries bool DEFAULT true,
+    dedup_window_seconds int NOT NULL DEFAULT 3600,
+    retention_seconds int DEFAULT 0,
+    completed_retention_seconds int DEFAULT 0,
+    -- Further HTTP configure options, kept verbatim for the broker; the ack path never reads it.
+    options jsonb NOT NULL DEFAULT '{}'::jsonb,
+    created_at timestamptz DEFAULT now(),
+    UNIQUE (tenant_id, name)
+);
+
+CREATE TABLE queen.log_partitions (
+    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    queue_id uuid NOT NULL REFERENCES queen.queues(id) ON DELETE CASCADE,
+    name text NOT NULL DEFAULT 'Default',
+    last_offset bigint NOT NULL DEFAULT -1,
+    log_start bigint NOT NULL DEFAULT 0,
+    txns_start bigint NOT NULL DEFAULT 0,
+    last_write_at timestamptz NOT NULL DEFAULT now(),
+    created_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (queue_id, name)
+);
+
+CREATE TABLE queen.log_segments (
+    partition_id uuid NOT NULL REFERENCES queen.log_partitions(id) ON DELETE CASCADE,
+    base_offset bigint NOT NULL,
+    end_offset bigint NOT NULL,
+    created_at timestamptz NOT NULL,
+    blob bytea NOT NULL,
+    PRIMARY KEY (partition_id, base_offset),
+    CHECK (end_offset >= base_offset)
+);
+-- Blobs are zstd already: compressing them again only burns CPU.
+ALTER TABLE queen.log_segments ALTER COLUMN blob SET STORAGE EXTERNAL;
+
+-- Sidecar of transactionId hashes. Deliberately no FK: purge and retention run apart.
+CREATE TABLE queen.log_txns (
+    partition_id uuid NOT NULL,
+    base_offset bigint NOT NULL,
+    end_offset bigint NOT NULL,
+    created_at timestamptz NOT NULL,
+    hashes bytea NOT NULL,
+    PRIMARY KEY (partition_id, base_offset),
+    CHECK (length(hashes) = 16 * (end_offset - base_offset + 1))
+);
+-- Dedup probes filter by time within a partition.
+CREATE INDEX log_txns_partition_created_idx ON queen.log_txns (partition_id, created_at);
+
+CREATE TABLE queen.log_consumers (
+    partition_id uuid NOT NULL REFERENCES queen.log_partitions(id) ON DELETE CASCADE,
+    consumer_group text NOT NULL DEFAULT '__QUEUE_MODE__',
+    committed bigint NOT NULL DEFAULT -1,
+    batch_end bigint,
+    worker_id text,
+    lease_expires_at timestamptz,
+    lease_acquired_at timestamptz,
+    batch_retry_count int NOT NULL DEFAULT 0,
+    attempt_offset bigint,
+    attempt_count int NOT NULL DEFAULT 0,
+    total_consumed bigint NOT NULL DEFAULT 0,
+    lease_conflated bool NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (partition_id, consumer_group)
+);
+-- Lease renewal finds a worker's rows without scanning every cursor.
+CREATE INDEX log_consumers_worker_idx ON queen.log_consumers (worker_id) WHERE worker_id IS NOT NULL;
+
+-- A snapshot that must outlive retention: no FK.
+CREATE TABLE queen.log_dlq (
+    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    partition_id uuid NOT NULL,
+    consumer_group text NOT NULL,
+    "offset" bigint NOT NULL,
+    message_id uuid,
+    transaction_id text,
+    payload jsonb,
+    error text,
+    retry_count int DEFAULT 0,
+    failed_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX log_dlq_partition_failed_idx ON queen.log_dlq (partition_id, failed_at DESC);
+
+CREATE TABLE queen.consumer_groups_metadata (
+    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    tenant_id uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001'::uuid,
+    consumer_group text NOT NULL,
+    queue_id uuid NOT NULL REFERENCES queen.queues(id) ON DELETE CASCADE,
+    subscription_mode text NOT NULL DEFAULT 'all'
+        CHECK (subscription_mode IN ('all', 'new', 'timestamp')),
+    subscription_timestamp timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (tenant_id, consumer_group, queue_id)
+);

@@ -1,0 +1,375 @@
+//! Acks (contract §6): the by-hash authority and the positional fast paths. Each entry
+//! point validates, locks the cursor row, asks `queen_log::ack` what to do, writes the
+//! new state back and reports.
+
+use pgrx::datum::Uuid;
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::JsonB;
+use queen_log::ack::{
+    ack_upto, ackable_span, decide, occurs_below, release_only, resolve_in_span, Branch, Element,
+    Policy, Status,
+};
+use queen_log::hash::{hash_hex, TxnHash};
+use serde_json::{json, Value};
+
+use crate::db::{
+    bad_param, bytea_array, default_tenant, find_partition, lock_checked, parse_uuid, raise,
+    raise_q, required, write_cursor, OrRaise,
+};
+
+/// A failed ack that changes nothing: `{"ok":false,"error":...}`.
+pub fn not_ok(error: &str) -> Value {
+    json!({"ok": false, "error": error})
+}
+
+/// Validate hashes and statuses (before any lock): misaligned arrays, NULL or non-16-byte
+/// hashes and unknown statuses are errors.
+pub fn parse_ack_input(
+    hashes: &[Option<Vec<u8>>],
+    statuses: Option<&[Option<String>]>,
+) -> (Vec<TxnHash>, Vec<Status>) {
+    if let Some(st) = statuses {
+        if st.len() != hashes.len() {
+            raise_q(format!(
+                "QACK misaligned arrays: {} hashes, {} statuses",
+                hashes.len(),
+                st.len()
+            ));
+        }
+    }
+    let hs = hashes
+        .iter()
+        .enumerate()
+        .map(|(i, h)| match h.as_deref().map(<TxnHash>::try_from) {
+            Some(Ok(h)) => h,
+            Some(Err(_)) => bad_param(format!(
+                "p_hashes[{}] must be 16 bytes, got {}",
+                i + 1,
+                h.as_ref().unwrap().len()
+            )),
+            None => bad_param(format!("p_hashes[{}] must not be NULL", i + 1)),
+        })
+        .collect();
+    let st = (0..hashes.len())
+        .map(|i| {
+            let s = statuses.and_then(|st| st[i].as_deref());
+            Status::parse(s).unwrap_or_else(|e| bad_param(format!("{e} at p_statuses[{}]", i + 1)))
+        })
+        .collect();
+    (hs, st)
+}
+
+/// Sidecar rows overlapping `[lo, hi]`, found through the primary key: O(span), never
+/// reading rows above `hi`.
+fn span_rows(client: &SpiClient<'_>, pid: Uuid, lo: i64, hi: Option<i64>) -> Vec<(i64, Vec<u8>)> {
+    read_txns(
+        client,
+        "SELECT base_offset, hashes FROM queen.log_txns
+          WHERE partition_id = $1 AND base_offset <= $3
+            AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_txns
+                                          WHERE partition_id = $1 AND base_offset <= $2), $2)
+          ORDER BY base_offset",
+        &[pid.into(), lo.into(), hi.unwrap_or(i64::MAX).into()],
+    )
+}
+
+/// Sidecar rows at or below the cursor: only read when some hash did not resolve in span.
+fn below_rows(client: &SpiClient<'_>, pid: Uuid, committed: i64) -> Vec<(i64, Vec<u8>)> {
+    read_txns(
+        client,
+        "SELECT base_offset, hashes FROM queen.log_txns
+          WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset",
+        &[pid.into(), committed.into()],
+    )
+}
+
+fn read_txns(
+    client: &SpiClient<'_>,
+    sql: &str,
+    args: &[pgrx::datum::DatumWithOid<'_>],
+) -> Vec<(i64, Vec<u8>)> {
+    client
+        .select(sql, None, args)
+        .or_raise()
+        .map(|r| {
+            (
+                r.get::<i64>(1).or_raise().unwrap(),
+                r.get::<Vec<u8>>(2).or_raise().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Resolve every element: in-span minimum offset, and the below-cursor test only for
+/// those that did not resolve.
+fn resolve(
+    client: &SpiClient<'_>,
+    pid: Uuid,
+    hashes: &[TxnHash],
+    statuses: &[Status],
+    lo: i64,
+    hi: Option<i64>,
+    committed: i64,
+) -> Vec<Element> {
+    if hashes.is_empty() {
+        return Vec::new();
+    }
+    let rows = span_rows(client, pid, lo, hi);
+    let effs = resolve_in_span(hashes, rows.iter().map(|(b, h)| (*b, h.as_slice())), lo, hi);
+    let missing: Vec<TxnHash> = hashes
+        .iter()
+        .zip(&effs)
+        .filter(|(_, e)| e.is_none())
+        .map(|(h, _)| *h)
+        .collect();
+    let below: std::collections::HashMap<TxnHash, bool> = if missing.is_empty() {
+        Default::default()
+    } else {
+        let rows = below_rows(client, pid, committed);
+        let flags = occurs_below(
+            &missing,
+            rows.iter().map(|(b, h)| (*b, h.as_slice())),
+            committed,
+        );
+        missing.into_iter().zip(flags).collect()
+    };
+    hashes
+        .iter()
+        .zip(effs)
+        .zip(statuses)
+        .map(|((h, eff), status)| Element {
+            status: *status,
+            eff,
+            below: eff.is_none() && below.get(h).copied().unwrap_or(false),
+        })
+        .collect()
+}
+
+/// The authority (contract §6.1), shared by the SQL function and the transaction wire.
+pub fn ack_by_hash(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    group: &str,
+    worker: Option<&str>,
+    hashes: &[TxnHash],
+    statuses: &[Status],
+) -> Value {
+    let cur = match lock_checked(client, pid, group, worker) {
+        Ok(c) => c,
+        Err(e) => return not_ok(e),
+    };
+    let (lo, hi) = ackable_span(&cur.state, cur.txns_start);
+    let elements = resolve(client, pid, hashes, statuses, lo, hi, cur.state.committed);
+    let policy = Policy {
+        retry_limit: cur.retry_limit,
+        dlq_enabled: cur.dlq_enabled,
+    };
+    let d = decide(&cur.state, &elements, policy);
+    write_cursor(client, pid, group, &cur.state, &d.state);
+    let hex =
+        |idx: &[usize]| -> Vec<String> { idx.iter().map(|&i| hash_hex(&hashes[i])).collect() };
+    let mut out = json!({
+        "ok": true, "acked": d.acked, "off": d.off,
+        "noopHashes": hex(&d.noop), "staleHashes": hex(&d.stale),
+        "unresolvedHashes": hex(&d.unresolved), "leaseReleased": d.lease_released,
+    });
+    match d.branch {
+        Branch::Dlq => {
+            out["dlq"] = json!(true);
+            out["partitionId"] = json!(pid.to_string());
+            out["group"] = json!(group);
+            out["worker"] = json!(worker);
+        }
+        Branch::Dropped => out["dropped"] = json!(true),
+        _ => {}
+    }
+    out
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+fn log_ack_by_hash_v1(
+    p_partition_id: Option<Uuid>,
+    p_group: Option<&str>,
+    p_worker: Option<&str>,
+    p_hashes: Option<pgrx::datum::Array<'_, &[u8]>>,
+    p_statuses: Option<Vec<Option<String>>>,
+) -> JsonB {
+    let pid = required(p_partition_id, "p_partition_id");
+    let group = required(p_group, "p_group");
+    let raw = bytea_array(required(p_hashes, "p_hashes"));
+    let (hashes, statuses) = parse_ack_input(&raw, p_statuses.as_deref());
+    JsonB(Spi::connect_mut(|c| {
+        ack_by_hash(c, pid, group, p_worker, &hashes, &statuses)
+    }))
+}
+
+/// The positional procedure (contract §6.2), shared by ack_at, ack_v1, multi and the wire.
+/// Returns the result object; `acked` and `error` are what multi reports per row.
+pub fn ack_at(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    group: &str,
+    worker: Option<&str>,
+    upto: Option<i64>,
+    ok: bool,
+) -> Value {
+    let cur = match lock_checked(client, pid, group, worker) {
+        Ok(c) => c,
+        Err(e) => return not_ok(e),
+    };
+    let (next, acked, released) = match upto.filter(|_| ok) {
+        Some(upto) => match ack_upto(&cur.state, upto) {
+            Ok((next, acked)) => (next, acked, true),
+            Err(e) => return not_ok(e.message()),
+        },
+        None => {
+            let (next, released) = release_only(&cur.state);
+            (next, 0, released)
+        }
+    };
+    write_cursor(client, pid, group, &cur.state, &next);
+    json!({"ok": true, "acked": acked, "leaseReleased": released})
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+fn log_ack_at_v1(
+    p_partition_id: Option<Uuid>,
+    p_group: Option<&str>,
+    p_worker: Option<&str>,
+    p_upto: Option<i64>,
+    p_ok: default!(Option<bool>, true),
+    p_acked_count: default!(Option<i32>, 0),
+) -> JsonB {
+    let _ = p_acked_count; // accepted for compatibility, never trusted for counting
+    let pid = required(p_partition_id, "p_partition_id");
+    let group = required(p_group, "p_group");
+    JsonB(Spi::connect_mut(|c| {
+        ack_at(c, pid, group, p_worker, p_upto, p_ok.unwrap_or(false))
+    }))
+}
+
+/// Positional ack by names; an unknown partition is ok:false "partition not found".
+pub fn ack_by_name(
+    client: &mut SpiClient<'_>,
+    tenant: Uuid,
+    queue: &str,
+    partition: &str,
+    group: &str,
+    worker: Option<&str>,
+    upto: Option<i64>,
+    ok: bool,
+) -> Value {
+    match find_partition(client, tenant, queue, partition) {
+        Some(pid) => ack_at(client, pid, group, worker, upto, ok),
+        None => not_ok("partition not found"),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe)]
+fn log_ack_v1(
+    p_queue: Option<&str>,
+    p_partition: Option<&str>,
+    p_group: Option<&str>,
+    p_worker: Option<&str>,
+    p_upto: Option<i64>,
+    p_ok: default!(Option<bool>, true),
+    p_acked_count: default!(Option<i32>, 0),
+    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+) -> JsonB {
+    let _ = p_acked_count;
+    let queue = required(p_queue, "p_queue");
+    let partition = required(p_partition, "p_partition");
+    let group = required(p_group, "p_group");
+    let tenant = p_tenant.unwrap_or_else(default_tenant);
+    let ok = p_ok.unwrap_or(false);
+    JsonB(Spi::connect_mut(|c| {
+        ack_by_name(c, tenant, queue, partition, group, p_worker, p_upto, ok)
+    }))
+}
+
+/// One multi row after validation.
+struct MultiRow<'a> {
+    pid: Uuid,
+    group: &'a str,
+    end: i64,
+    worker: &'a str,
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+fn log_ack_multi_v1(
+    p_pids: Option<Vec<Option<String>>>,
+    p_groups: Option<Vec<Option<String>>>,
+    p_ends: Option<Vec<Option<i64>>>,
+    p_workers: Option<Vec<Option<String>>>,
+    p_counts: Option<Vec<Option<i32>>>,
+) -> JsonB {
+    let (pids, groups, ends) = (
+        p_pids.unwrap_or_default(),
+        p_groups.unwrap_or_default(),
+        p_ends.unwrap_or_default(),
+    );
+    let (workers, counts) = (p_workers.unwrap_or_default(), p_counts.unwrap_or_default());
+    let n = pids.len();
+    if [groups.len(), ends.len(), workers.len(), counts.len()]
+        .iter()
+        .any(|&l| l != n)
+    {
+        raise_q(format!(
+            "QACKM misaligned arrays: pids={n} groups={} ends={} workers={} counts={}",
+            groups.len(),
+            ends.len(),
+            workers.len(),
+            counts.len()
+        ));
+    }
+    let rows: Vec<MultiRow<'_>> = (0..n)
+        .map(|i| multi_row(i, &pids, &groups, &ends, &workers, &counts))
+        .collect();
+    // Global lock order: (partition_id, consumer_group bytewise), ties in input order.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| {
+        (rows[a].pid.as_bytes(), rows[a].group.as_bytes())
+            .cmp(&(rows[b].pid.as_bytes(), rows[b].group.as_bytes()))
+    });
+    let mut results = vec![Value::Null; n];
+    Spi::connect_mut(|c| {
+        for i in order {
+            let r = &rows[i];
+            let v = ack_at(c, r.pid, r.group, Some(r.worker), Some(r.end), true);
+            results[i] = json!({"ok": v["ok"], "acked": v.get("acked").cloned().unwrap_or(json!(0)), "error": v.get("error").cloned().unwrap_or(Value::Null)});
+        }
+    });
+    JsonB(json!({"ok": true, "results": results}))
+}
+
+fn multi_row<'a>(
+    i: usize,
+    pids: &'a [Option<String>],
+    groups: &'a [Option<String>],
+    ends: &[Option<i64>],
+    workers: &'a [Option<String>],
+    counts: &[Option<i32>],
+) -> MultiRow<'a> {
+    let null = |what: &str| -> ! {
+        raise(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            format!("QACKM NULL {what} at row {}", i + 1),
+        )
+    };
+    let pid_text = pids[i].as_deref().unwrap_or_else(|| null("partition id"));
+    let pid = parse_uuid(pid_text).unwrap_or_else(|| {
+        bad_param(format!(
+            "QACKM invalid partition id \"{pid_text}\" at row {}",
+            i + 1
+        ))
+    });
+    counts[i].unwrap_or_else(|| null("count"));
+    MultiRow {
+        pid,
+        group: groups[i].as_deref().unwrap_or_else(|| null("group")),
+        end: ends[i].unwrap_or_else(|| null("end")),
+        worker: workers[i].as_deref().unwrap_or_else(|| null("worker")),
+    }
+}

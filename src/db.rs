@@ -1,0 +1,203 @@
+//! Small helpers shared by every SQL entry point: raising errors with the contract's
+//! SQLSTATEs, unwrapping SPI results, and reading/writing the cursor row.
+
+use pgrx::datum::Uuid;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use pgrx::spi::{SpiClient, SpiResult};
+use queen_log::ack::CursorState;
+
+pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
+pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
+
+/// Raise an ERROR with a SQLSTATE; never returns.
+pub fn raise(code: PgSqlErrorCode, msg: impl Into<String>) -> ! {
+    ErrorReport::new(code, msg.into(), "queen_ack").report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+/// Raise an ERROR with a DETAIL line; never returns.
+pub fn raise_detail(code: PgSqlErrorCode, msg: impl Into<String>, detail: impl Into<String>) -> ! {
+    ErrorReport::new(code, msg.into(), "queen_ack")
+        .set_detail(detail.into())
+        .report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+/// Q-prefixed contract errors use raise_exception (P0001).
+pub fn raise_q(msg: impl Into<String>) -> ! {
+    raise(PgSqlErrorCode::ERRCODE_RAISE_EXCEPTION, msg)
+}
+
+pub fn bad_param(msg: impl Into<String>) -> ! {
+    raise(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, msg)
+}
+
+/// A required argument: NULL raises 22004 naming it.
+pub fn required<T>(v: Option<T>, name: &str) -> T {
+    v.unwrap_or_else(|| {
+        raise(
+            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+            format!("{name} must not be NULL"),
+        )
+    })
+}
+
+pub fn default_tenant() -> Uuid {
+    parse_uuid(DEFAULT_TENANT).expect("valid default tenant")
+}
+
+pub fn parse_uuid(s: &str) -> Option<Uuid> {
+    let hex: String = s.chars().filter(|c| *c != '-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut b = [0u8; 16];
+    for (i, byte) in b.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(Uuid::from_bytes(b))
+}
+
+/// SPI failures are internal errors (bad SQL or types on our side), not user errors.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for SpiResult<T> {
+    fn or_raise(self) -> T {
+        self.unwrap_or_else(|e| raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("SPI: {e}")))
+    }
+}
+
+/// The locked cursor row plus what the ack paths need from its partition and queue.
+pub struct LockedCursor {
+    pub state: CursorState,
+    pub worker_id: Option<String>,
+    pub lease_live: bool,
+    pub txns_start: i64,
+    pub retry_limit: i32,
+    pub dlq_enabled: bool,
+}
+
+/// Lock the (partition, group) row FOR UPDATE: the only lock any ack path takes.
+pub fn lock_cursor(client: &mut SpiClient<'_>, pid: Uuid, group: &str) -> Option<LockedCursor> {
+    let tbl = client
+        .update(
+            "SELECT c.committed, c.batch_end, c.batch_retry_count, c.attempt_offset,
+                    c.attempt_count, c.total_consumed, c.worker_id,
+                    COALESCE(c.lease_expires_at >= clock_timestamp(), false),
+                    p.txns_start, COALESCE(q.retry_limit, 3),
+                    COALESCE(q.dead_letter_queue, true) OR COALESCE(q.dlq_after_max_retries, true)
+               FROM queen.log_consumers c
+               JOIN queen.log_partitions p ON p.id = c.partition_id
+               JOIN queen.queues q ON q.id = p.queue_id
+              WHERE c.partition_id = $1 AND c.consumer_group = $2
+                FOR UPDATE OF c",
+            Some(1),
+            &[pid.into(), group.into()],
+        )
+        .or_raise();
+    let row = tbl.into_iter().next()?;
+    let get_i64 = |i| row.get::<i64>(i).or_raise();
+    Some(LockedCursor {
+        state: CursorState {
+            committed: get_i64(1).unwrap_or(-1),
+            batch_end: get_i64(2),
+            batch_retry_count: row.get::<i32>(3).or_raise().unwrap_or(0),
+            attempt_offset: get_i64(4),
+            attempt_count: row.get::<i32>(5).or_raise().unwrap_or(0),
+            total_consumed: get_i64(6).unwrap_or(0),
+        },
+        worker_id: row.get::<String>(7).or_raise(),
+        lease_live: row.get::<bool>(8).or_raise().unwrap_or(false),
+        txns_start: get_i64(9).unwrap_or(0),
+        retry_limit: row.get::<i32>(10).or_raise().unwrap_or(3),
+        dlq_enabled: row.get::<bool>(11).or_raise().unwrap_or(true),
+    })
+}
+
+/// The common lease check (contract §6): NULL or '' worker passes; otherwise the row
+/// must be leased to that worker and not expired.
+pub fn lease_check(cur: &LockedCursor, worker: Option<&str>) -> Result<(), &'static str> {
+    match worker {
+        None | Some("") => Ok(()),
+        Some(w) if cur.worker_id.as_deref() == Some(w) && cur.lease_live => Ok(()),
+        Some(_) => Err("invalid or expired lease"),
+    }
+}
+
+/// Lock and lease-check in one step, mapping failures to the contract's error texts.
+pub fn lock_checked(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    group: &str,
+    worker: Option<&str>,
+) -> Result<LockedCursor, &'static str> {
+    let cur = lock_cursor(client, pid, group).ok_or("consumer not found")?;
+    lease_check(&cur, worker)?;
+    Ok(cur)
+}
+
+/// Write a cursor state back. A state without batch_end has no lease: worker and
+/// expiry are cleared with it. Skips the write when nothing changed.
+pub fn write_cursor(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    group: &str,
+    old: &CursorState,
+    new: &CursorState,
+) {
+    if old == new {
+        return;
+    }
+    let released = new.batch_end.is_none();
+    client
+        .update(
+            "UPDATE queen.log_consumers
+                SET committed = $3, batch_end = $4, batch_retry_count = $5,
+                    attempt_offset = $6, attempt_count = $7, total_consumed = $8,
+                    worker_id = CASE WHEN $9 THEN NULL ELSE worker_id END,
+                    lease_expires_at = CASE WHEN $9 THEN NULL ELSE lease_expires_at END,
+                    lease_conflated = false
+              WHERE partition_id = $1 AND consumer_group = $2",
+            None,
+            &[
+                pid.into(),
+                group.into(),
+                new.committed.into(),
+                new.batch_end.into(),
+                new.batch_retry_count.into(),
+                new.attempt_offset.into(),
+                new.attempt_count.into(),
+                new.total_consumed.into(),
+                released.into(),
+            ],
+        )
+        .or_raise();
+}
+
+/// Resolve a partition id by (tenant, queue name, partition name), without locking.
+pub fn find_partition(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    queue: &str,
+    partition: &str,
+) -> Option<Uuid> {
+    client
+        .select(
+            "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
+            Some(1),
+            &[tenant.into(), queue.into(), partition.into()],
+        )
+        .or_raise()
+        .into_iter()
+        .next()
+        .and_then(|row| row.get::<Uuid>(1).or_raise())
+}
+
+/// bytea[] arrives as a borrowed array; copy it out so elements outlive the call frame.
+pub fn bytea_array(a: pgrx::datum::Array<'_, &[u8]>) -> Vec<Option<Vec<u8>>> {
+    a.iter().map(|e| e.map(<[u8]>::to_vec)).collect()
+}

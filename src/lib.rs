@@ -1,0 +1,49 @@
+//! queen_ack: the acknowledgement contract of a partitioned, log-structured queue,
+//! native in PostgreSQL.
+//!
+//! This crate is the pgrx glue only: argument checks, SPI reads and writes, and JSON
+//! results. Decisions (hashing, the frame codec, the ack procedure) live in the pure
+//! `queen_log` crate, so they are tested without a server and shared with the broker.
+
+use pgrx::prelude::*;
+
+mod ack;
+mod db;
+mod dlq;
+mod native;
+mod pop;
+mod push;
+mod txn_wire;
+
+/// #[pg_test]s run inside a real PostgreSQL 15 with this extension installed. pgrx calls
+/// them in schema `tests`, so every suite file is included into this one module.
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    include!("tests/common.rs");
+    include!("tests/push_pop.rs");
+    include!("tests/acks.rs");
+}
+
+::pgrx::pg_module_magic!();
+
+extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+extension_sql_file!(
+    "../sql/functions.sql",
+    name = "sql_functions",
+    requires = ["bootstrap"]
+);
+
+/// Hooks for `cargo pgrx test`: every test cluster runs with `pg_test_config`.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        include_str!("../pg_test_config")
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect()
+    }
+}

@@ -1,0 +1,294 @@
+//! Native helpers (contract §11): what the reference engine cannot do in SQL. With these,
+//! psql alone can run a queue: push JSON, pop decoded messages, ack by transactionId.
+
+use pgrx::datum::{TimestampWithTimeZone, Uuid};
+use pgrx::prelude::*;
+use pgrx::JsonB;
+use queen_log::frame::Frame;
+use queen_log::hash::{hash_hex, txn_hash};
+use queen_log::segment::{decode_segment, encode_segment, segment_hashes};
+use serde_json::{json, Value};
+
+use crate::ack::ack_by_hash;
+use crate::db::{bad_param, default_tenant, find_partition, required, OrRaise, QUEUE_MODE};
+use crate::pop::{pop_partition, pop_queue, request, Slice};
+use crate::push::{push_one, SegmentIn};
+
+#[pg_extern(immutable, parallel_safe)]
+fn xxh3_128(p_text: &str) -> Vec<u8> {
+    txn_hash(p_text).to_vec()
+}
+
+#[pg_extern(immutable, parallel_safe)]
+fn xxh3_128_hex(p_text: &str) -> String {
+    hash_hex(&txn_hash(p_text))
+}
+
+/// A frame's payload as jsonb: JSON text as is; anything else (encrypted) as a string.
+fn payload_jsonb(f: &Frame) -> JsonB {
+    let text = f.payload_json().unwrap_or("");
+    JsonB(serde_json::from_str(text).unwrap_or_else(|_| Value::String(hash_hex(&f.payload))))
+}
+
+fn decode_or_raise(blob: &[u8]) -> Vec<Frame> {
+    decode_segment(blob).unwrap_or_else(|e| bad_param(e.to_string()))
+}
+
+#[pg_extern(immutable, parallel_safe)]
+fn decode_segment_v1(
+    p_blob: &[u8],
+) -> TableIterator<
+    'static,
+    (
+        name!(frame_index, i32),
+        name!(message_id, Uuid),
+        name!(transaction_id, String),
+        name!(payload, JsonB),
+        name!(producer_sub, Option<String>),
+        name!(trace_id, Option<Uuid>),
+    ),
+> {
+    let rows: Vec<_> = decode_or_raise(p_blob)
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let payload = payload_jsonb(&f);
+            (
+                i as i32,
+                Uuid::from_bytes(f.message_id),
+                f.transaction_id,
+                payload,
+                f.producer_sub,
+                f.trace_id.map(Uuid::from_bytes),
+            )
+        })
+        .collect();
+    TableIterator::new(rows)
+}
+
+/// Frames for JSON payloads; transactionIds default to the minted uuidv7 message id.
+fn frames_for(payloads: &[Value], txn_ids: Option<&[Option<String>]>) -> Vec<Frame> {
+    let mut seen = std::collections::HashSet::new();
+    payloads
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let id = uuid::Uuid::now_v7();
+            let txn = txn_ids
+                .and_then(|t| t[i].clone())
+                .unwrap_or_else(|| id.to_string());
+            if !seen.insert(txn.clone()) {
+                bad_param(format!("transactionId \"{txn}\" appears twice in one push"));
+            }
+            Frame {
+                message_id: *id.as_bytes(),
+                trace_id: None,
+                transaction_id: txn,
+                producer_sub: None,
+                encrypted: false,
+                payload: if p.is_null() {
+                    Vec::new()
+                } else {
+                    p.to_string().into_bytes()
+                },
+            }
+        })
+        .collect()
+}
+
+/// Plain-SQL push of a JSON array of payloads, encoded natively into one segment.
+#[pg_extern(volatile, parallel_unsafe)]
+fn push(
+    p_queue: Option<&str>,
+    p_payloads: Option<JsonB>,
+    p_transaction_ids: default!(Option<Vec<Option<String>>>, "NULL"),
+    p_partition: default!(Option<&str>, "'Default'"),
+    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+) -> JsonB {
+    let queue = required(p_queue, "p_queue");
+    let Value::Array(payloads) = required(p_payloads, "p_payloads").0 else {
+        bad_param("p_payloads must be a JSON array of payloads");
+    };
+    if payloads.is_empty() {
+        bad_param("p_payloads must not be empty");
+    }
+    if let Some(t) = &p_transaction_ids {
+        if t.len() != payloads.len() {
+            bad_param(format!(
+                "{} payloads but {} transaction ids",
+                payloads.len(),
+                t.len()
+            ));
+        }
+    }
+    let frames = frames_for(&payloads, p_transaction_ids.as_deref());
+    let blob = encode_segment(&frames).unwrap_or_else(|e| bad_param(e.to_string()));
+    let hashes = segment_hashes(&frames);
+    let seg = SegmentIn {
+        queue,
+        partition: required(p_partition, "p_partition"),
+        msg_count: frames.len() as i32,
+        hashes: &hashes,
+        verified: -1,
+        blob: &blob,
+        tenant: p_tenant.unwrap_or_else(default_tenant),
+    };
+    let mut out = Spi::connect_mut(|c| push_one(c, &seg, None, None));
+    let base = out["baseOffset"].as_i64();
+    out["messages"] = frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            json!({"messageId": uuid::Uuid::from_bytes(f.message_id).to_string(),
+                   "transactionId": f.transaction_id, "offset": base.map(|b| b + i as i64)})
+        })
+        .collect();
+    JsonB(out)
+}
+
+type Decoded = (
+    i64,
+    Uuid,
+    String,
+    JsonB,
+    TimestampWithTimeZone,
+    Uuid,
+    String,
+);
+
+fn decode_slices(pid: Uuid, lease: &str, slices: Vec<Slice>, out: &mut Vec<Decoded>) {
+    for s in slices {
+        let frames = decode_or_raise(&s.blob);
+        let start = s.start_idx as usize;
+        for (k, f) in frames.iter().enumerate().skip(start).take(s.take as usize) {
+            let row = (
+                s.base + k as i64,
+                Uuid::from_bytes(f.message_id),
+                f.transaction_id.clone(),
+                payload_jsonb(f),
+                s.created_at,
+                pid,
+                lease.to_string(),
+            );
+            out.push(row);
+        }
+    }
+}
+
+/// Plain-SQL leasing pop returning decoded messages. No partition = queue-level pop of
+/// one ready partition; NULL lease = the queue's lease_time.
+#[pg_extern(volatile, parallel_unsafe)]
+fn pop(
+    p_queue: Option<&str>,
+    p_partition: default!(Option<&str>, "NULL"),
+    p_group: default!(Option<&str>, "'__QUEUE_MODE__'"),
+    p_batch: default!(Option<i32>, 1),
+    p_lease_seconds: default!(Option<i32>, "NULL"),
+    p_auto_ack: default!(Option<bool>, false),
+    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+) -> TableIterator<
+    'static,
+    (
+        name!(r_offset, i64),
+        name!(r_message_id, Uuid),
+        name!(r_transaction_id, String),
+        name!(r_payload, JsonB),
+        name!(r_created_at, TimestampWithTimeZone),
+        name!(r_partition_id, Uuid),
+        name!(r_lease_id, String),
+    ),
+> {
+    let queue = required(p_queue, "p_queue");
+    let tenant = p_tenant.unwrap_or_else(default_tenant);
+    let lease_id = if p_auto_ack == Some(true) {
+        String::new()
+    } else {
+        uuid::Uuid::new_v4().to_string()
+    };
+    let mut out = Vec::new();
+    Spi::connect_mut(|c| {
+        let lease = p_lease_seconds.or_else(|| queue_lease_time(c, tenant, queue));
+        let group = p_group.or(Some(QUEUE_MODE));
+        let req = request(
+            group,
+            p_batch,
+            lease,
+            Some(&lease_id),
+            p_auto_ack,
+            None,
+            None,
+            false,
+        );
+        match p_partition {
+            Some(part) => {
+                let Some(pid) = find_partition(c, tenant, queue, part) else {
+                    return;
+                };
+                let qid: Uuid = c
+                    .select(
+                        "SELECT queue_id FROM queen.log_partitions WHERE id = $1",
+                        Some(1),
+                        &[pid.into()],
+                    )
+                    .or_raise()
+                    .first()
+                    .get_one()
+                    .or_raise()
+                    .unwrap();
+                decode_slices(
+                    pid,
+                    &lease_id,
+                    pop_partition(c, pid, qid, tenant, &req),
+                    &mut out,
+                );
+            }
+            None => {
+                for (pid, _, s) in pop_queue(c, tenant, queue, 1, &req) {
+                    decode_slices(pid, &lease_id, vec![s], &mut out);
+                }
+            }
+        }
+    });
+    TableIterator::new(out)
+}
+
+fn queue_lease_time(c: &pgrx::spi::SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<i32> {
+    c.select(
+        "SELECT COALESCE(lease_time, 60) FROM queen.queues WHERE tenant_id = $1 AND name = $2",
+        Some(1),
+        &[tenant.into(), queue.into()],
+    )
+    .or_raise()
+    .into_iter()
+    .next()
+    .and_then(|r| r.get::<i32>(1).or_raise())
+    .or(Some(60))
+}
+
+/// Plain-SQL ack by transactionId: hashes natively, then runs the authority.
+#[pg_extern(volatile, parallel_unsafe)]
+fn ack(
+    p_partition_id: Option<Uuid>,
+    p_lease_id: Option<&str>,
+    p_transaction_ids: Option<Vec<Option<String>>>,
+    p_statuses: default!(Option<Vec<Option<String>>>, "NULL"),
+    p_group: default!(Option<&str>, "'__QUEUE_MODE__'"),
+) -> JsonB {
+    let pid = required(p_partition_id, "p_partition_id");
+    let txns = required(p_transaction_ids, "p_transaction_ids");
+    let hashes: Vec<Option<Vec<u8>>> = txns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let t = t.as_deref().unwrap_or_else(|| {
+                bad_param(format!("p_transaction_ids[{}] must not be NULL", i + 1))
+            });
+            Some(txn_hash(t).to_vec())
+        })
+        .collect();
+    let (hashes, statuses) = crate::ack::parse_ack_input(&hashes, p_statuses.as_deref());
+    let group = p_group.unwrap_or(QUEUE_MODE);
+    JsonB(Spi::connect_mut(|c| {
+        ack_by_hash(c, pid, group, p_lease_id, &hashes, &statuses)
+    }))
+}

@@ -1,0 +1,316 @@
+//! Push (contract §4): auto-create, dedup window probe, offset allocation under the
+//! partition row lock, and the segment + sidecar write.
+
+use std::collections::HashMap;
+
+use pgrx::datum::Uuid;
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::JsonB;
+use queen_log::hash::{split_hashes, TxnHash};
+use serde_json::{json, Value};
+
+use crate::db::{default_tenant, raise_q, required, OrRaise};
+
+/// One segment to push, already encoded by the caller (or by `queen.push`).
+pub struct SegmentIn<'a> {
+    pub queue: &'a str,
+    pub partition: &'a str,
+    pub msg_count: i32,
+    pub hashes: &'a [u8],
+    pub verified: i64,
+    pub blob: &'a [u8],
+    pub tenant: Uuid,
+}
+
+/// The contract's shape check; runs before anything is read or written.
+pub fn check_segment(msg_count: i32, hashes: &[u8]) {
+    if msg_count < 1 || hashes.len() as i64 != 16 * i64::from(msg_count) {
+        raise_q(format!(
+            "QPUSH bad segment: msg_count={msg_count}, hashes={} bytes (want 16/msg)",
+            hashes.len()
+        ));
+    }
+}
+
+/// Create the queue (per tenant) and the partition if missing. `a.b` → namespace a,
+/// task b; a name without a dot → namespace = the name, task = ''.
+pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partition: &str) {
+    client
+        .update(
+            "WITH q AS (
+                 INSERT INTO queen.queues (name, tenant_id, namespace, task)
+                 VALUES ($2, $1,
+                         CASE WHEN strpos($2, '.') > 0 THEN split_part($2, '.', 1) ELSE $2 END,
+                         CASE WHEN strpos($2, '.') > 0 THEN substr($2, strpos($2, '.') + 1) ELSE '' END)
+                 ON CONFLICT (tenant_id, name) DO NOTHING
+                 RETURNING id)
+             INSERT INTO queen.log_partitions (queue_id, name)
+             SELECT id, $3 FROM q
+             UNION ALL
+             SELECT id, $3 FROM queen.queues WHERE tenant_id = $1 AND name = $2
+             ON CONFLICT (queue_id, name) DO NOTHING",
+            None,
+            &[tenant.into(), queue.into(), partition.into()],
+        )
+        .or_raise();
+}
+
+/// Partition id and the queue's dedup window, resolved by names (or a hinted id).
+pub fn resolve(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    queue: &str,
+    partition: &str,
+    pid: Option<Uuid>,
+) -> Option<(Uuid, i32)> {
+    client
+        .select(
+            "SELECT p.id, q.dedup_window_seconds
+               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3
+                AND ($4::uuid IS NULL OR p.id = $4)",
+            Some(1),
+            &[tenant.into(), queue.into(), partition.into(), pid.into()],
+        )
+        .or_raise()
+        .into_iter()
+        .next()
+        .map(|r| {
+            (
+                r.get::<Uuid>(1).or_raise().unwrap(),
+                r.get::<i32>(2).or_raise().unwrap_or(0),
+            )
+        })
+}
+
+/// Resolve, provisioning on first push; raises when the target still cannot be found.
+pub fn resolve_or_create(
+    client: &mut SpiClient<'_>,
+    seg: &SegmentIn<'_>,
+    pid: Option<Uuid>,
+) -> (Uuid, i32) {
+    if let Some(found) = resolve(client, seg.tenant, seg.queue, seg.partition, pid) {
+        return found;
+    }
+    provision(client, seg.tenant, seg.queue, seg.partition);
+    resolve(client, seg.tenant, seg.queue, seg.partition, None).unwrap_or_else(|| {
+        raise_q(format!(
+            "QPUSH unknown queue/partition {}/{}",
+            seg.queue, seg.partition
+        ))
+    })
+}
+
+/// Push one segment into a resolved partition. With a window, the partition row is
+/// locked first so the probe and the allocation see the same log.
+pub fn push_resolved(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    window: i32,
+    seg: &SegmentIn<'_>,
+) -> Value {
+    if window > 0 {
+        lock_partition(client, pid);
+        let dups = probe_duplicates(client, pid, window, seg.verified, seg.hashes);
+        if !dups.is_empty() {
+            let dups: Vec<Value> = dups
+                .into_iter()
+                .map(|(i, off)| json!({"i": i, "off": off}))
+                .collect();
+            return json!({"status": "duplicate", "dups": dups});
+        }
+    }
+    append(client, pid, seg)
+}
+
+fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) {
+    client
+        .update(
+            "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
+            None,
+            &[pid.into()],
+        )
+        .or_raise();
+}
+
+/// Sidecar rows above the verified watermark and inside the window, scanned for any
+/// incoming hash: (incoming index, MIN original offset), sorted by index.
+fn probe_duplicates(
+    client: &SpiClient<'_>,
+    pid: Uuid,
+    window: i32,
+    verified: i64,
+    hashes: &[u8],
+) -> Vec<(usize, i64)> {
+    let incoming = split_hashes(hashes).expect("checked by check_segment");
+    let mut wanted: HashMap<TxnHash, Vec<usize>> = HashMap::new();
+    for (i, h) in incoming.iter().enumerate() {
+        wanted.entry(*h).or_default().push(i);
+    }
+    let mut best: HashMap<TxnHash, i64> = HashMap::new();
+    let rows = client
+        .select(
+            "SELECT t.base_offset, t.hashes FROM queen.log_txns t
+               JOIN queen.log_partitions p ON p.id = t.partition_id
+              WHERE t.partition_id = $1
+                AND t.end_offset > GREATEST($2, p.txns_start - 1)
+                AND t.created_at >= clock_timestamp() - make_interval(secs => $3)",
+            None,
+            &[pid.into(), verified.into(), f64::from(window).into()],
+        )
+        .or_raise();
+    for row in rows {
+        let base: i64 = row.get(1).or_raise().unwrap();
+        let stored: Vec<u8> = row.get(2).or_raise().unwrap();
+        for (k, chunk) in stored.chunks_exact(16).enumerate() {
+            let h: TxnHash = chunk.try_into().unwrap();
+            let off = base + k as i64;
+            if off > verified && wanted.contains_key(&h) {
+                best.entry(h)
+                    .and_modify(|o| *o = (*o).min(off))
+                    .or_insert(off);
+            }
+        }
+    }
+    let mut dups: Vec<(usize, i64)> = best
+        .iter()
+        .flat_map(|(h, off)| wanted[h].iter().map(move |i| (*i, *off)))
+        .collect();
+    dups.sort_unstable();
+    dups
+}
+
+/// Allocate `[last_offset+1, last_offset+n]` and write segment and sidecar rows with one
+/// clock_timestamp() taken after the row lock (monotone in base_offset).
+fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> Value {
+    let row = client
+        .update(
+            "WITH p AS (
+                 UPDATE queen.log_partitions
+                    SET last_offset = last_offset + $2, last_write_at = clock_timestamp()
+                  WHERE id = $1
+                 RETURNING last_offset - $2 + 1 AS base, last_offset AS fin, clock_timestamp() AS ts),
+             s AS (
+                 INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
+                 SELECT $1, base, fin, ts, $3 FROM p)
+             INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
+             SELECT $1, base, fin, ts, $4 FROM p
+             RETURNING base_offset, queen.iso_utc(created_at)",
+            None,
+            &[pid.into(), i64::from(seg.msg_count).into(), seg.blob.into(), seg.hashes.into()],
+        )
+        .or_raise()
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| raise_q(format!("QPUSH unknown queue/partition {}/{}", seg.queue, seg.partition)));
+    let base: i64 = row.get(1).or_raise().unwrap();
+    let created: String = row.get(2).or_raise().unwrap();
+    json!({"status": "queued", "baseOffset": base, "createdAt": created})
+}
+
+/// Validate, resolve (auto-create) and push one segment.
+pub fn push_one(
+    client: &mut SpiClient<'_>,
+    seg: &SegmentIn<'_>,
+    pid: Option<Uuid>,
+    window: Option<i32>,
+) -> Value {
+    check_segment(seg.msg_count, seg.hashes);
+    let (pid, queue_window) = resolve_or_create(client, seg, pid);
+    push_resolved(client, pid, window.unwrap_or(queue_window), seg)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[pg_extern(volatile, parallel_unsafe)]
+fn log_push_one_v1(
+    p_queue: Option<&str>,
+    p_partition: Option<&str>,
+    p_msg_count: Option<i32>,
+    p_hashes: Option<&[u8]>,
+    p_verified: Option<i64>,
+    p_blob: Option<&[u8]>,
+    p_pid: default!(Option<Uuid>, "NULL"),
+    p_window: default!(Option<i32>, "NULL"),
+    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+) -> JsonB {
+    let seg = SegmentIn {
+        queue: required(p_queue, "p_queue"),
+        partition: required(p_partition, "p_partition"),
+        msg_count: required(p_msg_count, "p_msg_count"),
+        hashes: required(p_hashes, "p_hashes"),
+        verified: p_verified.unwrap_or(-1),
+        blob: required(p_blob, "p_blob"),
+        tenant: p_tenant.unwrap_or_else(default_tenant),
+    };
+    JsonB(Spi::connect_mut(|client| {
+        push_one(client, &seg, p_pid, p_window)
+    }))
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+fn log_push_multi_v1(
+    p_queues: Option<Vec<Option<String>>>,
+    p_partitions: Option<Vec<Option<String>>>,
+    p_msg_counts: Option<Vec<Option<i32>>>,
+    p_hashes: Option<pgrx::datum::Array<'_, &[u8]>>,
+    p_verified: Option<Vec<Option<i64>>>,
+    p_blobs: Option<pgrx::datum::Array<'_, &[u8]>>,
+    p_tenants: default!(Option<Vec<Option<Uuid>>>, "NULL"),
+) -> JsonB {
+    let queues = p_queues.unwrap_or_default();
+    let n = queues.len();
+    let partitions = p_partitions.unwrap_or_default();
+    let counts = p_msg_counts.unwrap_or_default();
+    let hashes = p_hashes.map(crate::db::bytea_array).unwrap_or_default();
+    let verified = p_verified.unwrap_or_else(|| vec![None; n]);
+    let blobs = p_blobs.map(crate::db::bytea_array).unwrap_or_default();
+    let tenants = p_tenants.unwrap_or_else(|| vec![None; n]);
+    let lens = [
+        partitions.len(),
+        counts.len(),
+        hashes.len(),
+        verified.len(),
+        blobs.len(),
+        tenants.len(),
+    ];
+    if lens.iter().any(|&l| l != n) {
+        raise_q(format!("QMULTI misaligned arrays ({n} queues)"));
+    }
+    let segs: Vec<SegmentIn<'_>> = (0..n)
+        .map(|i| SegmentIn {
+            queue: required(queues[i].as_deref(), "p_queues element"),
+            partition: required(partitions[i].as_deref(), "p_partitions element"),
+            msg_count: required(counts[i], "p_msg_counts element"),
+            hashes: required(hashes[i].as_deref(), "p_hashes element"),
+            verified: verified[i].unwrap_or(-1),
+            blob: required(blobs[i].as_deref(), "p_blobs element"),
+            tenant: tenants[i].unwrap_or_else(default_tenant),
+        })
+        .collect();
+    JsonB(Spi::connect_mut(|client| {
+        Value::Array(push_many(client, &segs))
+    }))
+}
+
+/// Many segments in one transaction: validate all, provision all, lock the partitions in
+/// ascending id, then push in input order. Shared with the transaction wire.
+pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<Value> {
+    for s in segs {
+        check_segment(s.msg_count, s.hashes);
+    }
+    let targets: Vec<(Uuid, i32)> = segs
+        .iter()
+        .map(|s| resolve_or_create(client, s, None))
+        .collect();
+    let mut ids: Vec<[u8; 16]> = targets.iter().map(|t| *t.0.as_bytes()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    for id in ids {
+        lock_partition(client, Uuid::from_bytes(id));
+    }
+    segs.iter()
+        .zip(targets)
+        .map(|(s, (pid, window))| push_resolved(client, pid, window, s))
+        .collect()
+}

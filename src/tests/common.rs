@@ -1,0 +1,112 @@
+// Shared helpers for the #[pg_test] suites (included into `mod tests` in lib.rs).
+
+use pgrx::prelude::*;
+use pgrx::JsonB;
+use serde_json::Value;
+
+/// Run a query returning one jsonb value.
+fn j(sql: &str) -> Value {
+    Spi::get_one::<JsonB>(sql).expect("query").expect("non-NULL jsonb").0
+}
+
+fn i64_of(sql: &str) -> i64 {
+    Spi::get_one::<i64>(sql).expect("query").expect("non-NULL")
+}
+
+fn text_of(sql: &str) -> Option<String> {
+    Spi::get_one::<String>(sql).expect("query")
+}
+
+/// Run a statement in a subtransaction and report `SQLSTATE: message`, or "ok".
+/// The subtransaction is rolled back on error, so "changes nothing" can be checked after.
+fn sqlstate_of(sql: &str) -> String {
+    Spi::run(
+        "CREATE OR REPLACE FUNCTION pg_temp.sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $f$
+         BEGIN EXECUTE q; RETURN 'ok';
+         EXCEPTION WHEN others THEN RETURN SQLSTATE || ': ' || SQLERRM; END $f$",
+    )
+    .unwrap();
+    Spi::get_one_with_args::<String>("SELECT pg_temp.sqlstate_of($1)", &[sql.into()])
+        .unwrap()
+        .unwrap()
+}
+
+/// A snapshot of every queen table's row count, to prove a failed call wrote nothing.
+fn table_counts() -> String {
+    text_of(
+        "SELECT format('%s/%s/%s/%s/%s/%s/%s',
+           (SELECT count(*) FROM queen.queues), (SELECT count(*) FROM queen.log_partitions),
+           (SELECT count(*) FROM queen.log_segments), (SELECT count(*) FROM queen.log_txns),
+           (SELECT count(*) FROM queen.log_consumers), (SELECT count(*) FROM queen.log_dlq),
+           (SELECT count(*) FROM queen.consumer_groups_metadata))
+           || ':' || COALESCE((SELECT string_agg(committed::text || coalesce(batch_end::text, '-'), ',')
+                                FROM queen.log_consumers), '')",
+    )
+    .unwrap()
+}
+
+/// Push `n` JSON messages with transactionIds `<prefix>0..` into queue/partition.
+fn push_n(queue: &str, partition: &str, prefix: &str, n: usize) -> Value {
+    let payloads: Vec<String> = (0..n).map(|i| format!("{{\"n\":{i}}}")).collect();
+    let txns: Vec<String> = (0..n).map(|i| format!("'{prefix}{i}'")).collect();
+    j(&format!(
+        "SELECT queen.push('{queue}', '[{}]'::jsonb, ARRAY[{}]::text[], '{partition}')",
+        payloads.join(","),
+        txns.join(",")
+    ))
+}
+
+fn pid_of(queue: &str, partition: &str) -> String {
+    text_of(&format!(
+        "SELECT p.id::text FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+          WHERE q.name = '{queue}' AND p.name = '{partition}'"
+    ))
+    .expect("partition exists")
+}
+
+/// Lease a batch with log_pop_v1: returns (first offset, last offset) served.
+fn lease(queue: &str, group: &str, worker: &str, budget: i32) -> Option<(i64, i64)> {
+    let first = Spi::get_one::<i64>(&format!(
+        "SELECT min(r_base + r_start_idx) FROM queen.log_pop_v1('{queue}', 'Default', '{group}', {budget}, 30, '{worker}')"
+    ))
+    .unwrap()?;
+    let end = i64_of(&format!(
+        "SELECT batch_end FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = '{queue}' AND c.consumer_group = '{group}'"
+    ));
+    Some((first, end))
+}
+
+/// The cursor row as "committed|batch_end|worker|retry|attempt_offset|attempt_count|total".
+fn cursor(queue: &str, group: &str) -> String {
+    text_of(&format!(
+        "SELECT concat_ws('|', committed, coalesce(batch_end::text, '-'), coalesce(worker_id, '-'),
+                batch_retry_count, coalesce(attempt_offset::text, '-'), attempt_count, total_consumed)
+           FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+           JOIN queen.queues q ON q.id = p.queue_id
+          WHERE q.name = '{queue}' AND c.consumer_group = '{group}'"
+    ))
+    .expect("cursor exists")
+}
+
+/// Hex hash of a transactionId as a bytea literal for ARRAY[...].
+fn h(txn: &str) -> String {
+    format!("queen.xxh3_128('{txn}')")
+}
+
+fn ack_hash(queue: &str, group: &str, worker: &str, txns: &[&str], statuses: Option<&[&str]>) -> Value {
+    let hs: Vec<String> = txns.iter().map(|t| h(t)).collect();
+    let st = match statuses {
+        Some(s) => format!(
+            "ARRAY[{}]::text[]",
+            s.iter().map(|x| format!("'{x}'")).collect::<Vec<_>>().join(",")
+        ),
+        None => "NULL".into(),
+    };
+    let w = if worker.is_empty() { "NULL".to_string() } else { format!("'{worker}'") };
+    j(&format!(
+        "SELECT queen.log_ack_by_hash_v1('{}'::uuid, '{group}', {w}, ARRAY[{}]::bytea[], {st})",
+        pid_of(queue, "Default"),
+        hs.join(",")
+    ))
+}
