@@ -155,9 +155,22 @@ pub fn ack_by_hash(
     hashes: &[TxnHash],
     statuses: &[Status],
 ) -> Value {
+    ack_by_hash_detail(client, pid, group, worker, hashes, statuses).0
+}
+
+/// The authority, also returning the input index of the head signal that chose the
+/// branch (the transaction wire takes a dlq hand-off's error text from that element).
+pub fn ack_by_hash_detail(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    group: &str,
+    worker: Option<&str>,
+    hashes: &[TxnHash],
+    statuses: &[Status],
+) -> (Value, Option<usize>) {
     let cur = match lock_checked(client, pid, group, worker) {
         Ok(c) => c,
-        Err(e) => return not_ok(e),
+        Err(e) => return (not_ok(e), None),
     };
     let (lo, hi) = ackable_span(&cur.state, cur.txns_start);
     let elements = resolve(client, pid, hashes, statuses, lo, hi, cur.state.committed);
@@ -184,7 +197,7 @@ pub fn ack_by_hash(
         Branch::Dropped => out["dropped"] = json!(true),
         _ => {}
     }
-    out
+    (out, d.head_index)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -266,7 +279,6 @@ pub fn ack_by_name(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn log_ack_v1(
     p_queue: Option<&str>,

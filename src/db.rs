@@ -192,7 +192,6 @@ pub fn find_partition(
             &[tenant.into(), queue.into(), partition.into()],
         )
         .or_raise()
-        .into_iter()
         .next()
         .and_then(|row| row.get::<Uuid>(1).or_raise())
 }

@@ -29,7 +29,6 @@ fn extract(client: &SpiClient<'_>, pid: Uuid, off: i64, error: Option<String>) -
             &[pid.into(), off.into()],
         )
         .or_raise()
-        .into_iter()
         .next()
         .map(|r| {
             (
@@ -126,7 +125,6 @@ pub fn dlq_head(
     json!({"ok": true, "id": id.to_string()})
 }
 
-#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn log_dlq_head_v1(
     p_partition_id: Option<Uuid>,

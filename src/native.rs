@@ -259,7 +259,6 @@ fn queue_lease_time(c: &pgrx::spi::SpiClient<'_>, tenant: Uuid, queue: &str) -> 
         &[tenant.into(), queue.into()],
     )
     .or_raise()
-    .into_iter()
     .next()
     .and_then(|r| r.get::<i32>(1).or_raise())
     .or(Some(60))

@@ -37,7 +37,6 @@ impl Slice {
 
 /// Validate the pop arguments (contract §5): budget and lease below 1 are 22023, a
 /// leasing pop needs a worker, conflation is 0A000. NULL group means queue mode.
-#[allow(clippy::too_many_arguments)]
 pub fn request<'a>(
     group: Option<&'a str>,
     budget: Option<i32>,
@@ -163,7 +162,6 @@ fn create_cursor(
             ],
         )
         .or_raise()
-        .into_iter()
         .next()
         .and_then(|r| r.get::<i64>(1).or_raise())
 }
@@ -296,7 +294,6 @@ fn queue_id_of(client: &SpiClient<'_>, pid: Uuid) -> Uuid {
         .expect("partition exists")
 }
 
-#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn log_pop_v1(
     p_queue: Option<&str>,
@@ -438,7 +435,6 @@ pub fn pop_queue(
             &[tenant.into(), queue.into()],
         )
         .or_raise()
-        .into_iter()
         .next()
         .and_then(|r| r.get::<Uuid>(1).or_raise())
     else {
@@ -466,7 +462,6 @@ pub fn pop_queue(
     out
 }
 
-#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn log_pop_queue_v1(
     p_queue: Option<&str>,

@@ -74,7 +74,6 @@ pub fn resolve(
             &[tenant.into(), queue.into(), partition.into(), pid.into()],
         )
         .or_raise()
-        .into_iter()
         .next()
         .map(|r| {
             (
@@ -201,7 +200,6 @@ fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> Value {
             &[pid.into(), i64::from(seg.msg_count).into(), seg.blob.into(), seg.hashes.into()],
         )
         .or_raise()
-        .into_iter()
         .next()
         .unwrap_or_else(|| raise_q(format!("QPUSH unknown queue/partition {}/{}", seg.queue, seg.partition)));
     let base: i64 = row.get(1).or_raise().unwrap();
@@ -221,7 +219,6 @@ pub fn push_one(
     push_resolved(client, pid, window.unwrap_or(queue_window), seg)
 }
 
-#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 fn log_push_one_v1(
     p_queue: Option<&str>,

@@ -146,6 +146,8 @@ pub struct Decision {
     pub off: i64,
     pub branch: Branch,
     pub lease_released: bool,
+    /// Input index of the head signal element that chose the branch (under a lease).
+    pub head_index: Option<usize>,
     /// Input indexes for the three hex lists, in input order.
     pub noop: Vec<usize>,
     pub stale: Vec<usize>,
@@ -153,11 +155,13 @@ pub struct Decision {
 }
 
 /// The head signal: lowest eff among signals, ties broken dlq > failed > retry.
-fn head_signal(elements: &[Element]) -> Option<(i64, Status)> {
+/// Returns (offset, status, input index of the winning element).
+fn head_signal(elements: &[Element]) -> Option<(i64, Status, usize)> {
     elements
         .iter()
-        .filter(|e| e.status.is_signal())
-        .filter_map(|e| e.eff.map(|off| (off, e.status)))
+        .enumerate()
+        .filter(|(_, e)| e.status.is_signal())
+        .filter_map(|(i, e)| e.eff.map(|off| (off, e.status, i)))
         .min_by(|a, b| {
             a.0.cmp(&b.0)
                 .then(b.1.signal_rank().cmp(&a.1.signal_rank()))
@@ -187,9 +191,9 @@ pub fn decide(state: &CursorState, elements: &[Element], policy: Policy) -> Deci
     let was_leased = state.under_lease();
     let signal = if was_leased { head } else { None };
     let (branch, off) = match signal {
-        Some((off, Status::Dlq)) => (Branch::Dlq, off),
-        Some((off, Status::Failed)) => failed_branch(&mut next, state, off, policy),
-        Some((_, Status::Retry)) => {
+        Some((off, Status::Dlq, _)) => (Branch::Dlq, off),
+        Some((off, Status::Failed, _)) => failed_branch(&mut next, state, off, policy),
+        Some((_, Status::Retry, _)) => {
             next.release();
             (Branch::Retry, new)
         }
@@ -200,6 +204,7 @@ pub fn decide(state: &CursorState, elements: &[Element], policy: Policy) -> Deci
     };
     let (noop, stale, unresolved) = classify(elements);
     Decision {
+        head_index: signal.map(|h| h.2),
         lease_released: was_leased && !next.under_lease(),
         state: next,
         acked,

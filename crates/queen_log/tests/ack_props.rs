@@ -39,7 +39,8 @@ fn elements_from_seed(state: &CursorState, mut seed: u64) -> Vec<Element> {
                 2 => Status::Dlq,
                 _ => Status::Completed,
             };
-            let eff = ((seed >> 20) % 5 != 0).then(|| lo + ((seed >> 40) % width) as i64);
+            let resolved = !(seed >> 20).is_multiple_of(5);
+            let eff = resolved.then(|| lo + ((seed >> 40) % width) as i64);
             Element {
                 status,
                 eff,
