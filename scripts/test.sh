@@ -27,6 +27,14 @@ rm -rf "$PGDATA_DIR"
 install -d -o postgres -g postgres "$PGDATA_DIR"
 run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
 
+# Suites that need a running server: a short-lived cluster with the real extension.
+if PG_URL=$(bash tests/cluster.sh start); then
+    run_suite smoke bash tests/sql_smoke.sh "$PG_URL"
+    bash tests/cluster.sh stop
+else
+    echo "=== cluster FAILED to start"; status=1
+fi
+
 results=$(cat "$LOG_DIR"/*.log | grep -E '^test result: ')
 passed=$(echo "$results" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
 failed=$(echo "$results" | grep -oE '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')

@@ -1,5 +1,10 @@
--- queen_ack schema (contract §2). Runs first in CREATE EXTENSION; the schema `queen`
--- itself is created by PostgreSQL from the control file, so DROP EXTENSION removes it.
+-- queen_ack schema (contract §2). Runs first in CREATE EXTENSION.
+-- The schema is created here, not through the control file's `schema` key: a schema
+-- PostgreSQL creates for the control file is not a member of the extension and would
+-- survive DROP EXTENSION. The SET makes the pgrx-generated functions that follow land in
+-- it too; CREATE EXTENSION restores the caller's search_path afterwards.
+CREATE SCHEMA queen;
+SET search_path = queen, pg_catalog;
 
 CREATE TABLE queen.queues (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),

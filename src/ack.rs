@@ -201,6 +201,7 @@ pub fn ack_by_hash_detail(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_ack_by_hash_v1(
     p_partition_id: Option<Uuid>,
     p_group: Option<&str>,
@@ -246,6 +247,7 @@ pub fn ack_at(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_ack_at_v1(
     p_partition_id: Option<Uuid>,
     p_group: Option<&str>,
@@ -280,6 +282,7 @@ pub fn ack_by_name(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_ack_v1(
     p_queue: Option<&str>,
     p_partition: Option<&str>,
@@ -310,6 +313,7 @@ struct MultiRow<'a> {
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_ack_multi_v1(
     p_pids: Option<Vec<Option<String>>>,
     p_groups: Option<Vec<Option<String>>>,

@@ -126,6 +126,7 @@ pub fn dlq_head(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_dlq_head_v1(
     p_partition_id: Option<Uuid>,
     p_group: Option<&str>,

@@ -98,6 +98,7 @@ fn frames_for(payloads: &[Value], txn_ids: Option<&[Option<String>]>) -> Vec<Fra
 
 /// Plain-SQL push of a JSON array of payloads, encoded natively into one segment.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn push(
     p_queue: Option<&str>,
     p_payloads: Option<JsonB>,
@@ -178,6 +179,7 @@ fn decode_slices(pid: Uuid, lease: &str, slices: Vec<Slice>, out: &mut Vec<Decod
 /// Plain-SQL leasing pop returning decoded messages. No partition = queue-level pop of
 /// one ready partition; NULL lease = the queue's lease_time.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn pop(
     p_queue: Option<&str>,
     p_partition: default!(Option<&str>, "NULL"),
@@ -266,6 +268,7 @@ fn queue_lease_time(c: &pgrx::spi::SpiClient<'_>, tenant: Uuid, queue: &str) -> 
 
 /// Plain-SQL ack by transactionId: hashes natively, then runs the authority.
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn ack(
     p_partition_id: Option<Uuid>,
     p_lease_id: Option<&str>,

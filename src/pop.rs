@@ -295,6 +295,7 @@ fn queue_id_of(client: &SpiClient<'_>, pid: Uuid) -> Uuid {
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_pop_v1(
     p_queue: Option<&str>,
     p_partition: Option<&str>,
@@ -463,6 +464,7 @@ pub fn pop_queue(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_pop_queue_v1(
     p_queue: Option<&str>,
     p_group: Option<&str>,

@@ -220,6 +220,7 @@ pub fn push_one(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_push_one_v1(
     p_queue: Option<&str>,
     p_partition: Option<&str>,
@@ -246,6 +247,7 @@ fn log_push_one_v1(
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_push_multi_v1(
     p_queues: Option<Vec<Option<String>>>,
     p_partitions: Option<Vec<Option<String>>>,

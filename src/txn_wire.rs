@@ -318,6 +318,7 @@ fn wire(client: &mut SpiClient<'_>, w: Wire) -> Value {
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
 fn log_transaction_wire_v1(p: Option<JsonB>) -> JsonB {
     let w: Wire = serde_json::from_value(required(p, "p").0)
         .unwrap_or_else(|e| bad_param(format!("transaction wire: {e}")));

@@ -338,3 +338,15 @@ fn txn_wire_files_dlq_handoff_inside_the_transaction() {
     // clamp left it below the signal and the GREATEST guard completes it silently.
     assert_eq!(cursor("q", "g"), "1|-|-|0|-|0|1");
 }
+
+#[pg_test]
+fn functions_pin_search_path_against_hijacking() {
+    leased_batch(2);
+    // A caller's schema that shadows pg_catalog: every lease would look expired.
+    Spi::run("CREATE SCHEMA evil; CREATE FUNCTION evil.clock_timestamp() RETURNS timestamptz
+              LANGUAGE sql AS $$ SELECT 'infinity'::timestamptz $$").unwrap();
+    Spi::run("SET LOCAL search_path = evil, pg_catalog, public").unwrap();
+    assert_eq!(text_of("SELECT clock_timestamp()::text").unwrap(), "infinity", "the shadow is live");
+    let r = ack_hash("q", "g", "w", &["t0", "t1"], None);
+    assert_eq!((r["ok"].as_bool(), r["acked"].as_i64()), (Some(true), Some(2)), "{r}");
+}

@@ -1,0 +1,51 @@
+-- Mean/median time of log_ack_by_hash_v1 for a full 500-message leased batch, on a
+-- partition with :depth messages of unpurged sidecar history below the cursor.
+-- Timed inside the server (clock_timestamp around the call): function cost, no network.
+\set ON_ERROR_STOP 1
+SET client_min_messages = warning;
+
+CREATE OR REPLACE FUNCTION pg_temp.seed(p_queue text, p_depth bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE seg int := 500; n bigint := 0;
+BEGIN
+    DELETE FROM queen.queues WHERE name = p_queue;
+    WHILE n < p_depth LOOP
+        PERFORM queen.log_push_one_v1(p_queue, 'Default', seg,
+            (SELECT string_agg(queen.xxh3_128(p_queue || '-h-' || (n + g)), ''::bytea ORDER BY g)
+               FROM generate_series(0, seg - 1) g),
+            -1, '\x00'::bytea, NULL, 0);
+        n := n + seg;
+    END LOOP;
+    -- History below the cursor: a lease-less cursor already at the end of it.
+    INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+    SELECT p.id, 'bench', p.last_offset FROM queen.log_partitions p
+      JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = p_queue;
+END $$;
+
+CREATE OR REPLACE FUNCTION pg_temp.array_to_string_bytea(a bytea[]) RETURNS bytea
+LANGUAGE sql AS $$ SELECT string_agg(x, ''::bytea ORDER BY i) FROM unnest(a) WITH ORDINALITY u(x, i) $$;
+
+CREATE OR REPLACE PROCEDURE pg_temp.run(p_queue text, p_depth bigint, p_iters int)
+LANGUAGE plpgsql AS $$
+DECLARE
+    pid uuid; hashes bytea[]; t0 timestamptz; r jsonb; base bigint;
+BEGIN
+    SELECT p.id INTO pid FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+     WHERE q.name = p_queue;
+    FOR i IN 1..p_iters LOOP
+        SELECT last_offset + 1 INTO base FROM queen.log_partitions WHERE id = pid;
+        SELECT array_agg(queen.xxh3_128(p_queue || '-b-' || (base + g)) ORDER BY g)
+          INTO hashes FROM generate_series(0, 499) g;
+        PERFORM queen.log_push_one_v1(p_queue, 'Default', 500,
+            pg_temp.array_to_string_bytea(hashes), -1, '\x00'::bytea, NULL, 0);
+        PERFORM count(*) FROM queen.log_pop_v1(p_queue, 'Default', 'bench', 500, 60, 'bench-w');
+        t0 := clock_timestamp();
+        r := queen.log_ack_by_hash_v1(pid, 'bench', 'bench-w', hashes, NULL);
+        INSERT INTO public.bench_timings VALUES (p_depth, extract(epoch FROM clock_timestamp() - t0) * 1000);
+        IF (r->>'acked')::int <> 500 THEN
+            RAISE EXCEPTION 'bench ack did not ack the batch: %', r;
+        END IF;
+        COMMIT; -- one transaction per round, as a broker would run it
+    END LOOP;
+END $$;
+

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A short-lived PostgreSQL 15 test cluster with the (non-test) extension installed, for
+# the suites that need a running server: the SQL smoke test and the broker tests.
+#   tests/cluster.sh start   -> prints the connection URL
+#   tests/cluster.sh stop
+# Runs as the unprivileged postgres user (PostgreSQL refuses root) with pg_test_config.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PGBIN=/usr/lib/postgresql/15/bin
+PORT=${QUEEN_TEST_PG_PORT:-5498}
+DATA=/tmp/qa-test-cluster
+SOCK=/tmp/qa-test-sock
+as_pg() { sudo -u postgres "$@"; }
+
+case "${1:-}" in
+start)
+    # `cargo pgrx test` leaves its test build installed: put the real one back.
+    cargo pgrx install --pg-config "$PGBIN/pg_config" >/dev/null
+    as_pg "$PGBIN/pg_ctl" -D "$DATA" stop -m fast >/dev/null 2>&1 || true
+    rm -rf "$DATA" "$SOCK"
+    install -d -o postgres -g postgres "$DATA" "$SOCK"
+    as_pg "$PGBIN/initdb" -D "$DATA" -U postgres -A trust >/dev/null
+    grep -v '^#' pg_test_config | grep . >>"$DATA/postgresql.conf"
+    as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w \
+        -o "-p $PORT -k $SOCK -c listen_addresses=127.0.0.1" start >/dev/null
+    psql -h "$SOCK" -p "$PORT" -U postgres -qAt -v ON_ERROR_STOP=1 -d postgres \
+        -c "CREATE DATABASE queen_test" >/dev/null
+    psql -h "$SOCK" -p "$PORT" -U postgres -qAt -v ON_ERROR_STOP=1 -d queen_test \
+        -c "CREATE EXTENSION queen_ack; CREATE EXTENSION pg_stat_statements" >/dev/null
+    echo "postgres://postgres@127.0.0.1:$PORT/queen_test"
+    ;;
+stop)
+    as_pg "$PGBIN/pg_ctl" -D "$DATA" stop -m fast >/dev/null 2>&1 || true
+    ;;
+*)
+    echo "usage: $0 start|stop" >&2
+    exit 2
+    ;;
+esac
