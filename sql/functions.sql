@@ -24,7 +24,7 @@ END $$;
 -- Where a new cursor starts (contract §5): mode 'all' at log_start - 1; 'new' and
 -- 'timestamp' just before the first segment created at or after p_ts, else at the end.
 CREATE FUNCTION queen.seed_offset(p_pid uuid, p_mode text, p_ts timestamptz) RETURNS bigint
-LANGUAGE sql STABLE
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
@@ -40,7 +40,7 @@ $$;
 -- The segment covering an offset, if any (contract §4).
 CREATE FUNCTION queen.log_segment_at_v1(p_pid uuid, p_off bigint)
 RETURNS TABLE(r_base bigint, r_end bigint, r_created timestamptz, r_blob bytea)
-LANGUAGE sql STABLE
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT s.base_offset, s.end_offset, s.created_at, s.blob
@@ -51,7 +51,7 @@ $$;
 
 -- Lease renewal (contract §8): extends live leases only, never shortens, never revives.
 CREATE FUNCTION queen.log_renew_lease_v1(p_worker text, p_seconds int) RETURNS jsonb
-LANGUAGE sql VOLATILE
+LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     WITH renewed AS (
@@ -69,7 +69,7 @@ $$;
 -- cutoff, from the low end, at most p_max_rows; txns_start moves past them.
 CREATE FUNCTION queen.log_txns_purge_step_v1(p_pid uuid, p_cutoff timestamptz, p_max_rows int)
 RETURNS jsonb
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -108,7 +108,7 @@ END $$;
 -- The purge for every partition, each on its queue's clock:
 -- now - GREATEST(dedup window, completed retention, 900 s).
 CREATE FUNCTION queen.log_txns_purge_all_v1(p_max_rows int DEFAULT 10000) RETURNS jsonb
-LANGUAGE plpgsql VOLATILE
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE

@@ -200,7 +200,7 @@ pub fn ack_by_hash_detail(
     (out, d.head_index)
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_ack_by_hash_v1(
     p_partition_id: Option<Uuid>,
@@ -246,7 +246,7 @@ pub fn ack_at(
     json!({"ok": true, "acked": acked, "leaseReleased": released})
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_ack_at_v1(
     p_partition_id: Option<Uuid>,
@@ -281,7 +281,7 @@ pub fn ack_by_name(
     }
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_ack_v1(
     p_queue: Option<&str>,
@@ -312,7 +312,7 @@ struct MultiRow<'a> {
     worker: &'a str,
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_ack_multi_v1(
     p_pids: Option<Vec<Option<String>>>,

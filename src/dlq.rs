@@ -125,7 +125,7 @@ pub fn dlq_head(
     json!({"ok": true, "id": id.to_string()})
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_dlq_head_v1(
     p_partition_id: Option<Uuid>,

@@ -27,6 +27,7 @@ mod tests {
     include!("tests/common.rs");
     include!("tests/push_pop.rs");
     include!("tests/acks.rs");
+    include!("tests/broker_api.rs");
 }
 
 ::pgrx::pg_module_magic!();
@@ -37,6 +38,12 @@ extension_sql_file!(
     name = "sql_functions",
     requires = ["bootstrap"]
 );
+extension_sql_file!(
+    "../sql/broker_api.sql",
+    name = "broker_api",
+    requires = ["sql_functions"]
+);
+extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 
 /// Hooks for `cargo pgrx test`: every test cluster runs with `pg_test_config`.
 #[cfg(test)]

@@ -97,7 +97,7 @@ fn frames_for(payloads: &[Value], txn_ids: Option<&[Option<String>]>) -> Vec<Fra
 }
 
 /// Plain-SQL push of a JSON array of payloads, encoded natively into one segment.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn push(
     p_queue: Option<&str>,
@@ -178,7 +178,7 @@ fn decode_slices(pid: Uuid, lease: &str, slices: Vec<Slice>, out: &mut Vec<Decod
 
 /// Plain-SQL leasing pop returning decoded messages. No partition = queue-level pop of
 /// one ready partition; NULL lease = the queue's lease_time.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn pop(
     p_queue: Option<&str>,
@@ -267,7 +267,7 @@ fn queue_lease_time(c: &pgrx::spi::SpiClient<'_>, tenant: Uuid, queue: &str) -> 
 }
 
 /// Plain-SQL ack by transactionId: hashes natively, then runs the authority.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn ack(
     p_partition_id: Option<Uuid>,

@@ -294,7 +294,7 @@ fn queue_id_of(client: &SpiClient<'_>, pid: Uuid) -> Uuid {
         .expect("partition exists")
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_pop_v1(
     p_queue: Option<&str>,
@@ -463,7 +463,7 @@ pub fn pop_queue(
     out
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_pop_queue_v1(
     p_queue: Option<&str>,

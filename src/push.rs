@@ -219,7 +219,7 @@ pub fn push_one(
     push_resolved(client, pid, window.unwrap_or(queue_window), seg)
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_push_one_v1(
     p_queue: Option<&str>,
@@ -246,7 +246,7 @@ fn log_push_one_v1(
     }))
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_push_multi_v1(
     p_queues: Option<Vec<Option<String>>>,

@@ -317,7 +317,7 @@ fn wire(client: &mut SpiClient<'_>, w: Wire) -> Value {
     json!({"ok": true, "pushes": pushes, "acks": acks})
 }
 
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_transaction_wire_v1(p: Option<JsonB>) -> JsonB {
     let w: Wire = serde_json::from_value(required(p, "p").0)

@@ -20,10 +20,13 @@ fn text_of(sql: &str) -> Option<String> {
 /// Run a statement in a subtransaction and report `SQLSTATE: message`, or "ok".
 /// The subtransaction is rolled back on error, so "changes nothing" can be checked after.
 fn sqlstate_of(sql: &str) -> String {
+    // Created once per session (a later SET ROLE may not replace it), owned by the caller.
     Spi::run(
-        "CREATE OR REPLACE FUNCTION pg_temp.sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $f$
-         BEGIN EXECUTE q; RETURN 'ok';
-         EXCEPTION WHEN others THEN RETURN SQLSTATE || ': ' || SQLERRM; END $f$",
+        "DO $d$ BEGIN IF to_regprocedure('pg_temp.sqlstate_of(text)') IS NULL THEN
+           CREATE FUNCTION pg_temp.sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $f$
+           BEGIN EXECUTE q; RETURN 'ok';
+           EXCEPTION WHEN others THEN RETURN SQLSTATE || ': ' || SQLERRM; END $f$;
+         END IF; END $d$",
     )
     .unwrap();
     Spi::get_one_with_args::<String>("SELECT pg_temp.sqlstate_of($1)", &[sql.into()])

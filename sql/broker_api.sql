@@ -1,0 +1,155 @@
+-- Functions the broker (or any client) calls besides the log contract: queue
+-- configuration, deletion, DLQ listing, tenancy gates. With these, a broker role needs
+-- EXECUTE only: no direct table writes (see grants.sql).
+
+-- Create or reconfigure a queue from the HTTP configure options; the "Default" partition
+-- always exists afterwards. Unknown option keys are kept verbatim in `options`.
+CREATE FUNCTION queen.configure_queue_v1(p_queue text, p_namespace text, p_task text,
+                                         p_options jsonb,
+                                         p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o jsonb := COALESCE(p_options, '{}'::jsonb);
+    v_queue queen.queues;
+    v_pid uuid;
+BEGIN
+    IF p_queue IS NULL OR btrim(p_queue) = '' THEN
+        RAISE EXCEPTION 'queue name must be a non-empty string' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF jsonb_typeof(o) <> 'object' THEN
+        RAISE EXCEPTION 'options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO queen.queues AS q (name, tenant_id, namespace, task, lease_time, retry_limit,
+                                   dead_letter_queue, dlq_after_max_retries, dedup_window_seconds,
+                                   retention_seconds, completed_retention_seconds, options)
+    VALUES (p_queue, COALESCE(p_tenant, '00000000-0000-0000-0000-000000000001'),
+            COALESCE(p_namespace, CASE WHEN strpos(p_queue, '.') > 0 THEN split_part(p_queue, '.', 1) ELSE p_queue END),
+            COALESCE(p_task, CASE WHEN strpos(p_queue, '.') > 0 THEN substr(p_queue, strpos(p_queue, '.') + 1) ELSE '' END),
+            COALESCE((o->>'leaseTime')::int, 60), COALESCE((o->>'retryLimit')::int, 3),
+            COALESCE((o->>'deadLetterQueue')::bool, true), COALESCE((o->>'dlqAfterMaxRetries')::bool, true),
+            COALESCE((o->>'dedupWindowSeconds')::int, 3600), COALESCE((o->>'retentionSeconds')::int, 0),
+            COALESCE((o->>'completedRetentionSeconds')::int, 0), o)
+    ON CONFLICT (tenant_id, name) DO UPDATE SET
+        namespace = COALESCE(p_namespace, q.namespace),
+        task = COALESCE(p_task, q.task),
+        lease_time = COALESCE((o->>'leaseTime')::int, q.lease_time),
+        retry_limit = COALESCE((o->>'retryLimit')::int, q.retry_limit),
+        dead_letter_queue = COALESCE((o->>'deadLetterQueue')::bool, q.dead_letter_queue),
+        dlq_after_max_retries = COALESCE((o->>'dlqAfterMaxRetries')::bool, q.dlq_after_max_retries),
+        dedup_window_seconds = COALESCE((o->>'dedupWindowSeconds')::int, q.dedup_window_seconds),
+        retention_seconds = COALESCE((o->>'retentionSeconds')::int, q.retention_seconds),
+        completed_retention_seconds = COALESCE((o->>'completedRetentionSeconds')::int, q.completed_retention_seconds),
+        options = q.options || o
+    RETURNING * INTO v_queue;
+    INSERT INTO queen.log_partitions (queue_id, name) VALUES (v_queue.id, 'Default')
+    ON CONFLICT (queue_id, name) DO NOTHING;
+    SELECT id INTO v_pid FROM queen.log_partitions WHERE queue_id = v_queue.id AND name = 'Default';
+    RETURN jsonb_build_object('queueId', v_queue.id, 'partitionId', v_pid, 'queue', v_queue.name,
+                              'namespace', v_queue.namespace, 'task', v_queue.task,
+                              'leaseTime', v_queue.lease_time, 'retryLimit', v_queue.retry_limit);
+EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+    RAISE EXCEPTION 'invalid option value: %', SQLERRM USING ERRCODE = 'invalid_parameter_value';
+END $$;
+
+-- Delete a queue with everything hanging off it (partitions, segments, cursors by FK;
+-- the FK-less sidecar and DLQ rows explicitly).
+CREATE FUNCTION queen.delete_queue_v1(p_queue text,
+                                      p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    SELECT id INTO v_id FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue FOR UPDATE;
+    IF v_id IS NULL THEN
+        RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', false);
+    END IF;
+    DELETE FROM queen.log_txns WHERE partition_id IN (SELECT id FROM queen.log_partitions WHERE queue_id = v_id);
+    DELETE FROM queen.log_dlq WHERE partition_id IN (SELECT id FROM queen.log_partitions WHERE queue_id = v_id);
+    DELETE FROM queen.queues WHERE id = v_id;
+    RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', true);
+END $$;
+
+-- Queue settings the broker needs at pop time; NULL when the queue does not exist.
+CREATE FUNCTION queen.queue_info_v1(p_queue text,
+                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object('queueId', q.id, 'leaseTime', COALESCE(q.lease_time, 60),
+                              'retryLimit', COALESCE(q.retry_limit, 3))
+      FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = p_queue
+$$;
+
+-- Partition ids of the given set that belong to the tenant (the tenancy gate for acks).
+CREATE FUNCTION queen.owned_partitions_v1(p_pids uuid[], p_tenant uuid)
+RETURNS SETOF uuid
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = ANY(p_pids) AND q.tenant_id = p_tenant
+$$;
+
+-- Lease renewal gated by tenancy in ONE statement: renews only when a single EXISTS
+-- proves a live lease of that worker on a partition of the caller's tenant. A foreign
+-- lease answers exactly like an unknown one.
+CREATE FUNCTION queen.log_renew_lease_tenant_v1(p_worker text, p_seconds int, p_tenant uuid)
+RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH renewed AS (
+        UPDATE queen.log_consumers c
+           SET lease_expires_at = GREATEST(c.lease_expires_at,
+                   clock_timestamp() + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1)))
+         WHERE c.worker_id = p_worker AND c.lease_expires_at > clock_timestamp()
+           AND EXISTS (SELECT 1 FROM queen.log_consumers c2
+                         JOIN queen.log_partitions p ON p.id = c2.partition_id
+                         JOIN queen.queues q ON q.id = p.queue_id
+                        WHERE c2.worker_id = p_worker AND c2.lease_expires_at > clock_timestamp()
+                          AND q.tenant_id = p_tenant)
+        RETURNING c.lease_expires_at)
+    SELECT jsonb_build_object('renewed', count(*),
+                              'expiresAt', queen.iso_utc(min(lease_expires_at)))
+      FROM renewed
+$$;
+
+-- The DLQ listing, newest failure first, with the frame's producer subject and created_at
+-- when its segment still exists. Timestamps in milliseconds (the HTTP wire's form).
+CREATE FUNCTION queen.dlq_list_v1(p_queue text, p_group text, p_limit int, p_offset int,
+                                  p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH rows AS (
+        SELECT d.*, q.name AS queue, p.name AS partition
+          FROM queen.log_dlq d
+          JOIN queen.log_partitions p ON p.id = d.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.tenant_id = p_tenant
+           AND (p_queue IS NULL OR q.name = p_queue)
+           AND (p_group IS NULL OR d.consumer_group = p_group)),
+    page AS (
+        SELECT * FROM rows ORDER BY failed_at DESC, id
+         LIMIT GREATEST(COALESCE(p_limit, 100), 0) OFFSET GREATEST(COALESCE(p_offset, 0), 0))
+    SELECT jsonb_build_object(
+        'total', (SELECT count(*) FROM rows),
+        'messages', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+            'id', COALESCE(pg.message_id, pg.id), 'dlqId', pg.id,
+            'transactionId', pg.transaction_id, 'partitionId', pg.partition_id,
+            'queue', pg.queue, 'partition', pg.partition, 'consumerGroup', pg.consumer_group,
+            'offset', pg."offset", 'errorMessage', pg.error, 'retryCount', pg.retry_count,
+            'data', pg.payload,
+            'createdAt', to_char((SELECT s.r_created FROM queen.log_segment_at_v1(pg.partition_id, pg."offset") s)
+                                 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+            'failedAt', to_char(pg.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+            ORDER BY pg.failed_at DESC, pg.id) FROM page pg), '[]'::jsonb))
+$$;

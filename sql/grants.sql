@@ -1,0 +1,16 @@
+-- Least privilege, last in CREATE EXTENSION. Every function runs SECURITY DEFINER with a
+-- pinned search_path, so callers need EXECUTE only. EXECUTE is revoked from PUBLIC and
+-- granted to the NOLOGIN role `queen_broker` (cluster-wide, created once, kept by DROP
+-- EXTENSION since other databases may use it). Give a login role membership:
+--   CREATE ROLE broker LOGIN PASSWORD '...' IN ROLE queen_broker;
+-- It may read the tables (observability) but never writes them directly.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'queen_broker') THEN
+        CREATE ROLE queen_broker NOLOGIN;
+    END IF;
+END $$;
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA queen FROM PUBLIC;
+GRANT USAGE ON SCHEMA queen TO queen_broker;
+GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA queen TO queen_broker;
+GRANT SELECT ON ALL TABLES IN SCHEMA queen TO queen_broker;

@@ -1,0 +1,68 @@
+// #[pg_test]s for the broker-facing SQL API and least privilege.
+
+#[pg_test]
+fn configure_creates_then_updates_queue_and_default_partition() {
+    let r = j("SELECT queen.configure_queue_v1('jobs.email', NULL, NULL, '{\"leaseTime\": 5, \"retryLimit\": 7, \"priority\": 9}')");
+    assert_eq!((r["queue"].as_str(), r["namespace"].as_str(), r["task"].as_str()), (Some("jobs.email"), Some("jobs"), Some("email")));
+    assert_eq!(r["partitionId"].as_str().unwrap(), pid_of("jobs.email", "Default"));
+    let r = j("SELECT queen.configure_queue_v1('jobs.email', NULL, NULL, '{\"retryLimit\": 1}')");
+    assert_eq!((r["leaseTime"].as_i64(), r["retryLimit"].as_i64()), (Some(5), Some(1)), "unsent options keep their values");
+    assert_eq!(text_of("SELECT options->>'priority' FROM queen.queues").unwrap(), "9", "unknown keys kept verbatim");
+    assert!(sqlstate_of("SELECT queen.configure_queue_v1('q', NULL, NULL, '{\"leaseTime\": \"soon\"}')").starts_with("22023: invalid option value"));
+    assert!(sqlstate_of("SELECT queen.configure_queue_v1('', NULL, NULL, '{}')").starts_with("22023"));
+}
+
+#[pg_test]
+fn delete_queue_removes_sidecar_and_dlq_rows_too() {
+    let pid = {
+        push_n("q", "Default", "t", 2);
+        lease("q", "g", "w", 2);
+        pid_of("q", "Default")
+    };
+    j(&format!("SELECT queen.log_dlq_head_v1('{pid}', 'g', 'w', 0, NULL, NULL, NULL, 'x')"));
+    assert_eq!(j("SELECT queen.delete_queue_v1('q')")["existed"], true);
+    assert_eq!(table_counts(), "0/0/0/0/0/0/0:");
+    assert_eq!(j("SELECT queen.delete_queue_v1('q')")["existed"], false);
+}
+
+#[pg_test]
+fn dlq_list_pages_newest_first_with_payload() {
+    push_n("q", "Default", "t", 3);
+    lease("q", "g", "w", 3);
+    let pid = pid_of("q", "Default");
+    j(&format!("SELECT queen.log_dlq_head_v1('{pid}', 'g', 'w', 0, NULL, NULL, NULL, 'first')"));
+    lease("q", "g", "w", 2);
+    Spi::run("UPDATE queen.log_dlq SET failed_at = failed_at - interval '1 minute'").unwrap();
+    j(&format!("SELECT queen.log_dlq_head_v1('{pid}', 'g', 'w', 1, NULL, NULL, NULL, 'second')"));
+    let r = j("SELECT queen.dlq_list_v1('q', NULL, 1, 0)");
+    assert_eq!(r["total"], 2);
+    let m = &r["messages"][0];
+    assert_eq!((m["errorMessage"].as_str(), m["transactionId"].as_str()), (Some("second"), Some("t1")));
+    assert_eq!(m["data"], serde_json::json!({"n": 1}));
+    assert_eq!(m["failedAt"].as_str().unwrap().len(), 24, "millisecond timestamps");
+    assert_eq!(j("SELECT queen.dlq_list_v1('q', 'other', 10, 0)")["total"], 0);
+}
+
+#[pg_test]
+fn renew_with_tenant_gate_treats_foreign_lease_as_unknown() {
+    leased_batch(1);
+    let foreign = j("SELECT queen.log_renew_lease_tenant_v1('w', 600, '00000000-0000-0000-0000-000000000002')");
+    assert_eq!(foreign, j("SELECT queen.log_renew_lease_tenant_v1('never-issued', 600, '00000000-0000-0000-0000-000000000002')"));
+    assert_eq!(foreign["renewed"], 0);
+    assert_eq!(j("SELECT queen.log_renew_lease_tenant_v1('w', 600, '00000000-0000-0000-0000-000000000001')")["renewed"], 1);
+}
+
+#[pg_test]
+fn broker_role_executes_functions_but_cannot_write_tables() {
+    Spi::run("CREATE ROLE qa_broker_login LOGIN IN ROLE queen_broker").unwrap();
+    Spi::run("CREATE ROLE qa_stranger LOGIN").unwrap();
+    sqlstate_of("SELECT 1"); // create the helper before switching roles
+    Spi::run("SET LOCAL ROLE qa_broker_login").unwrap();
+    push_n("q", "Default", "t", 2);
+    assert!(lease("q", "g", "w", 2).is_some());
+    assert_eq!(ack_hash("q", "g", "w", &["t0", "t1"], None)["acked"], 2);
+    assert!(sqlstate_of("INSERT INTO queen.queues (name) VALUES ('direct')").starts_with("42501"));
+    assert!(sqlstate_of("UPDATE queen.log_consumers SET committed = 99").starts_with("42501"));
+    Spi::run("RESET ROLE; SET LOCAL ROLE qa_stranger").unwrap();
+    assert!(sqlstate_of("SELECT queen.log_renew_lease_v1('w', 5)").starts_with("42501"));
+}
