@@ -14,7 +14,7 @@ use queen_log::hash::{hash_hex, TxnHash};
 use serde_json::{json, Value};
 
 use crate::db::{
-    bad_param, bytea_array, default_tenant, find_partition, lock_checked, parse_uuid, raise,
+    bad_param, bytea_array, default_tenant, find_partition, lock_checked, parse_uuid, q, raise,
     raise_q, required, write_cursor, OrRaise,
 };
 
@@ -86,11 +86,10 @@ fn below_rows(client: &SpiClient<'_>, pid: Uuid, committed: i64) -> Vec<(i64, Ve
 
 fn read_txns(
     client: &SpiClient<'_>,
-    sql: &str,
+    sql: &'static str,
     args: &[pgrx::datum::DatumWithOid<'_>],
 ) -> Vec<(i64, Vec<u8>)> {
-    client
-        .select(sql, None, args)
+    q(client, sql, args)
         .or_raise()
         .map(|r| {
             (

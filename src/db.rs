@@ -4,11 +4,47 @@
 use pgrx::datum::Uuid;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-use pgrx::spi::{SpiClient, SpiResult};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use pgrx::datum::DatumWithOid;
+use pgrx::pg_sys::PgOid;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult, SpiTupleTable};
 use queen_log::ack::CursorState;
 
 pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
+
+thread_local! {
+    /// Plans prepared once per backend, keyed by the address of their SQL text. They are
+    /// leaked on purpose: a handful per backend, alive as long as the backend, and never
+    /// borrowed from the map while a statement runs. PostgreSQL's plan cache revalidates
+    /// them after DDL (e.g. DROP and CREATE EXTENSION).
+    static PLANS: RefCell<HashMap<usize, &'static OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+}
+
+/// Run a statement through a cached prepared plan; parameter types come from the first
+/// call's arguments (every call site passes the same Rust types). Executes read-write, so
+/// each statement sees a fresh snapshot, as PL/pgSQL would.
+pub fn q<'c>(
+    client: &SpiClient<'c>,
+    sql: &'static str,
+    args: &[DatumWithOid<'_>],
+) -> SpiResult<SpiTupleTable<'c>> {
+    let key = sql.as_ptr() as usize;
+    let cached = PLANS.with(|p| p.borrow().get(&key).copied());
+    let plan = match cached {
+        Some(plan) => plan,
+        None => {
+            let types: Vec<PgOid> = args.iter().map(|a| PgOid::from(a.oid())).collect();
+            let plan: &'static OwnedPreparedStatement =
+                Box::leak(Box::new(client.prepare_mut(sql, &types)?.keep()));
+            PLANS.with(|p| p.borrow_mut().insert(key, plan));
+            plan
+        }
+    };
+    client.select(plan, None, args)
+}
 
 /// Raise an ERROR with a SQLSTATE; never returns.
 pub fn raise(code: PgSqlErrorCode, msg: impl Into<String>) -> ! {
@@ -82,9 +118,9 @@ pub struct LockedCursor {
 
 /// Lock the (partition, group) row FOR UPDATE: the only lock any ack path takes.
 pub fn lock_cursor(client: &mut SpiClient<'_>, pid: Uuid, group: &str) -> Option<LockedCursor> {
-    let tbl = client
-        .update(
-            "SELECT c.committed, c.batch_end, c.batch_retry_count, c.attempt_offset,
+    let tbl = q(
+        client,
+        "SELECT c.committed, c.batch_end, c.batch_retry_count, c.attempt_offset,
                     c.attempt_count, c.total_consumed, c.worker_id,
                     COALESCE(c.lease_expires_at >= clock_timestamp(), false),
                     p.txns_start, COALESCE(q.retry_limit, 3),
@@ -94,10 +130,9 @@ pub fn lock_cursor(client: &mut SpiClient<'_>, pid: Uuid, group: &str) -> Option
                JOIN queen.queues q ON q.id = p.queue_id
               WHERE c.partition_id = $1 AND c.consumer_group = $2
                 FOR UPDATE OF c",
-            Some(1),
-            &[pid.into(), group.into()],
-        )
-        .or_raise();
+        &[pid.into(), group.into()],
+    )
+    .or_raise();
     let row = tbl.into_iter().next()?;
     let get_i64 = |i| row.get::<i64>(i).or_raise();
     Some(LockedCursor {
@@ -152,29 +187,28 @@ pub fn write_cursor(
         return;
     }
     let released = new.batch_end.is_none();
-    client
-        .update(
-            "UPDATE queen.log_consumers
+    q(
+        client,
+        "UPDATE queen.log_consumers
                 SET committed = $3, batch_end = $4, batch_retry_count = $5,
                     attempt_offset = $6, attempt_count = $7, total_consumed = $8,
                     worker_id = CASE WHEN $9 THEN NULL ELSE worker_id END,
                     lease_expires_at = CASE WHEN $9 THEN NULL ELSE lease_expires_at END,
                     lease_conflated = false
               WHERE partition_id = $1 AND consumer_group = $2",
-            None,
-            &[
-                pid.into(),
-                group.into(),
-                new.committed.into(),
-                new.batch_end.into(),
-                new.batch_retry_count.into(),
-                new.attempt_offset.into(),
-                new.attempt_count.into(),
-                new.total_consumed.into(),
-                released.into(),
-            ],
-        )
-        .or_raise();
+        &[
+            pid.into(),
+            group.into(),
+            new.committed.into(),
+            new.batch_end.into(),
+            new.batch_retry_count.into(),
+            new.attempt_offset.into(),
+            new.attempt_count.into(),
+            new.total_consumed.into(),
+            released.into(),
+        ],
+    )
+    .or_raise();
 }
 
 /// Resolve a partition id by (tenant, queue name, partition name), without locking.
@@ -184,16 +218,15 @@ pub fn find_partition(
     queue: &str,
     partition: &str,
 ) -> Option<Uuid> {
-    client
-        .select(
-            "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+    q(
+        client,
+        "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
-            Some(1),
-            &[tenant.into(), queue.into(), partition.into()],
-        )
-        .or_raise()
-        .next()
-        .and_then(|row| row.get::<Uuid>(1).or_raise())
+        &[tenant.into(), queue.into(), partition.into()],
+    )
+    .or_raise()
+    .next()
+    .and_then(|row| row.get::<Uuid>(1).or_raise())
 }
 
 /// bytea[] arrives as a borrowed array; copy it out so elements outlive the call frame.

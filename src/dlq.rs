@@ -9,7 +9,7 @@ use queen_log::segment::decode_segment;
 use serde_json::{json, Value};
 
 use crate::ack::not_ok;
-use crate::db::{lock_checked, required, write_cursor, OrRaise};
+use crate::db::{lock_checked, q, required, write_cursor, OrRaise};
 
 /// The row to file; `None` fields are extracted from the covering segment.
 pub struct DlqEntry {
@@ -22,20 +22,19 @@ pub struct DlqEntry {
 /// Read message id, transactionId and payload of frame `off` from its segment. When the
 /// segment was retained away (or cannot be decoded), say so in the error text.
 fn extract(client: &SpiClient<'_>, pid: Uuid, off: i64, error: Option<String>) -> DlqEntry {
-    let seg = client
-        .select(
-            "SELECT r_base, r_blob FROM queen.log_segment_at_v1($1, $2)",
-            Some(1),
-            &[pid.into(), off.into()],
+    let seg = q(
+        client,
+        "SELECT r_base, r_blob FROM queen.log_segment_at_v1($1, $2)",
+        &[pid.into(), off.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| {
+        (
+            r.get::<i64>(1).or_raise().unwrap(),
+            r.get::<Vec<u8>>(2).or_raise().unwrap(),
         )
-        .or_raise()
-        .next()
-        .map(|r| {
-            (
-                r.get::<i64>(1).or_raise().unwrap(),
-                r.get::<Vec<u8>>(2).or_raise().unwrap(),
-            )
-        });
+    });
     let frame = seg.as_ref().map(|(base, blob)| {
         decode_segment(blob).map(|mut frames| frames.swap_remove((off - base) as usize))
     });
@@ -99,28 +98,27 @@ pub fn dlq_head(
     } else {
         entry
     };
-    let id: Uuid = client
-        .update(
-            "INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,
+    let id: Uuid = q(
+        client,
+        "INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,
                                         transaction_id, payload, error, retry_count)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-            None,
-            &[
-                pid.into(),
-                group.into(),
-                off.into(),
-                entry.message_id.into(),
-                entry.txn.into(),
-                entry.payload.map(JsonB).into(),
-                entry.error.into(),
-                cur.state.batch_retry_count.into(),
-            ],
-        )
-        .or_raise()
-        .first()
-        .get_one()
-        .or_raise()
-        .expect("INSERT RETURNING id");
+        &[
+            pid.into(),
+            group.into(),
+            off.into(),
+            entry.message_id.into(),
+            entry.txn.into(),
+            entry.payload.map(JsonB).into(),
+            entry.error.into(),
+            cur.state.batch_retry_count.into(),
+        ],
+    )
+    .or_raise()
+    .first()
+    .get_one()
+    .or_raise()
+    .expect("INSERT RETURNING id");
     write_cursor(client, pid, group, &cur.state, &next);
     json!({"ok": true, "id": id.to_string()})
 }

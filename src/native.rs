@@ -10,7 +10,7 @@ use queen_log::segment::{decode_segment, encode_segment, segment_hashes};
 use serde_json::{json, Value};
 
 use crate::ack::ack_by_hash;
-use crate::db::{bad_param, default_tenant, find_partition, required, OrRaise, QUEUE_MODE};
+use crate::db::{bad_param, default_tenant, find_partition, q, required, OrRaise, QUEUE_MODE};
 use crate::pop::{pop_partition, pop_queue, request, Slice};
 use crate::push::{push_one, SegmentIn};
 
@@ -226,17 +226,16 @@ fn pop(
                 let Some(pid) = find_partition(c, tenant, queue, part) else {
                     return;
                 };
-                let qid: Uuid = c
-                    .select(
-                        "SELECT queue_id FROM queen.log_partitions WHERE id = $1",
-                        Some(1),
-                        &[pid.into()],
-                    )
-                    .or_raise()
-                    .first()
-                    .get_one()
-                    .or_raise()
-                    .unwrap();
+                let qid: Uuid = q(
+                    c,
+                    "SELECT queue_id FROM queen.log_partitions WHERE id = $1",
+                    &[pid.into()],
+                )
+                .or_raise()
+                .first()
+                .get_one()
+                .or_raise()
+                .unwrap();
                 decode_slices(
                     pid,
                     &lease_id,
@@ -255,9 +254,9 @@ fn pop(
 }
 
 fn queue_lease_time(c: &pgrx::spi::SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<i32> {
-    c.select(
+    q(
+        c,
         "SELECT COALESCE(lease_time, 60) FROM queen.queues WHERE tenant_id = $1 AND name = $2",
-        Some(1),
         &[tenant.into(), queue.into()],
     )
     .or_raise()

@@ -5,7 +5,7 @@ use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 
-use crate::db::{bad_param, default_tenant, find_partition, raise, OrRaise, QUEUE_MODE};
+use crate::db::{bad_param, default_tenant, find_partition, q, raise, OrRaise, QUEUE_MODE};
 
 /// What the caller asked for, validated.
 #[derive(Clone, Copy)]
@@ -101,26 +101,20 @@ pub fn claim(
     tenant: Uuid,
     req: &PopRequest<'_>,
 ) -> Option<i64> {
-    let free = client
-        .update(
-            "SELECT committed FROM queen.log_consumers
+    let free = q(client, "SELECT committed FROM queen.log_consumers
               WHERE partition_id = $1 AND consumer_group = $2
                 AND (worker_id IS NULL OR lease_expires_at IS NULL OR lease_expires_at < clock_timestamp())
-                FOR UPDATE SKIP LOCKED",
-            Some(1),
-            &[pid.into(), req.group.into()],
-        )
+                FOR UPDATE SKIP LOCKED", &[pid.into(), req.group.into()])
         .or_raise();
     if let Some(row) = free.into_iter().next() {
         return row.get::<i64>(1).or_raise();
     }
-    let exists = client
-        .select(
-            "SELECT 1 FROM queen.log_consumers WHERE partition_id = $1 AND consumer_group = $2",
-            Some(1),
-            &[pid.into(), req.group.into()],
-        )
-        .or_raise();
+    let exists = q(
+        client,
+        "SELECT 1 FROM queen.log_consumers WHERE partition_id = $1 AND consumer_group = $2",
+        &[pid.into(), req.group.into()],
+    )
+    .or_raise();
     if !exists.is_empty() {
         return None;
     }
@@ -138,9 +132,9 @@ fn create_cursor(
     req: &PopRequest<'_>,
 ) -> Option<i64> {
     let (mode, from) = own_seed_mode(req);
-    client
-        .update(
-            "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+    q(
+        client,
+        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
              SELECT $1, $2, COALESCE(
                  (SELECT queen.seed_offset($1, m.subscription_mode, m.subscription_timestamp)
                     FROM queen.consumer_groups_metadata m
@@ -151,34 +145,32 @@ fn create_cursor(
                      queen.try_timestamptz($5)))
              ON CONFLICT DO NOTHING
              RETURNING committed",
-            None,
-            &[
-                pid.into(),
-                req.group.into(),
-                tenant.into(),
-                queue_id.into(),
-                from.into(),
-                mode.into(),
-            ],
-        )
-        .or_raise()
-        .next()
-        .and_then(|r| r.get::<i64>(1).or_raise())
+        &[
+            pid.into(),
+            req.group.into(),
+            tenant.into(),
+            queue_id.into(),
+            from.into(),
+            mode.into(),
+        ],
+    )
+    .or_raise()
+    .next()
+    .and_then(|r| r.get::<i64>(1).or_raise())
 }
 
 /// Read up to `budget` frames from `next` onward across consecutive segments.
 pub fn serve(client: &SpiClient<'_>, pid: Uuid, next: i64, budget: i32) -> Vec<Slice> {
-    let rows = client
-        .select(
-            "SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments
+    let rows = q(
+        client,
+        "SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments
               WHERE partition_id = $1 AND end_offset >= $2
                 AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_segments
                                               WHERE partition_id = $1 AND base_offset <= $2), $2)
               ORDER BY base_offset LIMIT $3",
-            None,
-            &[pid.into(), next.into(), i64::from(budget).into()],
-        )
-        .or_raise();
+        &[pid.into(), next.into(), i64::from(budget).into()],
+    )
+    .or_raise();
     let mut left = i64::from(budget);
     let mut out = Vec::new();
     for row in rows {
@@ -205,16 +197,15 @@ pub fn serve(client: &SpiClient<'_>, pid: Uuid, next: i64, budget: i32) -> Vec<S
 /// Nothing to serve but offsets were allocated: the segments are gone (retention), so
 /// seal the cursor at last_offset rather than starve on a hole.
 fn seal_if_hole(client: &mut SpiClient<'_>, pid: Uuid, group: &str, committed: i64) {
-    client
-        .update(
-            "UPDATE queen.log_consumers c SET committed = p.last_offset
+    q(
+        client,
+        "UPDATE queen.log_consumers c SET committed = p.last_offset
                FROM queen.log_partitions p
               WHERE p.id = c.partition_id AND c.partition_id = $1 AND c.consumer_group = $2
                 AND p.last_offset > $3",
-            None,
-            &[pid.into(), group.into(), committed.into()],
-        )
-        .or_raise();
+        &[pid.into(), group.into(), committed.into()],
+    )
+    .or_raise();
 }
 
 /// Lease the delivered span to the worker, or auto-ack it.
@@ -241,21 +232,20 @@ fn finish(
                 attempt_offset = $5, lease_conflated = false
           WHERE partition_id = $1 AND consumer_group = $2 AND $6::bigint IS NOT NULL"
     };
-    client
-        .update(
-            sql,
-            None,
-            &[
-                pid.into(),
-                req.group.into(),
-                req.worker.into(),
-                last.into(),
-                first.into(),
-                taken.into(),
-                req.lease_seconds.into(),
-            ],
-        )
-        .or_raise();
+    q(
+        client,
+        sql,
+        &[
+            pid.into(),
+            req.group.into(),
+            req.worker.into(),
+            last.into(),
+            first.into(),
+            taken.into(),
+            req.lease_seconds.into(),
+        ],
+    )
+    .or_raise();
 }
 
 /// Pop one partition: claim, serve, lease. Returns the slices served (possibly none).
@@ -281,17 +271,16 @@ pub fn pop_partition(
 }
 
 fn queue_id_of(client: &SpiClient<'_>, pid: Uuid) -> Uuid {
-    client
-        .select(
-            "SELECT queue_id FROM queen.log_partitions WHERE id = $1",
-            Some(1),
-            &[pid.into()],
-        )
-        .or_raise()
-        .first()
-        .get_one::<Uuid>()
-        .or_raise()
-        .expect("partition exists")
+    q(
+        client,
+        "SELECT queue_id FROM queen.log_partitions WHERE id = $1",
+        &[pid.into()],
+    )
+    .or_raise()
+    .first()
+    .get_one::<Uuid>()
+    .or_raise()
+    .expect("partition exists")
 }
 
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
@@ -362,9 +351,7 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
         return;
     }
     let (mode, from) = own_seed_mode(req);
-    client
-        .update(
-            "WITH m AS (
+    q(client, "WITH m AS (
                  INSERT INTO queen.consumer_groups_metadata
                         (tenant_id, consumer_group, queue_id, subscription_mode, subscription_timestamp)
                  SELECT $1, $2, $3, mode, CASE WHEN mode = 'all' THEN NULL
@@ -377,10 +364,7 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
              INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
              SELECT p.id, $2, queen.seed_offset(p.id, m.subscription_mode, m.subscription_timestamp)
                FROM m, queen.log_partitions p WHERE p.queue_id = $3
-             ON CONFLICT DO NOTHING",
-            None,
-            &[tenant.into(), req.group.into(), queue_id.into(), mode.into(), from.into()],
-        )
+             ON CONFLICT DO NOTHING", &[tenant.into(), req.group.into(), queue_id.into(), mode.into(), from.into()])
         .or_raise();
 }
 
@@ -392,9 +376,9 @@ fn candidates(
     group: &str,
     want: i32,
 ) -> Vec<(Uuid, String)> {
-    client
-        .select(
-            "SELECT p.id, p.name FROM queen.log_partitions p
+    q(
+        client,
+        "SELECT p.id, p.name FROM queen.log_partitions p
                LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
               WHERE p.queue_id = $1
                 AND (c.partition_id IS NULL AND p.last_offset >= 0
@@ -403,21 +387,20 @@ fn candidates(
                              OR c.lease_expires_at < clock_timestamp()))
               ORDER BY c.lease_acquired_at NULLS FIRST, p.id
               LIMIT $3",
-            None,
-            &[
-                queue_id.into(),
-                group.into(),
-                i64::from(want).saturating_mul(4).saturating_add(8).into(),
-            ],
+        &[
+            queue_id.into(),
+            group.into(),
+            i64::from(want).saturating_mul(4).saturating_add(8).into(),
+        ],
+    )
+    .or_raise()
+    .map(|r| {
+        (
+            r.get::<Uuid>(1).or_raise().unwrap(),
+            r.get::<String>(2).or_raise().unwrap(),
         )
-        .or_raise()
-        .map(|r| {
-            (
-                r.get::<Uuid>(1).or_raise().unwrap(),
-                r.get::<String>(2).or_raise().unwrap(),
-            )
-        })
-        .collect()
+    })
+    .collect()
 }
 
 /// Pop across a queue: claim up to `max_partitions` ready partitions under one worker,
@@ -429,16 +412,14 @@ pub fn pop_queue(
     max_partitions: i32,
     req: &PopRequest<'_>,
 ) -> Vec<(Uuid, String, Slice)> {
-    let Some(queue_id) = client
-        .select(
-            "SELECT id FROM queen.queues WHERE tenant_id = $1 AND name = $2",
-            Some(1),
-            &[tenant.into(), queue.into()],
-        )
-        .or_raise()
-        .next()
-        .and_then(|r| r.get::<Uuid>(1).or_raise())
-    else {
+    let Some(queue_id) = q(
+        client,
+        "SELECT id FROM queen.queues WHERE tenant_id = $1 AND name = $2",
+        &[tenant.into(), queue.into()],
+    )
+    .or_raise()
+    .next()
+    .and_then(|r| r.get::<Uuid>(1).or_raise()) else {
         return Vec::new();
     };
     register_group(client, queue_id, tenant, req);

@@ -10,7 +10,7 @@ use pgrx::JsonB;
 use queen_log::hash::{split_hashes, TxnHash};
 use serde_json::{json, Value};
 
-use crate::db::{default_tenant, raise_q, required, OrRaise};
+use crate::db::{default_tenant, q, raise_q, required, OrRaise};
 
 /// One segment to push, already encoded by the caller (or by `queen.push`).
 pub struct SegmentIn<'a> {
@@ -36,9 +36,7 @@ pub fn check_segment(msg_count: i32, hashes: &[u8]) {
 /// Create the queue (per tenant) and the partition if missing. `a.b` → namespace a,
 /// task b; a name without a dot → namespace = the name, task = ''.
 pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partition: &str) {
-    client
-        .update(
-            "WITH q AS (
+    q(client, "WITH q AS (
                  INSERT INTO queen.queues (name, tenant_id, namespace, task)
                  VALUES ($2, $1,
                          CASE WHEN strpos($2, '.') > 0 THEN split_part($2, '.', 1) ELSE $2 END,
@@ -49,10 +47,7 @@ pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partitio
              SELECT id, $3 FROM q
              UNION ALL
              SELECT id, $3 FROM queen.queues WHERE tenant_id = $1 AND name = $2
-             ON CONFLICT (queue_id, name) DO NOTHING",
-            None,
-            &[tenant.into(), queue.into(), partition.into()],
-        )
+             ON CONFLICT (queue_id, name) DO NOTHING", &[tenant.into(), queue.into(), partition.into()])
         .or_raise();
 }
 
@@ -64,23 +59,22 @@ pub fn resolve(
     partition: &str,
     pid: Option<Uuid>,
 ) -> Option<(Uuid, i32)> {
-    client
-        .select(
-            "SELECT p.id, q.dedup_window_seconds
+    q(
+        client,
+        "SELECT p.id, q.dedup_window_seconds
                FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3
                 AND ($4::uuid IS NULL OR p.id = $4)",
-            Some(1),
-            &[tenant.into(), queue.into(), partition.into(), pid.into()],
+        &[tenant.into(), queue.into(), partition.into(), pid.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| {
+        (
+            r.get::<Uuid>(1).or_raise().unwrap(),
+            r.get::<i32>(2).or_raise().unwrap_or(0),
         )
-        .or_raise()
-        .next()
-        .map(|r| {
-            (
-                r.get::<Uuid>(1).or_raise().unwrap(),
-                r.get::<i32>(2).or_raise().unwrap_or(0),
-            )
-        })
+    })
 }
 
 /// Resolve, provisioning on first push; raises when the target still cannot be found.
@@ -124,13 +118,12 @@ pub fn push_resolved(
 }
 
 fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) {
-    client
-        .update(
-            "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
-            None,
-            &[pid.into()],
-        )
-        .or_raise();
+    q(
+        client,
+        "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
+        &[pid.into()],
+    )
+    .or_raise();
 }
 
 /// Sidecar rows above the verified watermark and inside the window, scanned for any
@@ -148,17 +141,16 @@ fn probe_duplicates(
         wanted.entry(*h).or_default().push(i);
     }
     let mut best: HashMap<TxnHash, i64> = HashMap::new();
-    let rows = client
-        .select(
-            "SELECT t.base_offset, t.hashes FROM queen.log_txns t
+    let rows = q(
+        client,
+        "SELECT t.base_offset, t.hashes FROM queen.log_txns t
                JOIN queen.log_partitions p ON p.id = t.partition_id
               WHERE t.partition_id = $1
                 AND t.end_offset > GREATEST($2, p.txns_start - 1)
                 AND t.created_at >= clock_timestamp() - make_interval(secs => $3)",
-            None,
-            &[pid.into(), verified.into(), f64::from(window).into()],
-        )
-        .or_raise();
+        &[pid.into(), verified.into(), f64::from(window).into()],
+    )
+    .or_raise();
     for row in rows {
         let base: i64 = row.get(1).or_raise().unwrap();
         let stored: Vec<u8> = row.get(2).or_raise().unwrap();
@@ -183,9 +175,7 @@ fn probe_duplicates(
 /// Allocate `[last_offset+1, last_offset+n]` and write segment and sidecar rows with one
 /// clock_timestamp() taken after the row lock (monotone in base_offset).
 fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> Value {
-    let row = client
-        .update(
-            "WITH p AS (
+    let row = q(client, "WITH p AS (
                  UPDATE queen.log_partitions
                     SET last_offset = last_offset + $2, last_write_at = clock_timestamp()
                   WHERE id = $1
@@ -195,10 +185,7 @@ fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> Value {
                  SELECT $1, base, fin, ts, $3 FROM p)
              INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
              SELECT $1, base, fin, ts, $4 FROM p
-             RETURNING base_offset, queen.iso_utc(created_at)",
-            None,
-            &[pid.into(), i64::from(seg.msg_count).into(), seg.blob.into(), seg.hashes.into()],
-        )
+             RETURNING base_offset, queen.iso_utc(created_at)", &[pid.into(), i64::from(seg.msg_count).into(), seg.blob.into(), seg.hashes.into()])
         .or_raise()
         .next()
         .unwrap_or_else(|| raise_q(format!("QPUSH unknown queue/partition {}/{}", seg.queue, seg.partition)));

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::ack::{ack_by_hash_detail, ack_by_name};
 use crate::db::{
-    bad_param, default_tenant, parse_uuid, raise, raise_detail, raise_q, required, OrRaise,
+    bad_param, default_tenant, parse_uuid, q, raise, raise_detail, raise_q, required, OrRaise,
     QUEUE_MODE,
 };
 use crate::dlq::{dlq_head, DlqEntry};
@@ -104,14 +104,13 @@ impl AckOp {
 /// does not exist at all is refused the same way, so tenants cannot probe each other.
 fn check_ownership(client: &SpiClient<'_>, tenant: Uuid, pids: &[Uuid]) {
     for pid in pids {
-        let owned = client
-            .select(
-                "SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+        let owned = q(
+            client,
+            "SELECT 1 FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
                   WHERE p.id = $1 AND q.tenant_id = $2",
-                Some(1),
-                &[(*pid).into(), tenant.into()],
-            )
-            .or_raise();
+            &[(*pid).into(), tenant.into()],
+        )
+        .or_raise();
         if owned.is_empty() {
             raise_q(format!(
                 "QTXN ack references partition {pid} not owned by this tenant"
@@ -246,13 +245,8 @@ fn fail_unless_ok(pid: Uuid, op: &AckOp, r: &Value) {
 
 /// A positional ack through log_ack_v1 (by names); NULL uptoOff releases only.
 fn run_positional_ack(client: &mut SpiClient<'_>, tenant: Uuid, pid: Uuid, op: &AckOp) -> Value {
-    let names = client
-        .select(
-            "SELECT q.name::text, p.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-              WHERE p.id = $1",
-            Some(1),
-            &[pid.into()],
-        )
+    let names = q(client, "SELECT q.name::text, p.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE p.id = $1", &[pid.into()])
         .or_raise()
         .next()
         .map(|r| (r.get::<String>(1).or_raise().unwrap(), r.get::<String>(2).or_raise().unwrap()));
