@@ -30,6 +30,7 @@ run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
 # Suites that need a running server: a short-lived cluster with the real extension.
 if PG_URL=$(bash tests/cluster.sh start); then
     run_suite smoke bash tests/sql_smoke.sh "$PG_URL"
+    QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker
     bash tests/cluster.sh stop
 else
     echo "=== cluster FAILED to start"; status=1

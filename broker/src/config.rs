@@ -1,0 +1,172 @@
+//! Every knob of the broker, read once from the environment at startup.
+//!
+//! Parsing is strict: a value that does not parse stops the broker with a message naming
+//! the variable, because silently falling back to a default would hide a typo in a
+//! deployment.
+
+use std::fmt;
+
+/// The effective configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `QUEEN_DATABASE_URL`: where the extension lives.
+    pub database_url: String,
+    /// `QUEEN_LISTEN`: socket address to bind.
+    pub listen: String,
+    /// `QUEEN_POOL_SIZE`: maximum pooled database connections.
+    pub pool_size: usize,
+    /// `QUEEN_BODY_LIMIT_MB`: request body cap; push bodies of several MiB are normal.
+    pub body_limit_mb: usize,
+    /// `QUEEN_STATEMENT_TIMEOUT_MS`: per-statement cap set on every connection (0 = none).
+    pub statement_timeout_ms: u64,
+    /// `QUEEN_ACK_REGISTRY`: enable the process-local ack registry (fast path).
+    pub ack_registry: bool,
+    /// `QUEEN_ACK_REGISTRY_MB`: memory cap of the registry before LRU eviction.
+    pub ack_registry_mb: usize,
+    /// `QUEEN_ACK_FUSION`: batch fast-path acks into `log_ack_multi_v1` flushes.
+    pub ack_fusion: bool,
+    /// `QUEEN_ACK_FUSION_SHARDS`: number of fusion shards.
+    pub ack_fusion_shards: usize,
+    /// `QUEEN_ACK_FUSION_HOLD_MS`: the reference design's liveness backstop tick. Accepted
+    /// and logged; unused, since every arrival wakes its shard directly (see fusion.rs).
+    pub ack_fusion_hold_ms: u64,
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads through any lookup function, so tests need not touch the process environment.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let text = |k: &str, d: &str| get(k).filter(|v| !v.is_empty()).unwrap_or(d.into());
+        Ok(Config {
+            database_url: text(
+                "QUEEN_DATABASE_URL",
+                "postgres://postgres@127.0.0.1:5499/queen",
+            ),
+            listen: text("QUEEN_LISTEN", "0.0.0.0:6632"),
+            pool_size: num(&get, "QUEEN_POOL_SIZE", 16)?.max(1),
+            body_limit_mb: num(&get, "QUEEN_BODY_LIMIT_MB", 64)?.max(1),
+            statement_timeout_ms: num(&get, "QUEEN_STATEMENT_TIMEOUT_MS", 30_000)?,
+            ack_registry: flag(&get, "QUEEN_ACK_REGISTRY", true)?,
+            ack_registry_mb: num(&get, "QUEEN_ACK_REGISTRY_MB", 64)?,
+            ack_fusion: flag(&get, "QUEEN_ACK_FUSION", true)?,
+            ack_fusion_shards: num(&get, "QUEEN_ACK_FUSION_SHARDS", 8)?.max(1),
+            ack_fusion_hold_ms: num(&get, "QUEEN_ACK_FUSION_HOLD_MS", 3)?,
+        })
+    }
+
+    /// A configuration for a given database with every other knob at its default.
+    pub fn for_database(url: &str) -> Self {
+        let mut c = Self::from_lookup(|_| None).expect("defaults parse");
+        c.database_url = url.to_string();
+        c
+    }
+
+    /// Request body cap in bytes.
+    pub fn body_limit_bytes(&self) -> usize {
+        self.body_limit_mb.saturating_mul(1024 * 1024)
+    }
+}
+
+impl fmt::Display for Config {
+    /// The startup log line: every effective value, the database password masked.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "database_url={} listen={} pool_size={} body_limit_mb={} statement_timeout_ms={} \
+             ack_registry={} ack_registry_mb={} ack_fusion={} ack_fusion_shards={} \
+             ack_fusion_hold_ms={}",
+            mask_password(&self.database_url),
+            self.listen,
+            self.pool_size,
+            self.body_limit_mb,
+            self.statement_timeout_ms,
+            self.ack_registry,
+            self.ack_registry_mb,
+            self.ack_fusion,
+            self.ack_fusion_shards,
+            self.ack_fusion_hold_ms
+        )
+    }
+}
+
+fn num<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    key: &str,
+    default: T,
+) -> Result<T, String> {
+    match get(key).filter(|v| !v.trim().is_empty()) {
+        None => Ok(default),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{key}: expected a non-negative integer, got {v:?}")),
+    }
+}
+
+fn flag(get: &impl Fn(&str) -> Option<String>, key: &str, default: bool) -> Result<bool, String> {
+    match get(key).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(default),
+        Some(v) if v.is_empty() => Ok(default),
+        Some(v) if ["1", "true", "on", "yes"].contains(&v.as_str()) => Ok(true),
+        Some(v) if ["0", "false", "off", "no"].contains(&v.as_str()) => Ok(false),
+        Some(v) => Err(format!("{key}: expected 0/1/true/false, got {v:?}")),
+    }
+}
+
+/// Hides the password of a URL (`scheme://user:secret@host`) or of a key=value
+/// connection string (`password=secret`), so the config can be logged.
+pub fn mask_password(url: &str) -> String {
+    if let Some(scheme_end) = url.find("://") {
+        let rest = &url[scheme_end + 3..];
+        let at = rest.find('@');
+        let colon = rest.find(':');
+        if let (Some(at), Some(colon)) = (at, colon) {
+            if colon < at {
+                let head = &url[..scheme_end + 3 + colon + 1];
+                return format!("{head}****{}", &rest[at..]);
+            }
+        }
+        return url.to_string();
+    }
+    url.split_whitespace()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=****"),
+            _ => kv.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_masking() {
+        let c = Config::from_lookup(|_| None).unwrap();
+        assert_eq!(c.listen, "0.0.0.0:6632");
+        assert_eq!(c.body_limit_mb, 64);
+        assert!(c.ack_registry);
+        assert_eq!(
+            mask_password("postgres://u:secret@h:5/db"),
+            "postgres://u:****@h:5/db"
+        );
+        assert_eq!(mask_password("postgres://u@h:5/db"), "postgres://u@h:5/db");
+        assert_eq!(
+            mask_password("host=h password=x user=u"),
+            "host=h password=**** user=u"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        let e = Config::from_lookup(|k| (k == "QUEEN_POOL_SIZE").then(|| "many".into()));
+        assert!(e.unwrap_err().contains("QUEEN_POOL_SIZE"));
+        let e = Config::from_lookup(|k| (k == "QUEEN_ACK_FUSION").then(|| "maybe".into()));
+        assert!(e.unwrap_err().contains("QUEEN_ACK_FUSION"));
+    }
+}

@@ -1,0 +1,44 @@
+//! `GET /health` and `GET /metrics`.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::json;
+
+use crate::state::AppState;
+
+/// 200 when a round trip to the database works, else 503 with the reason.
+pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
+    let probe = async {
+        let db = state.db().await?;
+        db.query_one("SELECT 1", &[]).await?;
+        Ok::<_, crate::error::ApiError>(())
+    };
+    match probe.await {
+        Ok(()) => (
+            StatusCode::OK,
+            Json(json!({
+                "status": "healthy",
+                "database": "connected",
+                "service": "queen-broker",
+                "version": env!("CARGO_PKG_VERSION"),
+            })),
+        ),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "status": "unhealthy",
+                "database": "disconnected",
+                "error": e.to_string(),
+            })),
+        ),
+    }
+}
+
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+}

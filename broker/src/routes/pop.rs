@@ -1,0 +1,354 @@
+//! `GET /api/v1/pop/queue/{queue}[/partition/{partition}]`: a leasing (or auto-ack) pop,
+//! with segments decoded here and an optional long-poll.
+//!
+//! The long-poll re-polls with backoff until its timeout and is woken early by a push to
+//! the same queue. It never holds a pooled connection while parked.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use queen_log::segment::decode_segment;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::error::{ApiError, ApiResult};
+use crate::metrics::Metrics;
+use crate::registry::Delivered;
+use crate::state::AppState;
+use crate::util::{group_or_queue_mode, iso_ms, DEFAULT_TENANT};
+
+/// Default long-poll timeout when `wait=true` comes without `timeout`.
+const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// First and largest pause between re-polls; the cap keeps lease-expiry redelivery prompt.
+const BACKOFF_START: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// A validated pop request.
+struct PopReq {
+    queue: String,
+    partition: Option<String>,
+    batch: i32,
+    wait: bool,
+    timeout: Duration,
+    group: Option<String>,
+    auto_ack: bool,
+    sub_mode: String,
+    sub_from: String,
+    lease_seconds: Option<i32>,
+    max_partitions: i32,
+    lease_id: String,
+}
+
+/// One served slice of a segment.
+struct Slice {
+    pid: Uuid,
+    partition: String,
+    base: i64,
+    start_idx: i32,
+    take: i32,
+    created_at: DateTime<Utc>,
+    blob: Vec<u8>,
+}
+
+pub async fn pop_queue(
+    State(state): State<AppState>,
+    Path(queue): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    run(state, parse(queue, None, &q)?).await
+}
+
+pub async fn pop_partition(
+    State(state): State<AppState>,
+    Path((queue, partition)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    run(state, parse(queue, Some(partition), &q)?).await
+}
+
+fn parse(
+    queue: String,
+    partition: Option<String>,
+    q: &HashMap<String, String>,
+) -> ApiResult<PopReq> {
+    let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let batch = int_param(get("batch"), "batch", 1)?;
+    let max_partitions = int_param(get("partitions"), "partitions", 1)?;
+    let timeout_ms = match get("timeout") {
+        None => DEFAULT_TIMEOUT_MS,
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad(format!("timeout must be milliseconds, got {v:?}")))?,
+    };
+    let lease_seconds =
+        match get("leaseSeconds") {
+            None => None,
+            Some(v) => Some(v.parse::<i32>().map_err(|_| {
+                ApiError::bad(format!("leaseSeconds must be an integer, got {v:?}"))
+            })?),
+        };
+    let auto_ack = bool_param(get("autoAck"), "autoAck")?;
+    Ok(PopReq {
+        queue,
+        partition,
+        batch,
+        wait: bool_param(get("wait"), "wait")?,
+        timeout: Duration::from_millis(timeout_ms),
+        group: get("consumerGroup").map(str::to_string),
+        auto_ack,
+        // Unknown modes pass through: the extension treats them as "all" (never a 4xx).
+        sub_mode: get("subscriptionMode").unwrap_or("all").to_string(),
+        sub_from: get("subscriptionFrom").unwrap_or("").to_string(),
+        // ≤ 0 or absent → the queue's lease_time, looked up in the pop statement.
+        lease_seconds: lease_seconds.filter(|s| *s > 0),
+        max_partitions,
+        lease_id: if auto_ack {
+            String::new()
+        } else {
+            Uuid::now_v7().to_string()
+        },
+    })
+}
+
+fn int_param(v: Option<&str>, name: &str, default: i32) -> ApiResult<i32> {
+    match v {
+        None => Ok(default),
+        Some(v) => v
+            .parse::<i32>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| ApiError::bad(format!("{name} must be an integer >= 1, got {v:?}"))),
+    }
+}
+
+fn bool_param(v: Option<&str>, name: &str) -> ApiResult<bool> {
+    match v.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("false" | "0" | "no") => Ok(false),
+        Some("true" | "1" | "yes") => Ok(true),
+        Some(other) => Err(ApiError::bad(format!(
+            "{name} must be true or false, got {other:?}"
+        ))),
+    }
+}
+
+async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
+    let deadline = Instant::now() + req.timeout;
+    let waker = state.waker(&req.queue);
+    let mut backoff = BACKOFF_START;
+    loop {
+        // Registered before polling, so a push landing mid-poll still wakes us.
+        let notified = waker.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let slices = pop_once(&state, &req).await?;
+        if !slices.is_empty() {
+            return respond(&state, &req, slices).await;
+        }
+        let now = Instant::now();
+        if !req.wait || now >= deadline {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep(backoff.min(deadline - now)) => {}
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// Queue-level pop: any ready partition(s). The lease length defaults to the queue's.
+const POP_QUEUE: &str = "
+SELECT r.r_partition_id, r.r_partition, r.r_base, r.r_start_idx, r.r_take, r.r_created_at, r.r_blob
+  FROM queen.log_pop_queue_v1($1::text, $2::text, $3::int,
+        COALESCE($4::int, (SELECT GREATEST(COALESCE(q.lease_time, 60), 1) FROM queen.queues q
+                            WHERE q.tenant_id = $10 AND q.name = $1), 60),
+        $5::text, $6::bool, $7::text, $8::text, $9::int, $10::uuid) AS r";
+
+/// Partition pop: resolve the partition (and lease length) then pop it, one statement.
+const POP_PARTITION: &str = "
+SELECT x.pid, $2::text, r.r_base, r.r_start_idx, r.r_take, r.r_created_at, r.r_blob
+  FROM (SELECT p.id AS pid, GREATEST(COALESCE(q.lease_time, 60), 1) AS lt
+          FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+         WHERE q.tenant_id = $9 AND q.name = $1 AND p.name = $2) AS x
+ CROSS JOIN LATERAL queen.log_pop_v1($1::text, $2::text, $3::text, $4::int,
+        COALESCE($5::int, x.lt), $6::text, $7::bool, $8::text, $10::text, false, $9::uuid) AS r";
+
+async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
+    let db = state.db().await?;
+    let group = group_or_queue_mode(req.group.as_deref());
+    let rows = match &req.partition {
+        None => {
+            db.query(
+                POP_QUEUE,
+                &[
+                    &req.queue,
+                    &group,
+                    &req.batch,
+                    &req.lease_seconds,
+                    &req.lease_id,
+                    &req.auto_ack,
+                    &req.sub_mode,
+                    &req.sub_from,
+                    &req.max_partitions,
+                    &DEFAULT_TENANT,
+                ],
+            )
+            .await?
+        }
+        Some(p) => {
+            db.query(
+                POP_PARTITION,
+                &[
+                    &req.queue,
+                    p,
+                    &group,
+                    &req.batch,
+                    &req.lease_seconds,
+                    &req.lease_id,
+                    &req.auto_ack,
+                    &req.sub_mode,
+                    &DEFAULT_TENANT,
+                    &req.sub_from,
+                ],
+            )
+            .await?
+        }
+    };
+    Ok(rows
+        .iter()
+        .map(|r| Slice {
+            pid: r.get(0),
+            partition: r.get(1),
+            base: r.get(2),
+            start_idx: r.get(3),
+            take: r.get(4),
+            created_at: r.get(5),
+            blob: r.get(6),
+        })
+        .collect())
+}
+
+/// Delivery attempt per claimed partition (the pop's own lease rows); 1 under autoAck.
+async fn attempts(state: &AppState, req: &PopReq) -> ApiResult<HashMap<Uuid, i32>> {
+    if req.auto_ack {
+        return Ok(HashMap::new());
+    }
+    let db = state.db().await?;
+    let rows = db
+        .query(
+            "SELECT partition_id, attempt_count FROM queen.log_consumers WHERE worker_id = $1",
+            &[&req.lease_id],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// One decoded message, ready to render.
+struct Msg {
+    pid: Uuid,
+    partition: String,
+    offset: i64,
+    created_at: DateTime<Utc>,
+    frame: queen_log::frame::Frame,
+}
+
+fn decode(slices: Vec<Slice>) -> ApiResult<Vec<Msg>> {
+    let mut out = Vec::new();
+    for s in slices {
+        let frames = decode_segment(&s.blob)?;
+        let start = s.start_idx as usize;
+        let end = start + s.take as usize;
+        let picked = frames.into_iter().enumerate().take(end).skip(start);
+        for (k, frame) in picked {
+            out.push(Msg {
+                pid: s.pid,
+                partition: s.partition.clone(),
+                offset: s.base + k as i64,
+                created_at: s.created_at,
+                frame,
+            });
+        }
+    }
+    Ok(out)
+}
+
+async fn respond(state: &AppState, req: &PopReq, slices: Vec<Slice>) -> ApiResult<Response> {
+    let msgs = tokio::task::spawn_blocking(move || decode(slices))
+        .await
+        .map_err(|e| ApiError::Internal(format!("decoder task failed: {e}")))??;
+    let attempts = attempts(state, req).await?;
+    if !req.auto_ack {
+        state.registry.record(deliveries(req, &msgs));
+    }
+    Metrics::add(&state.metrics.messages_popped, msgs.len() as u64);
+    let group = req.group.as_deref().filter(|g| !g.is_empty());
+    let messages: Vec<Value> = msgs
+        .iter()
+        .map(|m| render_msg(m, req, group, *attempts.get(&m.pid).unwrap_or(&1)))
+        .collect();
+    let mut claimed: Vec<Uuid> = msgs.iter().map(|m| m.pid).collect();
+    claimed.dedup();
+    let first = msgs.first();
+    Ok(Json(json!({
+        "success": true,
+        "queue": req.queue,
+        "partition": first.map(|m| m.partition.clone()),
+        "partitionId": first.map(|m| m.pid),
+        "leaseId": req.lease_id,
+        "consumerGroup": group,
+        "partitionsClaimed": claimed.len(),
+        "messages": messages,
+    }))
+    .into_response())
+}
+
+/// What the ack registry learns from this pop: per partition, the batch end and hashes.
+fn deliveries(req: &PopReq, msgs: &[Msg]) -> Vec<Delivered> {
+    let mut out: Vec<Delivered> = Vec::new();
+    for m in msgs {
+        match out.last_mut() {
+            Some(d) if d.partition_id == m.pid => {
+                d.batch_end = m.offset;
+                d.txns.push(m.frame.transaction_id.clone());
+            }
+            _ => out.push(Delivered {
+                partition_id: m.pid,
+                group: group_or_queue_mode(req.group.as_deref()).to_string(),
+                worker: req.lease_id.clone(),
+                batch_end: m.offset,
+                lease_seconds: req.lease_seconds,
+                txns: vec![m.frame.transaction_id.clone()],
+            }),
+        }
+    }
+    out
+}
+
+fn render_msg(m: &Msg, req: &PopReq, group: Option<&str>, attempt: i32) -> Value {
+    let f = &m.frame;
+    // A payload that is not JSON (e.g. encrypted bytes) is handed back as a string.
+    let data = match f.payload_json() {
+        Ok(text) => serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into())),
+        Err(_) => Value::Null,
+    };
+    json!({
+        "id": Uuid::from_bytes(f.message_id),
+        "transactionId": f.transaction_id,
+        "traceId": f.trace_id.map(Uuid::from_bytes),
+        "data": data,
+        "producerSub": f.producer_sub,
+        "createdAt": iso_ms(m.created_at),
+        "partitionId": m.pid,
+        "partition": m.partition,
+        "leaseId": req.lease_id,
+        "consumerGroup": group,
+        "deliveryAttempt": attempt.max(1),
+        "offset": m.offset,
+    })
+}

@@ -1,0 +1,114 @@
+//! Shared state of the running broker: configuration, the database pool, the per-queue
+//! long-poll wake-ups, metrics and the ack registry. Nothing here is durable.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio::sync::Notify;
+
+use crate::config::Config;
+use crate::error::ApiResult;
+use crate::fusion::Fusion;
+use crate::metrics::Metrics;
+use crate::registry::Registry;
+
+/// Cloned into every handler; cheap (one Arc).
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+/// What [`AppState`] points to.
+pub struct Inner {
+    pub config: Config,
+    pub pool: Pool,
+    pub metrics: Metrics,
+    pub registry: Registry,
+    /// Present when `QUEEN_ACK_FUSION` is on (and the registry, which feeds it).
+    pub fusion: Option<Fusion>,
+    wakers: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+/// Past this many queues the waker map drops entries nobody waits on, so a stream of
+/// one-off queue names cannot grow it without bound.
+const WAKER_PRUNE_AT: usize = 4096;
+
+impl AppState {
+    /// Builds the state. Connections are opened lazily, so a broker can start before its
+    /// database and report 503 until it is reachable. Must run inside a tokio runtime
+    /// (the fusion shards are tasks).
+    pub fn new(config: Config) -> Result<Self, String> {
+        let pool = build_pool(&config)?;
+        let fusion = (config.ack_fusion && config.ack_registry)
+            .then(|| Fusion::start(pool.clone(), config.ack_fusion_shards));
+        Ok(AppState(Arc::new(Inner {
+            fusion,
+            registry: Registry::new(&config),
+            config,
+            pool,
+            metrics: Metrics::default(),
+            wakers: Mutex::new(HashMap::new()),
+        })))
+    }
+
+    /// A pooled connection, or 503 when none can be had.
+    pub async fn db(&self) -> ApiResult<deadpool_postgres::Object> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// The wake-up of long-polls parked on `queue`; pushes fire it.
+    pub fn waker(&self, queue: &str) -> Arc<Notify> {
+        let mut map = self.wakers.lock().expect("waker map poisoned");
+        if map.len() > WAKER_PRUNE_AT {
+            map.retain(|_, n| Arc::strong_count(n) > 1);
+        }
+        map.entry(queue.to_string()).or_default().clone()
+    }
+
+    /// Wakes every long-poll parked on `queue`.
+    pub fn wake(&self, queue: &str) {
+        let n = self
+            .wakers
+            .lock()
+            .expect("waker map poisoned")
+            .get(queue)
+            .cloned();
+        if let Some(n) = n {
+            n.notify_waiters();
+        }
+    }
+}
+
+fn build_pool(cfg: &Config) -> Result<Pool, String> {
+    let mut pg: tokio_postgres::Config = cfg
+        .database_url
+        .parse()
+        .map_err(|e| format!("QUEEN_DATABASE_URL: {e}"))?;
+    if cfg.statement_timeout_ms > 0 {
+        pg.options(format!("-c statement_timeout={}", cfg.statement_timeout_ms));
+    }
+    pg.application_name("queen-broker");
+    pg.connect_timeout(Duration::from_secs(5));
+    let mgr = Manager::from_config(
+        pg,
+        tokio_postgres::NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(mgr)
+        .max_size(cfg.pool_size)
+        .runtime(Runtime::Tokio1)
+        // Bounded waits turn an unreachable or saturated database into a prompt 503.
+        .wait_timeout(Some(Duration::from_secs(10)))
+        .create_timeout(Some(Duration::from_secs(5)))
+        .build()
+        .map_err(|e| format!("database pool: {e}"))
+}

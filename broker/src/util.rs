@@ -1,0 +1,51 @@
+//! Small shared helpers: body parsing, constants of the contract, timestamp rendering.
+
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+
+use crate::error::{ApiError, ApiResult};
+
+/// The queue-mode consumer group (contract conventions).
+pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
+
+/// The default tenant (contract conventions); this broker has no tenancy yet.
+pub const DEFAULT_TENANT: uuid::Uuid = uuid::Uuid::from_u128(1);
+
+/// Parses a JSON body into `T`; any syntax or shape problem is a 400 naming it.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad("request body is empty; expected JSON"));
+    }
+    serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+}
+
+/// UTC with milliseconds, the timestamp form of every HTTP answer.
+pub fn iso_ms(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// Parses a uuid, naming the field on failure.
+pub fn parse_uuid(s: &str, what: &str) -> ApiResult<uuid::Uuid> {
+    uuid::Uuid::parse_str(s).map_err(|_| ApiError::bad(format!("invalid {what} {s:?}: not a UUID")))
+}
+
+/// The group name stored in the database for an optional client group.
+pub fn group_or_queue_mode(g: Option<&str>) -> &str {
+    match g {
+        Some(g) if !g.is_empty() => g,
+        _ => QUEUE_MODE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_tenant_literal() {
+        assert_eq!(
+            DEFAULT_TENANT.to_string(),
+            "00000000-0000-0000-0000-000000000001"
+        );
+    }
+}

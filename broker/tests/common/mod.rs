@@ -1,0 +1,160 @@
+//! Shared harness: an in-process broker on 127.0.0.1:0 against the database named by
+//! QUEEN_TEST_DATABASE_URL. Tests never silently pass without a database.
+
+#![allow(dead_code)]
+
+use queen_broker::{serve, AppState, Config};
+use reqwest::StatusCode;
+use serde_json::Value;
+use tokio::net::TcpListener;
+
+pub struct Broker {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub state: AppState,
+}
+
+/// Starts a broker. Panics with a clear message when the database is not configured.
+pub async fn start() -> Broker {
+    start_with(|_| {}).await
+}
+
+/// Starts a broker after letting the test adjust its configuration.
+pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Broker {
+    let url = std::env::var("QUEEN_TEST_DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "QUEEN_TEST_DATABASE_URL is not set: the broker integration tests need PostgreSQL \
+             with the queen_ack extension (bash scripts/run.sh, then \
+             QUEEN_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5499/queen)"
+        )
+    });
+    let mut cfg = Config::for_database(&url);
+    cfg.pool_size = 4;
+    adjust(&mut cfg);
+    let state = AppState::new(cfg).expect("broker state");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(serve(listener, state.clone(), std::future::pending()));
+    Broker {
+        base: format!("http://{addr}"),
+        http: reqwest::Client::new(),
+        state,
+    }
+}
+
+/// A queue name no other test (or earlier run) uses.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+impl Broker {
+    pub async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(body)
+            .send()
+            .await
+            .expect("request");
+        read(r).await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: &'static str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        read(r).await
+    }
+
+    /// GET the way the SDKs do it: a JSON content type and no body.
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .expect("request");
+        read(r).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .delete(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .send()
+            .await
+            .expect("request");
+        read(r).await
+    }
+
+    pub async fn configure(&self, queue: &str, options: Value) -> Value {
+        let (s, v) = self
+            .post(
+                "/api/v1/configure",
+                &serde_json::json!({"queue": queue, "options": options}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "configure: {v}");
+        v
+    }
+
+    /// Pushes (queue, txn, payload) items; returns the per-item results.
+    pub async fn push(&self, items: Value) -> Vec<Value> {
+        let (s, v) = self
+            .post("/api/v1/push", &serde_json::json!({ "items": items }))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "push: {v}");
+        v.as_array().expect("push array").clone()
+    }
+
+    /// A non-waiting pop; None on 204.
+    pub async fn pop(&self, queue: &str, query: &str) -> Option<Value> {
+        let (s, v) = self
+            .get(&format!("/api/v1/pop/queue/{queue}?{query}"))
+            .await;
+        match s {
+            StatusCode::NO_CONTENT => None,
+            StatusCode::OK => Some(v),
+            other => panic!("pop: unexpected {other}: {v}"),
+        }
+    }
+
+    pub async fn ack_batch(&self, body: Value) -> (StatusCode, Value) {
+        self.post("/api/v1/ack/batch", &body).await
+    }
+}
+
+async fn read(r: reqwest::Response) -> (StatusCode, Value) {
+    let status = r.status();
+    let text = r.text().await.expect("body");
+    let v = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, v)
+}
+
+/// The ack body for every message of a pop, with one status for all.
+pub fn acks_for(pop: &Value, status: &str, error: Option<&str>) -> Value {
+    let lease = pop["leaseId"].as_str().unwrap();
+    let acks: Vec<Value> = pop["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                "leaseId": lease, "status": status, "error": error,
+            })
+        })
+        .collect();
+    serde_json::json!({ "acknowledgments": acks })
+}
