@@ -8,14 +8,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PGBIN=/usr/lib/postgresql/15/bin
 PORT=${QUEEN_TEST_PG_PORT:-5498}
-DATA=/tmp/qa-test-cluster
-SOCK=/tmp/qa-test-sock
+# Several clusters can run side by side: give each its own port (dir and socket follow).
+DATA=${QUEEN_TEST_CLUSTER_DIR:-/tmp/qa-test-cluster-$PORT}
+SOCK=/tmp/qa-test-sock-$PORT
 as_pg() { sudo -u postgres "$@"; }
 
 case "${1:-}" in
 start)
-    # `cargo pgrx test` leaves its test build installed: put the real one back.
-    cargo pgrx install --pg-config "$PGBIN/pg_config" >/dev/null
+    # `cargo pgrx test` leaves its test build installed: put the real one back
+    # (QUEEN_TEST_SKIP_INSTALL=1 reuses what is installed).
+    [ "${QUEEN_TEST_SKIP_INSTALL:-0}" = 1 ] || cargo pgrx install --pg-config "$PGBIN/pg_config" >/dev/null
     as_pg "$PGBIN/pg_ctl" -D "$DATA" stop -m fast >/dev/null 2>&1 || true
     rm -rf "$DATA" "$SOCK"
     install -d -o postgres -g postgres "$DATA" "$SOCK"
@@ -26,7 +28,10 @@ start)
     psql -h "$SOCK" -p "$PORT" -U postgres -qAt -v ON_ERROR_STOP=1 -d postgres \
         -c "CREATE DATABASE queen_test" >/dev/null
     psql -h "$SOCK" -p "$PORT" -U postgres -qAt -v ON_ERROR_STOP=1 -d queen_test \
-        -c "CREATE EXTENSION queen_ack; CREATE EXTENSION pg_stat_statements" >/dev/null
+        -c "CREATE EXTENSION queen_ack; CREATE EXTENSION pg_stat_statements" \
+        -c "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'queen_broker_test') THEN
+              CREATE ROLE queen_broker_test LOGIN IN ROLE queen_broker; END IF; END \$\$" >/dev/null
+    # The superuser URL; the least-privilege broker role is queen_broker_test (trust auth).
     echo "postgres://postgres@127.0.0.1:$PORT/queen_test"
     ;;
 stop)
