@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITERS=${ITERS:-40}
-bash scripts/run.sh >/dev/null 2>&1
+QUEEN_RUN_BROKER=0 bash scripts/run.sh >/dev/null 2>&1
 PSQL=(psql -h /tmp/qa-run-sock -p "${QUEEN_PG_PORT:-5499}" -U postgres -v ON_ERROR_STOP=1 -qAt)
 "${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS queen_bench" -c "CREATE DATABASE queen_bench"
 "${PSQL[@]}" -d queen_bench -c "CREATE EXTENSION queen_ack" \

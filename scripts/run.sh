@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job: set up the machine, build and install the extension (release), start a
 # local PostgreSQL 15 cluster owned by the unprivileged `postgres` user under
-# target/qa-cluster, create database `queen` with the extension, and print how to connect.
-# Idempotent: a second run reinstalls the build and reuses the running cluster.
+# target/qa-cluster, create database `queen` with the extension, start the broker
+# (release) against it as a least-privilege role, and print how to connect.
+# Idempotent: a second run reinstalls the builds, reuses the cluster, restarts the broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -12,6 +13,9 @@ DATA=$ROOT/target/qa-cluster
 SOCK=/tmp/qa-run-sock
 
 bash scripts/setup.sh
+# pgrx copies over the installed library in place; unlinking it first gives the new
+# build a new inode, so backends still running the old one are not disturbed.
+rm -f "$("$PGBIN/pg_config" --pkglibdir)/queen_ack.so"
 cargo pgrx install --release --pg-config "$PGBIN/pg_config" >/dev/null
 echo "run: extension installed"
 
@@ -32,8 +36,27 @@ PSQL=(psql -h "$SOCK" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 -q)
 "${PSQL[@]}" -d queen -c "CREATE EXTENSION IF NOT EXISTS queen_ack; ALTER EXTENSION queen_ack UPDATE" 2>/dev/null ||
     "${PSQL[@]}" -d queen -c "CREATE EXTENSION IF NOT EXISTS queen_ack"
 
+# The broker logs in as a member of queen_broker: EXECUTE on the functions, no table writes.
+"${PSQL[@]}" -d queen -c "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'queen_broker_login')
+    THEN CREATE ROLE queen_broker_login LOGIN IN ROLE queen_broker; END IF; END \$\$"
+
+[ "${QUEEN_RUN_BROKER:-1}" = 1 ] || { echo "run: PostgreSQL up on port $PORT (broker skipped)"; exit 0; }
+cargo build --release -p queen_broker >/dev/null
+PIDFILE=$ROOT/target/queen-broker.pid
+LISTEN=${QUEEN_LISTEN:-0.0.0.0:6632}
+if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+    kill "$(cat "$PIDFILE")"; sleep 1
+fi
+QUEEN_DATABASE_URL=${QUEEN_DATABASE_URL:-postgres://queen_broker_login@127.0.0.1:$PORT/queen} \
+QUEEN_LISTEN=$LISTEN nohup "$ROOT/target/release/queen-broker" >"$ROOT/target/queen-broker.log" 2>&1 &
+echo $! >"$PIDFILE"
+HEALTH=http://127.0.0.1:${LISTEN##*:}/health
+for _ in $(seq 1 50); do curl -fsS "$HEALTH" >/dev/null 2>&1 && break; sleep 0.2; done
+curl -fsS "$HEALTH" >/dev/null || { echo "run: broker did not become healthy; see target/queen-broker.log"; exit 1; }
+
 cat <<MSG
-run: PostgreSQL 15 with queen_ack is up.
-  connect:  psql -h $SOCK -p $PORT -U postgres queen      (or host 127.0.0.1)
-  stop:     sudo -u postgres $PGBIN/pg_ctl -D $DATA stop
+run: PostgreSQL 15 with queen_ack and the broker are up.
+  broker:   http://127.0.0.1:${LISTEN##*:}   (health: $HEALTH; log: target/queen-broker.log)
+  psql:     psql -h $SOCK -p $PORT -U postgres queen      (or host 127.0.0.1)
+  stop:     kill \$(cat $PIDFILE); sudo -u postgres $PGBIN/pg_ctl -D $DATA stop
 MSG

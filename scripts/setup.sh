@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PKGS=(build-essential pkg-config libssl-dev clang libclang-dev sudo
-      postgresql-15 postgresql-server-dev-15 postgresql-contrib python3-venv)
+      postgresql-15 postgresql-server-dev-15 postgresql-contrib python3-venv curl)
 PGRX_VERSION=0.18.1
 PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
 

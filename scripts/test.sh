@@ -25,12 +25,15 @@ run_suite pure cargo test -p queen_log
 PGDATA_DIR=/tmp/qa-pgt
 rm -rf "$PGDATA_DIR"
 install -d -o postgres -g postgres "$PGDATA_DIR"
+rm -f "$(/usr/lib/postgresql/15/bin/pg_config --pkglibdir)/queen_ack.so" # see tests/cluster.sh
 run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
 
 # Suites that need a running server: a short-lived cluster with the real extension.
 if PG_URL=$(bash tests/cluster.sh start); then
     run_suite smoke bash tests/sql_smoke.sh "$PG_URL"
     QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker
+    # The real Python SDK (queen-mq from PyPI, in target/py-venv) against the broker.
+    run_suite python bash tests/python_e2e.sh "$PG_URL"
     bash tests/cluster.sh stop
 else
     echo "=== cluster FAILED to start"; status=1

@@ -1,13 +1,12 @@
 //! Push (contract §4): auto-create, dedup window probe, offset allocation under the
 //! partition row lock, and the segment + sidecar write.
 
-use std::collections::HashMap;
-
 use pgrx::datum::Uuid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
-use queen_log::hash::{split_hashes, TxnHash};
+use queen_log::dedup::find_duplicates;
+use queen_log::hash::split_hashes;
 use serde_json::{json, Value};
 
 use crate::db::{default_tenant, q, raise_q, required, OrRaise};
@@ -127,7 +126,8 @@ fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) {
 }
 
 /// Sidecar rows above the verified watermark and inside the window, scanned for any
-/// incoming hash: (incoming index, MIN original offset), sorted by index.
+/// incoming hash: (incoming index, MIN original offset), sorted by index. The rows are
+/// borrowed from SPI memory, not copied.
 fn probe_duplicates(
     client: &SpiClient<'_>,
     pid: Uuid,
@@ -136,40 +136,25 @@ fn probe_duplicates(
     hashes: &[u8],
 ) -> Vec<(usize, i64)> {
     let incoming = split_hashes(hashes).expect("checked by check_segment");
-    let mut wanted: HashMap<TxnHash, Vec<usize>> = HashMap::new();
-    for (i, h) in incoming.iter().enumerate() {
-        wanted.entry(*h).or_default().push(i);
-    }
-    let mut best: HashMap<TxnHash, i64> = HashMap::new();
     let rows = q(
         client,
         "SELECT t.base_offset, t.hashes FROM queen.log_txns t
-               JOIN queen.log_partitions p ON p.id = t.partition_id
-              WHERE t.partition_id = $1
-                AND t.end_offset > GREATEST($2, p.txns_start - 1)
-                AND t.created_at >= clock_timestamp() - make_interval(secs => $3)",
+           JOIN queen.log_partitions p ON p.id = t.partition_id
+          WHERE t.partition_id = $1
+            AND t.end_offset > GREATEST($2, p.txns_start - 1)
+            AND t.created_at >= clock_timestamp() - make_interval(secs => $3)",
         &[pid.into(), verified.into(), f64::from(window).into()],
     )
     .or_raise();
-    for row in rows {
-        let base: i64 = row.get(1).or_raise().unwrap();
-        let stored: Vec<u8> = row.get(2).or_raise().unwrap();
-        for (k, chunk) in stored.chunks_exact(16).enumerate() {
-            let h: TxnHash = chunk.try_into().unwrap();
-            let off = base + k as i64;
-            if off > verified && wanted.contains_key(&h) {
-                best.entry(h)
-                    .and_modify(|o| *o = (*o).min(off))
-                    .or_insert(off);
-            }
-        }
-    }
-    let mut dups: Vec<(usize, i64)> = best
-        .iter()
-        .flat_map(|(h, off)| wanted[h].iter().map(move |i| (*i, *off)))
+    let rows: Vec<(i64, &[u8])> = rows
+        .map(|r| {
+            (
+                r.get::<i64>(1).or_raise().unwrap(),
+                r.get::<&[u8]>(2).or_raise().unwrap(),
+            )
+        })
         .collect();
-    dups.sort_unstable();
-    dups
+    find_duplicates(&incoming, rows, verified)
 }
 
 /// Allocate `[last_offset+1, last_offset+n]` and write segment and sidecar rows with one

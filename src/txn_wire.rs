@@ -76,7 +76,7 @@ fn decode_push(i: usize, p: &PushOp) -> PushBytes {
                 .and_then(|t| parse_hash_hex(t).ok())
         })
         .collect::<Option<Vec<TxnHash>>>()
-        .filter(|_| p.hashes_hex.len() % 32 == 0)
+        .filter(|_| p.hashes_hex.len().is_multiple_of(32))
         .unwrap_or_else(|| {
             bad_param(format!(
                 "pushes[{i}].hashesHex is not a list of 32-hex-digit hashes"

@@ -4,10 +4,9 @@
 //! writes back the state they return; the broker's fast paths are proven equal to them
 //! by property tests. Nothing here touches PostgreSQL, so every branch is unit-tested.
 
-use std::collections::HashMap;
 use std::fmt;
 
-use crate::hash::TxnHash;
+use crate::hash::{TxnHash, TxnHashMap};
 
 /// An ack element's status after normalisation (contract §6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -320,7 +319,7 @@ pub fn resolve_in_span<'a>(
     lo: i64,
     hi: Option<i64>,
 ) -> Vec<Option<i64>> {
-    let mut found: HashMap<TxnHash, i64> = wanted.iter().map(|h| (*h, i64::MAX)).collect();
+    let mut found: TxnHashMap<i64> = wanted.iter().map(|h| (*h, i64::MAX)).collect();
     for (base, hashes) in rows {
         for (k, chunk) in hashes.chunks_exact(16).enumerate() {
             let off = base + k as i64;
@@ -344,7 +343,7 @@ pub fn occurs_below<'a>(
     rows: impl IntoIterator<Item = (i64, &'a [u8])>,
     committed: i64,
 ) -> Vec<bool> {
-    let mut seen: HashMap<TxnHash, bool> = wanted.iter().map(|h| (*h, false)).collect();
+    let mut seen: TxnHashMap<bool> = wanted.iter().map(|h| (*h, false)).collect();
     for (base, hashes) in rows {
         for (k, chunk) in hashes.chunks_exact(16).enumerate() {
             if base + k as i64 > committed {

@@ -10,6 +10,34 @@ use std::fmt;
 /// A transactionId hash: xxh3-128 (seed 0), big-endian, 16 bytes.
 pub type TxnHash = [u8; 16];
 
+/// A map keyed by transactionId hashes. The keys are already xxh3 output, so hashing
+/// them again (SipHash) is wasted work on the hot scans (dedup probe, ack resolution):
+/// [`TxnHasher`] just takes the first 8 bytes.
+pub type TxnHashMap<V> =
+    std::collections::HashMap<TxnHash, V, std::hash::BuildHasherDefault<TxnHasher>>;
+
+/// Identity-style hasher for [`TxnHash`] keys (see [`TxnHashMap`]).
+#[derive(Default, Clone, Copy)]
+pub struct TxnHasher(u64);
+
+impl std::hash::Hasher for TxnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    /// Folds the bytes in 8 at a time; for a 16-byte key the first 8 are already uniform.
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(29) ^ u64::from_le_bytes(word);
+        }
+    }
+
+    /// The slice length prefix carries no information for fixed-size keys.
+    fn write_usize(&mut self, _len: usize) {}
+}
+
 /// Number of hex characters in a wire hash token (two per byte).
 const HEX_LEN: usize = 32;
 
@@ -113,6 +141,17 @@ pub fn join_hashes(hs: &[TxnHash]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn txn_hash_map_finds_keys_by_full_value() {
+        let mut m = super::TxnHashMap::default();
+        let (a, b) = (super::txn_hash("a"), super::txn_hash("b"));
+        m.insert(a, 1);
+        let mut a_twin = b;
+        a_twin[..8].copy_from_slice(&a[..8]); // same prefix, different key
+        assert_eq!(m.get(&a), Some(&1));
+        assert_eq!(m.get(&a_twin), None);
+    }
+
     use super::*;
 
     #[test]
