@@ -27,9 +27,20 @@ pub struct Config {
     pub ack_fusion: bool,
     /// `QUEEN_ACK_FUSION_SHARDS`: number of fusion shards.
     pub ack_fusion_shards: usize,
-    /// `QUEEN_ACK_FUSION_HOLD_MS`: the reference design's liveness backstop tick. Accepted
-    /// and logged; unused, since every arrival wakes its shard directly (see fusion.rs).
+    /// `QUEEN_ACK_FUSION_HOLD_MS`: the fusion liveness backstop tick (broker.md §4; see
+    /// fusion.rs), not a latency floor.
     pub ack_fusion_hold_ms: u64,
+    /// `QUEEN_POOL_TIMEOUT_MS`: how long a request waits for a free pooled connection
+    /// before it is answered 503 with `Retry-After`.
+    pub pool_timeout_ms: u64,
+    /// `QUEEN_JWT_SECRET`: HS256 secret; set = tenancy on (every `/api/v1` request needs
+    /// a Bearer token with a `tenant` claim). Unset = tenancy off, default tenant.
+    pub jwt_secret: Option<String>,
+    /// `QUEEN_MAX_BATCH`: largest accepted pop `batch` (and `partitions`); above → 400.
+    pub max_batch: i32,
+    /// `QUEEN_MAX_PUSH_ITEMS`: most items accepted by one push (or one transaction's
+    /// push operations together); above → 400.
+    pub max_push_items: usize,
 }
 
 impl Config {
@@ -55,6 +66,11 @@ impl Config {
             ack_fusion: flag(&get, "QUEEN_ACK_FUSION", true)?,
             ack_fusion_shards: num(&get, "QUEEN_ACK_FUSION_SHARDS", 8)?.max(1),
             ack_fusion_hold_ms: num(&get, "QUEEN_ACK_FUSION_HOLD_MS", 3)?,
+            pool_timeout_ms: num(&get, "QUEEN_POOL_TIMEOUT_MS", 5_000)?.max(1),
+            jwt_secret: get("QUEEN_JWT_SECRET").filter(|v| !v.is_empty()),
+            max_batch: num::<u32>(&get, "QUEEN_MAX_BATCH", 10_000)?.clamp(1, i32::MAX as u32)
+                as i32,
+            max_push_items: num(&get, "QUEEN_MAX_PUSH_ITEMS", 10_000)?.max(1),
         })
     }
 
@@ -63,6 +79,11 @@ impl Config {
         let mut c = Self::from_lookup(|_| None).expect("defaults parse");
         c.database_url = url.to_string();
         c
+    }
+
+    /// Whether tenancy (JWT authentication) is on.
+    pub fn tenancy(&self) -> bool {
+        self.jwt_secret.is_some()
     }
 
     /// Request body cap in bytes.
@@ -78,7 +99,8 @@ impl fmt::Display for Config {
             f,
             "database_url={} listen={} pool_size={} body_limit_mb={} statement_timeout_ms={} \
              ack_registry={} ack_registry_mb={} ack_fusion={} ack_fusion_shards={} \
-             ack_fusion_hold_ms={}",
+             ack_fusion_hold_ms={} pool_timeout_ms={} tenancy={} max_batch={} \
+             max_push_items={}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -88,7 +110,12 @@ impl fmt::Display for Config {
             self.ack_registry_mb,
             self.ack_fusion,
             self.ack_fusion_shards,
-            self.ack_fusion_hold_ms
+            self.ack_fusion_hold_ms,
+            self.pool_timeout_ms,
+            // Never the secret itself.
+            if self.tenancy() { "on" } else { "off" },
+            self.max_batch,
+            self.max_push_items
         )
     }
 }
@@ -151,6 +178,14 @@ mod tests {
         assert_eq!(c.listen, "0.0.0.0:6632");
         assert_eq!(c.body_limit_mb, 64);
         assert!(c.ack_registry);
+        assert_eq!(c.pool_timeout_ms, 5_000);
+        assert_eq!(c.max_batch, 10_000);
+        assert_eq!(c.max_push_items, 10_000);
+        assert!(!c.tenancy());
+        let c =
+            Config::from_lookup(|k| (k == "QUEEN_JWT_SECRET").then(|| "s3cret".into())).unwrap();
+        assert!(c.tenancy());
+        assert!(!c.to_string().contains("s3cret"));
         assert_eq!(
             mask_password("postgres://u:secret@h:5/db"),
             "postgres://u:****@h:5/db"
@@ -168,5 +203,7 @@ mod tests {
         assert!(e.unwrap_err().contains("QUEEN_POOL_SIZE"));
         let e = Config::from_lookup(|k| (k == "QUEEN_ACK_FUSION").then(|| "maybe".into()));
         assert!(e.unwrap_err().contains("QUEEN_ACK_FUSION"));
+        let e = Config::from_lookup(|k| (k == "QUEEN_MAX_BATCH").then(|| "-5".into()));
+        assert!(e.unwrap_err().contains("QUEEN_MAX_BATCH"));
     }
 }

@@ -1,7 +1,8 @@
 //! The one error type of every handler, and how it becomes an HTTP response:
-//! 400 `{"error":..}` for bad input, 503 when the database cannot be reached, 500 otherwise.
+//! 400 `{"error":..}` for bad input, 401/403 for authentication, 503 (with `Retry-After`)
+//! when the database cannot be reached, is saturated or timed out, 500 otherwise.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -11,11 +12,20 @@ use serde_json::json;
 pub enum ApiError {
     /// The request itself is wrong; nothing was changed.
     BadRequest(String),
-    /// The database is unreachable (connect failure, lost connection, pool exhausted).
+    /// Missing, malformed, badly signed or expired bearer token (401).
+    Unauthorized(String),
+    /// A valid token that does not grant access, e.g. no `tenant` claim (403).
+    Forbidden(String),
+    /// The database is unreachable or saturated (connect failure, lost connection, pool
+    /// exhausted, statement timeout): 503 with `Retry-After`.
     Unavailable(String),
     /// Anything else: a bug or an unexpected database answer.
     Internal(String),
 }
+
+/// `Retry-After` of every 503: a saturated pool or a restarting database is usually
+/// better a second later.
+pub const RETRY_AFTER_SECS: &str = "1";
 
 /// Shorthand for handler results.
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -29,6 +39,8 @@ impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -36,7 +48,11 @@ impl ApiError {
 
     fn message(&self) -> &str {
         match self {
-            ApiError::BadRequest(m) | ApiError::Unavailable(m) | ApiError::Internal(m) => m,
+            ApiError::BadRequest(m)
+            | ApiError::Unauthorized(m)
+            | ApiError::Forbidden(m)
+            | ApiError::Unavailable(m)
+            | ApiError::Internal(m) => m,
         }
     }
 }
@@ -57,7 +73,21 @@ impl IntoResponse for ApiError {
                 "request failed"
             );
         }
-        (status, Json(json!({ "error": self.message() }))).into_response()
+        let mut resp = (status, Json(json!({ "error": self.message() }))).into_response();
+        match status {
+            StatusCode::SERVICE_UNAVAILABLE => {
+                resp.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from_static(RETRY_AFTER_SECS),
+                );
+            }
+            StatusCode::UNAUTHORIZED => {
+                resp.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        resp
     }
 }
 
@@ -71,6 +101,10 @@ impl From<tokio_postgres::Error> for ApiError {
         let msg = db.message().to_string();
         if code.starts_with("08") || code == "57P01" || code == "57P03" || code == "53300" {
             ApiError::Unavailable(format!("database unavailable: {msg}"))
+        } else if code == "57014" {
+            // query_canceled: QUEEN_STATEMENT_TIMEOUT_MS cut the statement (or an operator
+            // cancelled it); the transaction rolled back, so a retry is safe.
+            ApiError::Unavailable(format!("database statement timeout: {msg}"))
         } else if code.starts_with("22") {
             // Input errors the extension caught that our own validation let through.
             ApiError::BadRequest(msg)
@@ -84,6 +118,13 @@ impl From<deadpool_postgres::PoolError> for ApiError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         match e {
             deadpool_postgres::PoolError::Backend(pg) => pg.into(),
+            deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
+                ApiError::Unavailable(
+                    "database pool exhausted: no connection became free within \
+                     QUEEN_POOL_TIMEOUT_MS; retry later"
+                        .into(),
+                )
+            }
             other => ApiError::Unavailable(format!("database unreachable: {other}")),
         }
     }

@@ -4,24 +4,31 @@
 //!
 //! Each shard is one task with at most one flush in flight: an arrival at an idle shard
 //! flushes at once (a lone ack costs one round trip), arrivals during a flush ride the
-//! next one, so the batch size emerges from load. Entries with the same (partition,
-//! group, worker) fold to max(batch_end) and share that row's verdict; different workers
-//! never fold. A reply is sent only after the flush committed, so a 200 means durable.
-//! The flush task, not the waiting handler, holds the pooled connection.
+//! next one, so the batch size emerges from load. `QUEEN_ACK_FUSION_HOLD_MS` is only a
+//! liveness backstop tick while a shard has work (a missed completion or wake-up is
+//! noticed within one tick), never a latency floor; an idle shard does not tick. Entries
+//! with the same (partition, group, worker) fold to max(batch_end) and share that row's
+//! verdict; different workers never fold. Verdicts map back by input ordinal. A reply is
+//! sent only after the flush committed, so a 200 means durable. The flush task, not the
+//! waiting handler, holds the pooled connection. [`Fusion::shutdown`] finishes pending and
+//! in-flight flushes and answers every parked ack before it returns.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 /// Period of the coalesce summary log line.
 const LOG_EVERY: Duration = Duration::from_secs(10);
+/// The backstop tick when `QUEEN_ACK_FUSION_HOLD_MS` is the default.
+pub const DEFAULT_HOLD: Duration = Duration::from_millis(3);
 
 /// One parked fast-path ack: a whole delivered batch, acked positionally.
 pub struct Parked {
@@ -43,14 +50,24 @@ pub enum Verdict {
     FlushFailed(String),
 }
 
+/// Counters of the shards together, for `/metrics` and the coalesce summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FusionStats {
+    /// `log_ack_multi_v1` calls that committed, and the rows they carried.
+    pub commits: u64,
+    pub rows: u64,
+    /// Parked acks answered by a committed flush (acks − rows were folded).
+    pub acks: u64,
+    /// Rows the database refused (their acks take the SQL path).
+    pub rejected_rows: u64,
+    /// Flushes that failed as a whole, and the parked acks they carried.
+    pub failed_flushes: u64,
+    pub failed_acks: u64,
+}
+
 struct Job {
     parked: Parked,
     reply: oneshot::Sender<Verdict>,
-}
-
-/// The shards; see the module docs.
-pub struct Fusion {
-    shards: Vec<mpsc::UnboundedSender<Job>>,
 }
 
 #[derive(Default)]
@@ -58,26 +75,75 @@ struct Stats {
     commits: AtomicU64,
     rows: AtomicU64,
     acks: AtomicU64,
-    last_log: Mutex<Option<Instant>>,
+    rejected_rows: AtomicU64,
+    failed_flushes: AtomicU64,
+    failed_acks: AtomicU64,
+}
+
+impl Stats {
+    fn snapshot(&self) -> FusionStats {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        FusionStats {
+            commits: l(&self.commits),
+            rows: l(&self.rows),
+            acks: l(&self.acks),
+            rejected_rows: l(&self.rejected_rows),
+            failed_flushes: l(&self.failed_flushes),
+            failed_acks: l(&self.failed_acks),
+        }
+    }
+}
+
+/// The shards; see the module docs.
+pub struct Fusion {
+    shards: Vec<mpsc::UnboundedSender<Job>>,
+    stats: Arc<Stats>,
+    closing: AtomicBool,
+    stop: watch::Sender<bool>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Fusion {
-    /// Starts `shards` flush tasks on the current tokio runtime (so this must be called
-    /// from inside one).
+    /// Starts `shards` flush tasks with the default backstop tick, on the current tokio
+    /// runtime (so this must be called from inside one).
     pub fn start(pool: Pool, shards: usize) -> Self {
+        Self::start_with(pool, shards, DEFAULT_HOLD)
+    }
+
+    /// Starts `shards` flush tasks whose backstop tick is `hold` (0 = 1 ms).
+    pub fn start_with(pool: Pool, shards: usize, hold: Duration) -> Self {
+        let hold = hold.max(Duration::from_millis(1));
         let stats = Arc::new(Stats::default());
+        let (stop, stop_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
         let shards = (0..shards.max(1))
             .map(|_| {
                 let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(shard_loop(rx, pool.clone(), stats.clone()));
+                tasks.push(tokio::spawn(shard_loop(
+                    rx,
+                    pool.clone(),
+                    stats.clone(),
+                    hold,
+                    stop_rx.clone(),
+                )));
                 tx
             })
             .collect();
-        Fusion { shards }
+        tasks.push(tokio::spawn(summary_loop(stats.clone(), stop_rx)));
+        Fusion {
+            shards,
+            stats,
+            closing: AtomicBool::new(false),
+            stop,
+            tasks: Mutex::new(tasks),
+        }
     }
 
     /// Parks one ack and waits for its flush. Never holds a connection while waiting.
     pub async fn ack(&self, parked: Parked) -> Verdict {
+        if self.closing.load(Ordering::Acquire) {
+            return Verdict::FlushFailed("ack fusion is shut down".into());
+        }
         let shard = shard_of(parked.pid, self.shards.len());
         let (reply, rx) = oneshot::channel();
         if self.shards[shard].send(Job { parked, reply }).is_err() {
@@ -85,6 +151,26 @@ impl Fusion {
         }
         rx.await
             .unwrap_or_else(|_| Verdict::FlushFailed("ack fusion shard dropped the ack".into()))
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> FusionStats {
+        self.stats.snapshot()
+    }
+
+    /// Graceful shutdown: later acks are refused (their handlers use the SQL path), every
+    /// ack already parked is flushed and answered, in-flight flushes finish; returns when
+    /// every shard task has ended. Idempotent.
+    pub async fn shutdown(&self) {
+        self.closing.store(true, Ordering::Release);
+        let _ = self.stop.send(true);
+        let tasks = std::mem::take(&mut *self.tasks.lock().expect("fusion tasks poisoned"));
+        for t in tasks {
+            if let Err(e) = t.await {
+                tracing::warn!("ack fusion task ended abnormally: {e}");
+            }
+        }
+        log_summary(&self.stats, &mut FusionStats::default(), true);
     }
 }
 
@@ -94,70 +180,196 @@ fn shard_of(pid: Uuid, n: usize) -> usize {
     (h.finish() % n as u64) as usize
 }
 
-/// One shard: wait for an arrival, take everything queued behind it, flush, repeat.
-/// Every arrival wakes the task through the channel, so no wake-up can be lost and the
-/// reference design's backstop tick (`QUEEN_ACK_FUSION_HOLD_MS`) is not needed here.
-async fn shard_loop(mut rx: mpsc::UnboundedReceiver<Job>, pool: Pool, stats: Arc<Stats>) {
-    while let Some(first) = rx.recv().await {
-        let mut batch = vec![first];
-        while let Ok(j) = rx.try_recv() {
-            batch.push(j);
+/// One shard: collect arrivals; whenever no flush is in flight and something is pending,
+/// start a flush with everything pending. On stop, drain and flush what is left.
+async fn shard_loop(
+    mut rx: mpsc::UnboundedReceiver<Job>,
+    pool: Pool,
+    stats: Arc<Stats>,
+    hold: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut pending: Vec<Job> = Vec::new();
+    let mut inflight: Option<JoinHandle<()>> = None;
+    let mut stopping = *stop.borrow();
+    let mut open = true;
+    loop {
+        let busy = inflight.is_some() || !pending.is_empty();
+        tokio::select! {
+            j = rx.recv(), if open => match j {
+                Some(j) => pending.push(j),
+                None => open = false,
+            },
+            r = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
+                inflight = None;
+                if let Err(e) = r {
+                    // Its parked acks saw their reply senders dropped: FlushFailed → SQL path.
+                    tracing::error!("ack fusion flush task failed: {e}");
+                }
+            }
+            _ = stop.changed(), if !stopping => stopping = true,
+            // The backstop: only while there is work, never while idle.
+            _ = tokio::time::sleep(hold), if busy => {}
         }
-        flush(&pool, batch, &stats).await;
+        while let Ok(j) = rx.try_recv() {
+            pending.push(j);
+        }
+        if inflight.as_ref().is_some_and(JoinHandle::is_finished) {
+            inflight = None;
+        }
+        if inflight.is_none() && !pending.is_empty() {
+            let batch = std::mem::take(&mut pending);
+            inflight = Some(tokio::spawn(flush(pool.clone(), batch, stats.clone())));
+        }
+        if (stopping || !open) && inflight.is_none() && pending.is_empty() {
+            break;
+        }
     }
 }
 
-/// Folds the batch into rows, runs one multi call, answers every parked ack.
-async fn flush(pool: &Pool, batch: Vec<Job>, stats: &Stats) {
-    let mut rows: Vec<(Uuid, String, String, i64, i32)> = Vec::new();
-    let mut index: HashMap<(Uuid, String, String), usize> = HashMap::new();
-    let mut row_of: Vec<usize> = Vec::with_capacity(batch.len());
-    for j in &batch {
-        let p = &j.parked;
-        let key = (p.pid, p.group.clone(), p.worker.clone());
-        let r = *index.entry(key).or_insert_with(|| {
-            rows.push((p.pid, p.group.clone(), p.worker.clone(), p.batch_end, 0));
-            rows.len() - 1
-        });
-        rows[r].3 = rows[r].3.max(p.batch_end);
-        rows[r].4 = rows[r].4.saturating_add(p.count);
+/// The coalesce summary about every 10 s while there is traffic, and once at shutdown.
+async fn summary_loop(stats: Arc<Stats>, mut stop: watch::Receiver<bool>) {
+    let mut last = FusionStats::default();
+    let mut tick = tokio::time::interval(LOG_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => log_summary(&stats, &mut last, false),
+            r = stop.changed() => if r.is_err() || *stop.borrow() { return },
+        }
+    }
+}
+
+/// Logs the window since `last` (skipped when nothing happened, unless `force`).
+fn log_summary(stats: &Stats, last: &mut FusionStats, force: bool) {
+    let now = stats.snapshot();
+    let commits = now.commits - last.commits;
+    let rows = now.rows - last.rows;
+    let failed = now.failed_flushes - last.failed_flushes;
+    if commits == 0 && failed == 0 && !force {
+        return;
+    }
+    tracing::info!(
+        commits,
+        rows,
+        acks = now.acks - last.acks,
+        rows_per_commit = format!("{:.2}", rows as f64 / commits.max(1) as f64),
+        rejected_rows = now.rejected_rows - last.rejected_rows,
+        failed_flushes = failed,
+        total_commits = now.commits,
+        total_rows = now.rows,
+        "ack fusion coalesce summary"
+    );
+    *last = now;
+}
+
+/// One folded row: (partition, group, worker) → max(batch_end), summed counts.
+#[derive(Debug, PartialEq, Eq)]
+struct Row {
+    pid: Uuid,
+    group: String,
+    worker: String,
+    end: i64,
+    count: i32,
+}
+
+/// Folds parked acks into rows; returns the rows and, per parked ack, its row's ordinal.
+fn fold<'a>(parked: impl Iterator<Item = &'a Parked>) -> (Vec<Row>, Vec<usize>) {
+    let mut rows: Vec<Row> = Vec::new();
+    let mut index: HashMap<(Uuid, &str, &str), usize> = HashMap::new();
+    let mut row_of = Vec::new();
+    for p in parked {
+        let r = *index
+            .entry((p.pid, p.group.as_str(), p.worker.as_str()))
+            .or_insert_with(|| {
+                rows.push(Row {
+                    pid: p.pid,
+                    group: p.group.clone(),
+                    worker: p.worker.clone(),
+                    end: p.batch_end,
+                    count: 0,
+                });
+                rows.len() - 1
+            });
+        rows[r].end = rows[r].end.max(p.batch_end);
+        rows[r].count = rows[r].count.saturating_add(p.count);
         row_of.push(r);
     }
-    let verdicts = match run_multi(pool, &rows).await {
-        Ok(v) => v,
-        Err(e) => vec![Verdict::FlushFailed(e); rows.len()],
+    (rows, row_of)
+}
+
+/// Folds the batch into rows, runs one multi call, answers every parked ack with its
+/// row's verdict.
+async fn flush(pool: Pool, batch: Vec<Job>, stats: Arc<Stats>) {
+    let (rows, row_of) = fold(batch.iter().map(|j| &j.parked));
+    let verdicts = match run_multi(&pool, &rows).await {
+        Ok(v) => {
+            stats.commits.fetch_add(1, Ordering::Relaxed);
+            stats.rows.fetch_add(rows.len() as u64, Ordering::Relaxed);
+            stats.acks.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            let rejected = v.iter().filter(|v| **v != Verdict::Committed).count();
+            stats
+                .rejected_rows
+                .fetch_add(rejected as u64, Ordering::Relaxed);
+            v
+        }
+        Err(e) => {
+            stats.failed_flushes.fetch_add(1, Ordering::Relaxed);
+            stats
+                .failed_acks
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            vec![Verdict::FlushFailed(e); rows.len()]
+        }
     };
-    stats.commits.fetch_add(1, Ordering::Relaxed);
-    stats.rows.fetch_add(rows.len() as u64, Ordering::Relaxed);
-    stats.acks.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    maybe_log(stats);
     for (j, r) in batch.into_iter().zip(row_of) {
         let _ = j.reply.send(verdicts[r].clone());
     }
 }
 
-async fn run_multi(
-    pool: &Pool,
-    rows: &[(Uuid, String, String, i64, i32)],
-) -> Result<Vec<Verdict>, String> {
+async fn run_multi(pool: &Pool, rows: &[Row]) -> Result<Vec<Verdict>, String> {
     let db = pool.get().await.map_err(|e| e.to_string())?;
-    let pids: Vec<String> = rows.iter().map(|r| r.0.to_string()).collect();
-    let groups: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
-    let workers: Vec<&str> = rows.iter().map(|r| r.2.as_str()).collect();
-    let ends: Vec<i64> = rows.iter().map(|r| r.3).collect();
-    let counts: Vec<i32> = rows.iter().map(|r| r.4).collect();
-    let row = db
+    let pids: Vec<String> = rows.iter().map(|r| r.pid.to_string()).collect();
+    let groups: Vec<&str> = rows.iter().map(|r| r.group.as_str()).collect();
+    let workers: Vec<&str> = rows.iter().map(|r| r.worker.as_str()).collect();
+    let ends: Vec<i64> = rows.iter().map(|r| r.end).collect();
+    let counts: Vec<i32> = rows.iter().map(|r| r.count).collect();
+    let row = match db
         .query_one(
             "SELECT queen.log_ack_multi_v1($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[])",
             &[&pids, &groups, &ends, &workers, &counts],
         )
         .await
-        .map_err(|e| e.to_string())?;
+    {
+        Ok(row) => row,
+        Err(e) => {
+            // A lost connection must not go back to the pool: the SQL-path fallback of
+            // these very acks would be handed the dead connection next.
+            if connection_lost(&e) || db.is_closed() {
+                drop(deadpool_postgres::Object::take(db));
+            }
+            return Err(e.to_string());
+        }
+    };
     let v: Value = row.get(0);
+    verdicts(&v, rows.len())
+}
+
+/// Whether an error means the connection itself is gone (no server error at all, a
+/// connection exception, or the server terminating the session).
+fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_none_or(|d| {
+        let c = d.code().code();
+        c.starts_with("08") || c.starts_with("57P")
+    })
+}
+
+/// The per-row verdicts of a `log_ack_multi_v1` answer, by input ordinal.
+fn verdicts(v: &Value, n: usize) -> Result<Vec<Verdict>, String> {
     let results = v
         .get("results")
         .and_then(Value::as_array)
-        .filter(|a| a.len() == rows.len())
+        .filter(|a| a.len() == n && v.get("ok").and_then(Value::as_bool) != Some(false))
         .ok_or_else(|| format!("unexpected log_ack_multi_v1 result: {v}"))?;
     Ok(results
         .iter()
@@ -173,22 +385,61 @@ async fn run_multi(
         .collect())
 }
 
-/// The coalesce summary, about every 10 s: cross-check log_ack_multi_v1 calls in
-/// pg_stat_statements against the number of acks.
-fn maybe_log(stats: &Stats) {
-    let now = Instant::now();
-    let mut last = stats.last_log.lock().expect("fusion stats poisoned");
-    if last.is_some_and(|t| now.duration_since(t) < LOG_EVERY) {
-        return;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(pid: Uuid, worker: &str, end: i64) -> Parked {
+        Parked {
+            pid,
+            group: "g".into(),
+            worker: worker.into(),
+            batch_end: end,
+            count: 2,
+        }
     }
-    *last = Some(now);
-    let commits = stats.commits.load(Ordering::Relaxed);
-    let rows = stats.rows.load(Ordering::Relaxed);
-    tracing::info!(
-        commits,
-        rows,
-        acks = stats.acks.load(Ordering::Relaxed),
-        rows_per_commit = format!("{:.2}", rows as f64 / commits.max(1) as f64),
-        "ack fusion coalesce summary"
-    );
+
+    #[test]
+    fn same_worker_folds_to_max_end_other_workers_never() {
+        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
+        let parked = [
+            p(a, "w", 5),
+            p(b, "w", 3),
+            p(a, "w", 9),
+            p(a, "x", 4),
+            p(a, "w", 7),
+        ];
+        let (rows, row_of) = fold(parked.iter());
+        assert_eq!(rows.len(), 3);
+        assert_eq!(row_of, vec![0, 1, 0, 2, 0]);
+        assert_eq!((rows[0].end, rows[0].count), (9, 6));
+        assert_eq!((rows[1].pid, rows[1].end), (b, 3));
+        assert_eq!((rows[2].worker.as_str(), rows[2].end), ("x", 4));
+    }
+
+    #[test]
+    fn verdicts_by_ordinal() {
+        let v = json!({"ok": true, "results": [
+            {"ok": true, "acked": 2, "error": null},
+            {"ok": false, "acked": 0, "error": "invalid or expired lease"},
+        ]});
+        assert_eq!(
+            verdicts(&v, 2).unwrap(),
+            vec![
+                Verdict::Committed,
+                Verdict::Rejected("invalid or expired lease".into())
+            ]
+        );
+        assert!(verdicts(&v, 3).is_err());
+        assert!(verdicts(&json!({"ok": false, "error": "x"}), 0).is_err());
+    }
+
+    #[test]
+    fn shards_are_stable_per_partition() {
+        let pid = Uuid::now_v7();
+        assert_eq!(shard_of(pid, 8), shard_of(pid, 8));
+        assert!(shard_of(pid, 8) < 8);
+        assert_eq!(shard_of(pid, 1), 0);
+    }
 }

@@ -30,7 +30,13 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let drain = state.clone();
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown)
-        .await
+        .await?;
+    // Every request has been answered; finish any flush still in flight.
+    if let Some(f) = &drain.fusion {
+        f.shutdown().await;
+    }
+    Ok(())
 }

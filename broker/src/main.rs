@@ -19,6 +19,9 @@ async fn main() {
 async fn run() -> Result<(), String> {
     let config = Config::from_env()?;
     tracing::info!("queen-broker config: {config}");
+    if config.jwt_secret.as_ref().is_some_and(|s| s.len() < 32) {
+        tracing::warn!("QUEEN_JWT_SECRET is shorter than 32 bytes: use a long random secret");
+    }
     let listener = TcpListener::bind(&config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

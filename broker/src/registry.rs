@@ -8,7 +8,7 @@
 //! a fast-path hit, on an SQL-path outcome of the same worker, on TTL (lease + 10 s),
 //! on LRU eviction under the byte cap, or on overwrite. Sweeps run on insert, at most
 //! every 5 s: there is no background task. One global mutex; callers build their hash
-//! sets before taking it.
+//! sets before taking it, and so does `record`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -24,8 +24,10 @@ const TTL_SLACK: Duration = Duration::from_secs(10);
 const UNKNOWN_LEASE_SECS: u64 = 300;
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 const LOG_EVERY: Duration = Duration::from_secs(10);
-/// Rough per-entry overhead (key, strings, map slots) for the byte cap.
+/// Rough per-entry overhead (key, strings, map and order slots) for the byte cap.
 const ENTRY_OVERHEAD: usize = 160;
+/// Bytes per hash-set slot: the 16-byte hash plus the table's control byte.
+const SLOT_BYTES: usize = 17;
 
 /// One partition's share of a leasing pop, as the pop handler reports it.
 pub struct Delivered {
@@ -37,6 +39,26 @@ pub struct Delivered {
     /// The lease length asked for; None = the queue's default (unknown here).
     pub lease_seconds: Option<i32>,
     pub txns: Vec<String>,
+}
+
+/// Counters and gauges of the registry, for `/metrics` and the hit-rate log line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegistryStats {
+    /// Lookups that granted the fast path.
+    pub hits: u64,
+    /// Lookups that did not (no entry, other worker, other set, expired).
+    pub misses: u64,
+    /// Live entries and their accounted bytes.
+    pub entries: u64,
+    pub bytes: u64,
+    /// Entries recorded, and pops not registered because a transactionId repeated.
+    pub recorded: u64,
+    pub skipped_repeated_txn: u64,
+    /// Deaths other than a hit, by cause.
+    pub evicted_ttl: u64,
+    pub evicted_lru: u64,
+    pub evicted_overwrite: u64,
+    pub evicted_sql: u64,
 }
 
 type Key = (Uuid, String);
@@ -59,9 +81,10 @@ struct Map {
     bytes: usize,
     next_seq: u64,
     last_sweep: Option<Instant>,
-    hits: u64,
-    misses: u64,
+    stats: RegistryStats,
     last_log: Option<Instant>,
+    /// hits and misses at the previous log line, for the windowed rate.
+    logged: (u64, u64),
 }
 
 /// The registry; see the module docs.
@@ -69,6 +92,15 @@ pub struct Registry {
     enabled: bool,
     cap_bytes: usize,
     map: Mutex<Map>,
+}
+
+/// Why an entry died (other than a hit).
+#[derive(Clone, Copy)]
+enum Cause {
+    Ttl,
+    Lru,
+    Overwrite,
+    Sql,
 }
 
 impl Registry {
@@ -86,23 +118,47 @@ impl Registry {
         self.enabled
     }
 
-    /// Records the batches of one leasing pop (one entry per partition).
+    /// Records the batches of one leasing pop (one entry per (partition, group); shares
+    /// of one partition reported separately are merged first). A batch in which two
+    /// frames share a transactionId is not registered, and the entry of an earlier lease
+    /// of that key dies with it (it cannot be right any more).
     pub fn record(&self, delivered: Vec<Delivered>) {
-        if !self.enabled {
+        if !self.enabled || delivered.is_empty() {
             return;
         }
         let now = Instant::now();
-        let built: Vec<(Key, Entry)> = delivered
-            .into_iter()
-            .filter_map(|d| build_entry(d, now))
-            .collect();
+        // Off-lock: merge per key, hash, build.
+        let mut merged: Vec<Delivered> = Vec::with_capacity(delivered.len());
+        let mut at: HashMap<Key, usize> = HashMap::new();
+        for d in delivered {
+            match at.get(&(d.partition_id, d.group.clone())) {
+                Some(&i) => {
+                    let m = &mut merged[i];
+                    m.batch_end = m.batch_end.max(d.batch_end);
+                    m.txns.extend(d.txns);
+                }
+                None => {
+                    at.insert((d.partition_id, d.group.clone()), merged.len());
+                    merged.push(d);
+                }
+            }
+        }
+        let built: Vec<(Key, Option<Entry>)> =
+            merged.into_iter().map(|d| build_entry(d, now)).collect();
         let mut m = self.map.lock().expect("registry poisoned");
         m.maybe_sweep(now);
-        for (key, mut e) in built {
+        for (key, e) in built {
+            if m.remove(&key).is_some() {
+                m.count(Cause::Overwrite);
+            }
+            let Some(mut e) = e else {
+                m.stats.skipped_repeated_txn += 1;
+                continue;
+            };
             e.seq = m.next_seq;
             m.next_seq += 1;
-            m.remove(&key);
             m.bytes += e.bytes;
+            m.stats.recorded += 1;
             m.order.insert(e.seq, key.clone());
             m.entries.insert(key, e);
         }
@@ -110,12 +166,15 @@ impl Registry {
             let Some((_, key)) = m.order.pop_first() else {
                 break;
             };
-            m.remove(&key);
+            if m.remove(&key).is_some() {
+                m.count(Cause::Lru);
+            }
         }
     }
 
-    /// The fast-path test: when the entry's worker is `worker` and its delivered set
-    /// equals `hashes`, consume the entry and return its batch_end.
+    /// The fast-path test: when the entry's worker is `worker`, it has not expired and its
+    /// delivered set equals `hashes`, consume the entry and return its batch_end. An
+    /// expired entry dies here.
     pub fn take_if_match(
         &self,
         pid: Uuid,
@@ -129,15 +188,20 @@ impl Registry {
         let key = (pid, group.to_string());
         let now = Instant::now();
         let mut m = self.map.lock().expect("registry poisoned");
-        let hit = m
-            .entries
-            .get(&key)
-            .is_some_and(|e| e.worker == worker && e.expires > now && e.hashes == *hashes);
+        let (expired, hit) = match m.entries.get(&key) {
+            None => (false, false),
+            Some(e) if e.expires <= now => (true, false),
+            Some(e) => (false, e.worker == worker && e.hashes == *hashes),
+        };
+        if expired {
+            m.remove(&key);
+            m.count(Cause::Ttl);
+        }
         let out = if hit {
-            m.hits += 1;
+            m.stats.hits += 1;
             m.remove(&key).map(|e| e.batch_end)
         } else {
-            m.misses += 1;
+            m.stats.misses += 1;
             None
         };
         m.maybe_log(now);
@@ -153,6 +217,7 @@ impl Registry {
         let mut m = self.map.lock().expect("registry poisoned");
         if m.entries.get(&key).is_some_and(|e| e.worker == worker) {
             m.remove(&key);
+            m.count(Cause::Sql);
         }
     }
 
@@ -165,30 +230,39 @@ impl Registry {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// A snapshot of the counters and gauges.
+    pub fn stats(&self) -> RegistryStats {
+        let m = self.map.lock().expect("registry poisoned");
+        RegistryStats {
+            entries: m.entries.len() as u64,
+            bytes: m.bytes as u64,
+            ..m.stats
+        }
+    }
 }
 
 /// Builds an entry off-lock; None when two frames share a transactionId (the by-hash
 /// path would resolve such a batch to a partial ack, which the fast path cannot mimic).
-fn build_entry(d: Delivered, now: Instant) -> Option<(Key, Entry)> {
+fn build_entry(d: Delivered, now: Instant) -> (Key, Option<Entry>) {
+    let key = (d.partition_id, d.group);
     let hashes: HashSet<TxnHash> = d.txns.iter().map(|t| txn_hash(t)).collect();
     if hashes.len() != d.txns.len() || hashes.is_empty() {
-        return None;
+        return (key, None);
     }
     let lease = d
         .lease_seconds
         .map_or(UNKNOWN_LEASE_SECS, |s| s.max(1) as u64);
-    let bytes = ENTRY_OVERHEAD + d.group.len() + d.worker.len() + 16 * hashes.len();
-    Some((
-        (d.partition_id, d.group),
-        Entry {
-            worker: d.worker,
-            batch_end: d.batch_end,
-            hashes,
-            expires: now + Duration::from_secs(lease) + TTL_SLACK,
-            seq: 0,
-            bytes,
-        },
-    ))
+    let bytes = ENTRY_OVERHEAD + key.1.len() + d.worker.len() + SLOT_BYTES * hashes.capacity();
+    let entry = Entry {
+        worker: d.worker,
+        batch_end: d.batch_end,
+        hashes,
+        expires: now + Duration::from_secs(lease) + TTL_SLACK,
+        seq: 0,
+        bytes,
+    };
+    (key, Some(entry))
 }
 
 impl Map {
@@ -197,6 +271,16 @@ impl Map {
         self.order.remove(&e.seq);
         self.bytes -= e.bytes;
         Some(e)
+    }
+
+    fn count(&mut self, cause: Cause) {
+        let s = &mut self.stats;
+        match cause {
+            Cause::Ttl => s.evicted_ttl += 1,
+            Cause::Lru => s.evicted_lru += 1,
+            Cause::Overwrite => s.evicted_overwrite += 1,
+            Cause::Sql => s.evicted_sql += 1,
+        }
     }
 
     fn maybe_sweep(&mut self, now: Instant) {
@@ -215,9 +299,11 @@ impl Map {
             .collect();
         for k in dead {
             self.remove(&k);
+            self.count(Cause::Ttl);
         }
     }
 
+    /// The hit-rate line, at most every 10 s, over the lookups since the previous line.
     fn maybe_log(&mut self, now: Instant) {
         if self
             .last_log
@@ -226,16 +312,24 @@ impl Map {
             return;
         }
         self.last_log = Some(now);
-        let total = self.hits + self.misses;
+        let s = self.stats;
+        let (hits, misses) = (s.hits - self.logged.0, s.misses - self.logged.1);
+        self.logged = (s.hits, s.misses);
+        let total = hits + misses;
         tracing::info!(
-            hits = self.hits,
-            misses = self.misses,
+            hits,
+            misses,
             entries = self.entries.len(),
+            bytes = self.bytes,
+            evicted_ttl = s.evicted_ttl,
+            evicted_lru = s.evicted_lru,
+            evicted_overwrite = s.evicted_overwrite,
+            evicted_sql = s.evicted_sql,
             "ack registry hit rate {:.1}%",
             if total == 0 {
                 0.0
             } else {
-                100.0 * self.hits as f64 / total as f64
+                100.0 * hits as f64 / total as f64
             }
         );
     }
@@ -275,24 +369,111 @@ mod tests {
         assert_eq!(r.take_if_match(pid, "g", "w", &set(&["a"])), None);
         assert_eq!(r.take_if_match(pid, "g", "w", &set(&["b", "a"])), Some(7));
         assert_eq!(r.take_if_match(pid, "g", "w", &set(&["b", "a"])), None);
+        let s = r.stats();
+        assert_eq!((s.hits, s.misses, s.entries, s.bytes), (1, 3, 0, 0));
     }
 
     #[test]
-    fn repeated_txn_batches_are_not_registered() {
+    fn repeated_txn_batches_are_not_registered_and_kill_the_old_lease() {
         let r = reg(1);
-        r.record(vec![delivered(Uuid::now_v7(), "w", &["a", "a"])]);
+        let pid = Uuid::now_v7();
+        r.record(vec![delivered(pid, "old", &["x"])]);
+        r.record(vec![delivered(pid, "w", &["a", "b", "a"])]);
+        assert!(r.is_empty());
+        let s = r.stats();
+        assert_eq!((s.skipped_repeated_txn, s.evicted_overwrite), (1, 1));
+        assert_eq!(r.take_if_match(pid, "g", "old", &set(&["x"])), None);
+    }
+
+    #[test]
+    fn shares_of_one_partition_merge() {
+        let r = reg(1);
+        let pid = Uuid::now_v7();
+        let mut first = delivered(pid, "w", &["a"]);
+        first.batch_end = 3;
+        let second = delivered(pid, "w", &["b"]);
+        r.record(vec![first, second]);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.take_if_match(pid, "g", "w", &set(&["b"])), None);
+        assert_eq!(r.take_if_match(pid, "g", "w", &set(&["a", "b"])), Some(7));
+        // A repeat across the shares is still a repeat.
+        r.record(vec![
+            delivered(pid, "w", &["a"]),
+            delivered(pid, "w", &["a"]),
+        ]);
         assert!(r.is_empty());
     }
 
     #[test]
-    fn eviction_keeps_under_cap() {
+    fn overwrite_replaces_the_older_lease() {
         let r = reg(1);
-        for _ in 0..20_000 {
-            r.record(vec![delivered(Uuid::now_v7(), "w", &["a", "b", "c"])]);
+        let pid = Uuid::now_v7();
+        r.record(vec![delivered(pid, "w1", &["a"])]);
+        r.record(vec![delivered(pid, "w2", &["b"])]);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.stats().evicted_overwrite, 1);
+        assert_eq!(r.take_if_match(pid, "g", "w1", &set(&["a"])), None);
+        assert_eq!(r.take_if_match(pid, "g", "w2", &set(&["b"])), Some(7));
+    }
+
+    #[test]
+    fn expired_entries_die_on_lookup_and_on_sweep() {
+        let r = reg(1);
+        let (p1, p2) = (Uuid::now_v7(), Uuid::now_v7());
+        r.record(vec![delivered(p1, "w", &["a"]), delivered(p2, "w", &["b"])]);
+        {
+            let mut m = r.map.lock().unwrap();
+            let past = Instant::now() - Duration::from_millis(1);
+            for e in m.entries.values_mut() {
+                e.expires = past;
+            }
         }
+        assert_eq!(r.take_if_match(p1, "g", "w", &set(&["a"])), None);
+        assert_eq!(r.len(), 1);
+        r.map.lock().unwrap().last_sweep = None;
+        r.record(vec![delivered(Uuid::now_v7(), "w", &["c"])]);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r.stats().evicted_ttl, 2);
+        assert_eq!(r.take_if_match(p2, "g", "w", &set(&["b"])), None);
+    }
+
+    #[test]
+    fn ttl_is_lease_plus_slack() {
+        let r = reg(1);
+        let pid = Uuid::now_v7();
+        let before = Instant::now();
+        r.record(vec![delivered(pid, "w", &["a"])]);
         let m = r.map.lock().unwrap();
-        assert!(m.bytes <= 1024 * 1024);
-        assert_eq!(m.entries.len(), m.order.len());
+        let e = &m.entries[&(pid, "g".to_string())];
+        let ttl = e.expires.duration_since(before);
+        assert!(ttl >= Duration::from_secs(40) && ttl < Duration::from_secs(41));
+    }
+
+    #[test]
+    fn eviction_keeps_under_cap_oldest_first() {
+        let r = reg(1);
+        let first = Uuid::now_v7();
+        r.record(vec![delivered(first, "w", &["a", "b", "c"])]);
+        let mut last = first;
+        for _ in 0..20_000 {
+            last = Uuid::now_v7();
+            r.record(vec![delivered(last, "w", &["a", "b", "c"])]);
+        }
+        {
+            let m = r.map.lock().unwrap();
+            assert!(m.bytes <= 1024 * 1024);
+            assert_eq!(m.entries.len(), m.order.len());
+            assert_eq!(m.bytes, m.entries.values().map(|e| e.bytes).sum::<usize>());
+        }
+        assert!(r.stats().evicted_lru > 0);
+        assert_eq!(
+            r.take_if_match(first, "g", "w", &set(&["a", "b", "c"])),
+            None
+        );
+        assert_eq!(
+            r.take_if_match(last, "g", "w", &set(&["a", "b", "c"])),
+            Some(7)
+        );
     }
 
     #[test]
@@ -304,5 +485,15 @@ mod tests {
         assert_eq!(r.len(), 1);
         r.evict_if_worker(pid, "g", "w");
         assert!(r.is_empty());
+        assert_eq!(r.stats().evicted_sql, 1);
+    }
+
+    #[test]
+    fn disabled_registry_records_nothing() {
+        let r = reg(0);
+        let pid = Uuid::now_v7();
+        r.record(vec![delivered(pid, "w", &["a"])]);
+        assert!(!r.enabled() && r.is_empty());
+        assert_eq!(r.take_if_match(pid, "g", "w", &set(&["a"])), None);
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::Notify;
+use uuid::Uuid;
 
 use crate::config::Config;
 use crate::error::ApiResult;
@@ -26,7 +27,7 @@ pub struct Inner {
     pub registry: Registry,
     /// Present when `QUEEN_ACK_FUSION` is on (and the registry, which feeds it).
     pub fusion: Option<Fusion>,
-    wakers: Mutex<HashMap<String, Arc<Notify>>>,
+    wakers: Mutex<HashMap<(Uuid, String), Arc<Notify>>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -46,8 +47,13 @@ impl AppState {
     /// (the fusion shards are tasks).
     pub fn new(config: Config) -> Result<Self, String> {
         let pool = build_pool(&config)?;
-        let fusion = (config.ack_fusion && config.ack_registry)
-            .then(|| Fusion::start(pool.clone(), config.ack_fusion_shards));
+        let fusion = (config.ack_fusion && config.ack_registry).then(|| {
+            Fusion::start_with(
+                pool.clone(),
+                config.ack_fusion_shards,
+                Duration::from_millis(config.ack_fusion_hold_ms),
+            )
+        });
         Ok(AppState(Arc::new(Inner {
             fusion,
             registry: Registry::new(&config),
@@ -63,22 +69,23 @@ impl AppState {
         Ok(self.pool.get().await?)
     }
 
-    /// The wake-up of long-polls parked on `queue`; pushes fire it.
-    pub fn waker(&self, queue: &str) -> Arc<Notify> {
+    /// The wake-up of long-polls parked on `queue` of `tenant`; pushes fire it. Keyed
+    /// per tenant, so one tenant's pushes never wake (or time) another's long-polls.
+    pub fn waker(&self, tenant: Uuid, queue: &str) -> Arc<Notify> {
         let mut map = self.wakers.lock().expect("waker map poisoned");
         if map.len() > WAKER_PRUNE_AT {
             map.retain(|_, n| Arc::strong_count(n) > 1);
         }
-        map.entry(queue.to_string()).or_default().clone()
+        map.entry((tenant, queue.to_string())).or_default().clone()
     }
 
-    /// Wakes every long-poll parked on `queue`.
-    pub fn wake(&self, queue: &str) {
+    /// Wakes every long-poll parked on `queue` of `tenant`.
+    pub fn wake(&self, tenant: Uuid, queue: &str) {
         let n = self
             .wakers
             .lock()
             .expect("waker map poisoned")
-            .get(queue)
+            .get(&(tenant, queue.to_string()))
             .cloned();
         if let Some(n) = n {
             n.notify_waiters();
@@ -106,8 +113,9 @@ fn build_pool(cfg: &Config) -> Result<Pool, String> {
     Pool::builder(mgr)
         .max_size(cfg.pool_size)
         .runtime(Runtime::Tokio1)
-        // Bounded waits turn an unreachable or saturated database into a prompt 503.
-        .wait_timeout(Some(Duration::from_secs(10)))
+        // Bounded waits turn an unreachable or saturated database into a prompt 503
+        // (with Retry-After) instead of a request that hangs.
+        .wait_timeout(Some(Duration::from_millis(cfg.pool_timeout_ms)))
         .create_timeout(Some(Duration::from_secs(5)))
         .build()
         .map_err(|e| format!("database pool: {e}"))

@@ -18,6 +18,7 @@ use uuid::Uuid;
 use crate::error::{ApiError, ApiResult};
 use crate::fusion::{Parked, Verdict};
 use crate::metrics::Metrics;
+use crate::routes::auth::Tenant;
 use crate::state::AppState;
 use crate::util::{group_or_queue_mode, parse_json, parse_uuid};
 
@@ -27,6 +28,10 @@ const STALE: &str = "already committed: the cursor moved past this message befor
 const DLQ_REJECTED: &str = "dlq rejected";
 const RETRIES_EXHAUSTED: &str = "Retries exhausted";
 const FLUSH_FAILED: &str = "ack flush failed; lease will expire and redeliver";
+/// What `log_ack_by_hash_v1` answers for a partition without a cursor row: also the
+/// answer for a partition of another tenant (broker.md §2 step 3), so the two cannot be
+/// told apart.
+const NOT_FOUND: &str = "consumer not found";
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -119,13 +124,21 @@ impl Out {
     }
 }
 
-pub async fn ack_one(State(state): State<AppState>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn ack_one(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
     let v: Value = parse_json(&body)?;
     let items = vec![item(0, v, None)?];
-    Ok(Json(process(&state, items).await?))
+    Ok(Json(process(&state, tenant, items).await?))
 }
 
-pub async fn ack_batch(State(state): State<AppState>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn ack_batch(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
     let b: BatchIn = parse_json(&body)?;
     let items = b
         .acknowledgments
@@ -133,7 +146,7 @@ pub async fn ack_batch(State(state): State<AppState>, body: Bytes) -> ApiResult<
         .enumerate()
         .map(|(i, v)| item(i, v, b.consumer_group.as_deref()))
         .collect::<ApiResult<Vec<_>>>()?;
-    Ok(Json(process(&state, items).await?))
+    Ok(Json(process(&state, tenant, items).await?))
 }
 
 /// Validates one ack; the top-level group (batch) overrides the item's own.
@@ -160,12 +173,47 @@ pub(crate) fn item(i: usize, v: Value, top_group: Option<&str>) -> ApiResult<Ite
     })
 }
 
-/// Groups, runs each group, renders in request order.
-async fn process(state: &AppState, items: Vec<Item>) -> ApiResult<Value> {
+/// Partition ids of `pids` that belong to `tenant` (one round trip), or None when
+/// tenancy is off and every partition is the caller's.
+pub(crate) async fn owned_partitions(
+    state: &AppState,
+    tenant: Uuid,
+    pids: impl Iterator<Item = Uuid>,
+) -> ApiResult<Option<HashSet<Uuid>>> {
+    if !state.config.tenancy() {
+        return Ok(None);
+    }
+    let mut pids: Vec<Uuid> = pids.collect();
+    pids.sort_unstable();
+    pids.dedup();
+    if pids.is_empty() {
+        return Ok(Some(HashSet::new()));
+    }
+    let db = state.db().await?;
+    let rows = db
+        .query(
+            "SELECT queen.owned_partitions_v1($1::uuid[], $2::uuid)",
+            &[&pids, &tenant],
+        )
+        .await?;
+    Ok(Some(rows.iter().map(|r| r.get(0)).collect()))
+}
+
+/// Groups, runs each group, renders in request order. With tenancy on, a group on a
+/// partition of another tenant fails before the registry or the database sees it, with
+/// the answer a nonexistent partition gets.
+async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<Value> {
     let mut outs = vec![Out::default(); items.len()];
+    let owned = owned_partitions(state, tenant, items.iter().map(|it| it.pid)).await?;
     for g in groups(&items) {
         let members: Vec<&Item> = g.iter().map(|&i| &items[i]).collect();
-        let results = ack_group(state, &members).await?;
+        let foreign = owned.as_ref().is_some_and(|o| !o.contains(&members[0].pid));
+        let results = if foreign {
+            Metrics::add(&state.metrics.acks_sql, members.len() as u64);
+            vec![Out::fail(NOT_FOUND); members.len()]
+        } else {
+            ack_group(state, &members).await?
+        };
         for (&i, o) in g.iter().zip(results) {
             outs[i] = o;
         }

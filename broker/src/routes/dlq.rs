@@ -1,92 +1,87 @@
 //! `GET /api/v1/dlq?queue=&consumerGroup=&limit=&offset=`: dead-lettered messages,
-//! newest failure first.
+//! newest failure first, through `queen.dlq_list_v1` (scoped to the caller's tenant).
 
 use std::collections::HashMap;
 
 use axum::extract::{Query, State};
 use axum::Json;
-use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
+use crate::routes::auth::Tenant;
 use crate::state::AppState;
-use crate::util::{iso_ms, DEFAULT_TENANT, QUEUE_MODE};
+use crate::util::QUEUE_MODE;
 
-const MAX_LIMIT: i64 = 1000;
-
-/// DLQ rows outlive their partition (no FK), hence the LEFT JOINs. The message's
-/// createdAt is its segment's, when the segment is still there.
-const LIST: &str = "
-SELECT COALESCE(d.message_id, d.id), d.transaction_id, d.partition_id, q.name::text, p.name,
-       d.consumer_group, d.error, d.retry_count, d.payload, s.created_at, d.failed_at
-  FROM queen.log_dlq d
-  LEFT JOIN queen.log_partitions p ON p.id = d.partition_id
-  LEFT JOIN queen.queues q ON q.id = p.queue_id
-  LEFT JOIN LATERAL (SELECT g.created_at FROM queen.log_segments g
-                      WHERE g.partition_id = d.partition_id AND g.base_offset <= d.\"offset\"
-                        AND g.end_offset >= d.\"offset\"
-                      ORDER BY g.base_offset DESC LIMIT 1) s ON true
- WHERE ($1::text IS NULL OR (q.name = $1 AND q.tenant_id = $5))
-   AND ($2::text IS NULL OR d.consumer_group = $2)
- ORDER BY d.failed_at DESC, d.id
- LIMIT $3 OFFSET $4";
-
-const COUNT: &str = "
-SELECT count(*) FROM queen.log_dlq d
-  LEFT JOIN queen.log_partitions p ON p.id = d.partition_id
-  LEFT JOIN queen.queues q ON q.id = p.queue_id
- WHERE ($1::text IS NULL OR (q.name = $1 AND q.tenant_id = $3))
-   AND ($2::text IS NULL OR d.consumer_group = $2)";
+/// Largest page; a larger `limit` is a 400 (page through with `offset`).
+pub const MAX_LIMIT: i32 = 1000;
 
 pub async fn list(
     State(state): State<AppState>,
+    Tenant(tenant): Tenant,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
     let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    let limit = non_negative(get("limit"), "limit", 100)?.clamp(1, MAX_LIMIT);
-    let offset = non_negative(get("offset"), "offset", 0)?;
+    let limit = bounded(get("limit"), "limit", 100, 1, MAX_LIMIT)?;
+    let offset = bounded(get("offset"), "offset", 0, 0, i32::MAX)?;
     let queue = get("queue");
     let group = get("consumerGroup");
     let db = state.db().await?;
-    let rows = db
-        .query(LIST, &[&queue, &group, &limit, &offset, &DEFAULT_TENANT])
+    let row = db
+        .query_one(
+            "SELECT queen.dlq_list_v1($1::text, $2::text, $3::int, $4::int, $5::uuid)",
+            &[&queue, &group, &limit, &offset, &tenant],
+        )
         .await?;
-    let total: i64 = db
-        .query_one(COUNT, &[&queue, &group, &DEFAULT_TENANT])
-        .await?
-        .get(0);
-    let messages: Vec<Value> = rows.iter().map(render).collect();
+    let r: Value = row.get(0);
+    let total = r.get("total").and_then(Value::as_i64).unwrap_or(0);
+    let messages: Vec<Value> = r
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(render).collect())
+        .unwrap_or_default();
     Ok(Json(json!({
         "messages": messages,
         "pagination": {"limit": limit, "offset": offset, "total": total},
     })))
 }
 
-fn non_negative(v: Option<&str>, name: &str, default: i64) -> ApiResult<i64> {
+/// An integer query parameter within `[min, max]`; anything else is a 400 naming it.
+fn bounded(v: Option<&str>, name: &str, default: i32, min: i32, max: i32) -> ApiResult<i32> {
     match v {
         None => Ok(default),
-        Some(v) => v.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {
-            ApiError::bad(format!("{name} must be a non-negative integer, got {v:?}"))
-        }),
+        Some(v) => v
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (i64::from(min)..=i64::from(max)).contains(n))
+            .map(|n| n as i32)
+            .ok_or_else(|| {
+                ApiError::bad(format!(
+                    "{name} must be an integer from {min} to {max}, got {v:?}"
+                ))
+            }),
     }
 }
 
-fn render(r: &tokio_postgres::Row) -> Value {
-    let group: String = r.get(5);
-    let created: Option<DateTime<Utc>> = r.get(9);
-    let failed: DateTime<Utc> = r.get(10);
+/// The wire shape of broker.md §1 from a `dlq_list_v1` element; the queue-mode group
+/// is rendered as null. The frame's producer subject is not kept by the DLQ row: null.
+fn render(m: &Value) -> Value {
+    let field = |k: &str| m.get(k).cloned().unwrap_or(Value::Null);
+    let group = match m.get("consumerGroup").and_then(Value::as_str) {
+        Some(g) if g != QUEUE_MODE => Value::String(g.to_string()),
+        _ => Value::Null,
+    };
     json!({
-        "id": r.get::<_, uuid::Uuid>(0),
-        "transactionId": r.get::<_, Option<String>>(1),
-        "partitionId": r.get::<_, uuid::Uuid>(2),
-        "queue": r.get::<_, Option<String>>(3),
-        "partition": r.get::<_, Option<String>>(4),
-        "consumerGroup": if group == QUEUE_MODE { None } else { Some(group) },
-        "errorMessage": r.get::<_, Option<String>>(6),
-        "retryCount": r.get::<_, Option<i32>>(7),
-        "data": r.get::<_, Option<Value>>(8),
+        "id": field("id"),
+        "transactionId": field("transactionId"),
+        "partitionId": field("partitionId"),
+        "queue": field("queue"),
+        "partition": field("partition"),
+        "consumerGroup": group,
+        "errorMessage": field("errorMessage"),
+        "retryCount": field("retryCount"),
+        "data": field("data"),
         "producerSub": Value::Null,
-        "createdAt": created.map(iso_ms),
-        "failedAt": iso_ms(failed),
+        "createdAt": field("createdAt"),
+        "failedAt": field("failedAt"),
     })
 }

@@ -39,6 +39,6 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
+        crate::metrics::render(&state),
     )
 }

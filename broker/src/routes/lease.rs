@@ -7,6 +7,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::error::ApiResult;
+use crate::routes::auth::Tenant;
 use crate::state::AppState;
 
 /// Renewal length when the body is missing, empty, unparsable or has no usable `seconds`.
@@ -14,6 +15,7 @@ const DEFAULT_SECONDS: i32 = 60;
 
 pub async fn extend(
     State(state): State<AppState>,
+    Tenant(tenant): Tenant,
     Path(lease_id): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
@@ -24,12 +26,21 @@ pub async fn extend(
         return Ok(Json(answer(&lease_id, 0, None)));
     }
     let db = state.db().await?;
-    let row = db
-        .query_one(
+    // With tenancy on, the ownership gate and the renewal are ONE statement (§5): a
+    // foreign lease renews nothing and answers exactly like an unknown one.
+    let row = if state.config.tenancy() {
+        db.query_one(
+            "SELECT queen.log_renew_lease_tenant_v1($1::text, $2::int, $3::uuid)",
+            &[&lease_id, &seconds, &tenant],
+        )
+        .await?
+    } else {
+        db.query_one(
             "SELECT queen.log_renew_lease_v1($1::text, $2::int)",
             &[&lease_id, &seconds],
         )
-        .await?;
+        .await?
+    };
     let r: Value = row.get(0);
     let renewed = r.get("renewed").and_then(Value::as_i64).unwrap_or(0);
     let expires = r

@@ -1,6 +1,7 @@
 //! The HTTP surface (broker.md §1), one module per endpoint family.
 
 pub mod ack;
+pub mod auth;
 pub mod configure;
 pub mod dlq;
 pub mod health;
@@ -10,18 +11,22 @@ pub mod push;
 pub mod queues;
 pub mod transaction;
 
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 use axum::Router;
+use serde_json::json;
 
 use crate::state::AppState;
 
-/// Every route, with request counting and the configurable body limit.
+/// Every route, with request counting, the configurable body limit, authentication of
+/// the `/api/v1` routes (tenancy) and JSON bodies on every error.
 pub fn router(state: AppState) -> Router {
     let limit = state.config.body_limit_bytes();
-    Router::new()
+    let api = Router::new()
         .route("/api/v1/configure", post(configure::configure))
         .route("/api/v1/push", post(push::push))
         .route("/api/v1/pop/queue/{queue}", get(pop::pop_queue))
@@ -38,6 +43,12 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/resources/queues/{queue}",
             delete(queues::delete_queue),
         )
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ));
+    Router::new()
+        .merge(api)
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))
         // route_layer: runs after routing, so the matched route template is known.
@@ -46,7 +57,41 @@ pub fn router(state: AppState) -> Router {
             count_requests,
         ))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(json_errors))
         .with_state(state)
+}
+
+/// Error bodies are JSON everywhere (broker.md §1): axum's own rejections (413 body too
+/// large, 404, 405, a malformed query string) answer in plain text, so they are wrapped
+/// as `{"error": <text>}` with the same status.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let error = match (text.is_empty(), status) {
+        (false, _) => text,
+        (true, StatusCode::NOT_FOUND) => "not found".to_string(),
+        (true, s) => s.canonical_reason().unwrap_or("error").to_lowercase(),
+    };
+    let body = json!({ "error": error }).to_string();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, Body::from(body))
 }
 
 /// Counts each answered request by method, route template and status.
@@ -56,9 +101,10 @@ async fn count_requests(State(state): State<AppState>, req: Request, next: Next)
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
     let method = req.method().to_string();
+    let started = std::time::Instant::now();
     let resp = next.run(req).await;
     state
         .metrics
-        .request(&method, &route, resp.status().as_u16());
+        .observe(&method, &route, resp.status().as_u16(), started.elapsed());
     resp
 }

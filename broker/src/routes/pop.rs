@@ -20,11 +20,14 @@ use uuid::Uuid;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use crate::registry::Delivered;
+use crate::routes::auth::Tenant;
 use crate::state::AppState;
-use crate::util::{group_or_queue_mode, iso_ms, DEFAULT_TENANT};
+use crate::util::{group_or_queue_mode, iso_ms};
 
 /// Default long-poll timeout when `wait=true` comes without `timeout`.
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// Longest accepted long-poll `timeout` (one hour); above → 400.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 /// First and largest pause between re-polls; the cap keeps lease-expiry redelivery prompt.
 const BACKOFF_START: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
@@ -43,6 +46,7 @@ struct PopReq {
     lease_seconds: Option<i32>,
     max_partitions: i32,
     lease_id: String,
+    tenant: Uuid,
 }
 
 /// One served slice of a segment.
@@ -58,41 +62,66 @@ struct Slice {
 
 pub async fn pop_queue(
     State(state): State<AppState>,
+    Tenant(tenant): Tenant,
     Path(queue): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    run(state, parse(queue, None, &q)?).await
+    let req = parse(&state, tenant, queue, None, &q)?;
+    run(state, req).await
 }
 
 pub async fn pop_partition(
     State(state): State<AppState>,
+    Tenant(tenant): Tenant,
     Path((queue, partition)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    run(state, parse(queue, Some(partition), &q)?).await
+    let req = parse(&state, tenant, queue, Some(partition), &q)?;
+    run(state, req).await
 }
 
 fn parse(
+    state: &AppState,
+    tenant: Uuid,
     queue: String,
     partition: Option<String>,
     q: &HashMap<String, String>,
 ) -> ApiResult<PopReq> {
     let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    let batch = int_param(get("batch"), "batch", 1)?;
-    let max_partitions = int_param(get("partitions"), "partitions", 1)?;
-    let timeout_ms = match get("timeout") {
-        None => DEFAULT_TIMEOUT_MS,
-        Some(v) => v
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad(format!("timeout must be milliseconds, got {v:?}")))?,
-    };
-    let lease_seconds =
-        match get("leaseSeconds") {
-            None => None,
-            Some(v) => Some(v.parse::<i32>().map_err(|_| {
+    let max = i64::from(state.config.max_batch);
+    let batch = int_param(get("batch"), "batch", 1, 1, max, "QUEEN_MAX_BATCH")? as i32;
+    let max_partitions = int_param(
+        get("partitions"),
+        "partitions",
+        1,
+        1,
+        max,
+        "QUEEN_MAX_BATCH",
+    )? as i32;
+    let timeout_ms = int_param(
+        get("timeout"),
+        "timeout",
+        DEFAULT_TIMEOUT_MS as i64,
+        0,
+        MAX_TIMEOUT_MS as i64,
+        "the long-poll cap, milliseconds",
+    )? as u64;
+    // ≤ 0 (or absent) means the queue's lease_time (broker.md §1), never an error.
+    let lease_seconds = match get("leaseSeconds") {
+        None => None,
+        Some(v) => {
+            let n = v.parse::<i64>().map_err(|_| {
                 ApiError::bad(format!("leaseSeconds must be an integer, got {v:?}"))
-            })?),
-        };
+            })?;
+            if n > i64::from(i32::MAX) {
+                return Err(ApiError::bad(format!(
+                    "leaseSeconds must be at most {}, got {v:?}",
+                    i32::MAX
+                )));
+            }
+            Some(n.max(0) as i32)
+        }
+    };
     let auto_ack = bool_param(get("autoAck"), "autoAck")?;
     Ok(PopReq {
         queue,
@@ -113,17 +142,36 @@ fn parse(
         } else {
             Uuid::now_v7().to_string()
         },
+        tenant,
     })
 }
 
-fn int_param(v: Option<&str>, name: &str, default: i32) -> ApiResult<i32> {
+/// An integer query parameter within `[min, max]` (`why` names the upper bound); anything
+/// else — not a number, negative, zero where 1 is the minimum, too large — is a 400.
+fn int_param(
+    v: Option<&str>,
+    name: &str,
+    default: i64,
+    min: i64,
+    max: i64,
+    why: &str,
+) -> ApiResult<i64> {
     match v {
         None => Ok(default),
-        Some(v) => v
-            .parse::<i32>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| ApiError::bad(format!("{name} must be an integer >= 1, got {v:?}"))),
+        Some(v) => {
+            let n = v
+                .parse::<i64>()
+                .map_err(|_| ApiError::bad(format!("{name} must be an integer, got {v:?}")))?;
+            if n < min {
+                Err(ApiError::bad(format!("{name} must be >= {min}, got {n}")))
+            } else if n > max {
+                Err(ApiError::bad(format!(
+                    "{name} must be <= {max} ({why}), got {n}"
+                )))
+            } else {
+                Ok(n)
+            }
+        }
     }
 }
 
@@ -139,7 +187,7 @@ fn bool_param(v: Option<&str>, name: &str) -> ApiResult<bool> {
 
 async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
     let deadline = Instant::now() + req.timeout;
-    let waker = state.waker(&req.queue);
+    let waker = state.waker(req.tenant, &req.queue);
     let mut backoff = BACKOFF_START;
     loop {
         // Registered before polling, so a push landing mid-poll still wakes us.
@@ -166,8 +214,8 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
 const POP_QUEUE: &str = "
 SELECT r.r_partition_id, r.r_partition, r.r_base, r.r_start_idx, r.r_take, r.r_created_at, r.r_blob
   FROM queen.log_pop_queue_v1($1::text, $2::text, $3::int,
-        COALESCE($4::int, (SELECT GREATEST(COALESCE(q.lease_time, 60), 1) FROM queen.queues q
-                            WHERE q.tenant_id = $10 AND q.name = $1), 60),
+        COALESCE($4::int,
+                 GREATEST((queen.queue_info_v1($1::text, $10::uuid)->>'leaseTime')::int, 1), 60),
         $5::text, $6::bool, $7::text, $8::text, $9::int, $10::uuid) AS r";
 
 /// Partition pop: resolve the partition (and lease length) then pop it, one statement.
@@ -196,7 +244,7 @@ async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
                     &req.sub_mode,
                     &req.sub_from,
                     &req.max_partitions,
-                    &DEFAULT_TENANT,
+                    &req.tenant,
                 ],
             )
             .await?
@@ -213,7 +261,7 @@ async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
                     &req.lease_id,
                     &req.auto_ack,
                     &req.sub_mode,
-                    &DEFAULT_TENANT,
+                    &req.tenant,
                     &req.sub_from,
                 ],
             )

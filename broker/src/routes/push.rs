@@ -18,9 +18,10 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
+use crate::routes::auth::Tenant;
 use crate::routes::configure::check_queue_name;
 use crate::state::AppState;
-use crate::util::{parse_json, DEFAULT_TENANT};
+use crate::util::parse_json;
 
 #[derive(Deserialize)]
 struct PushBody {
@@ -58,9 +59,11 @@ struct Group {
 
 pub async fn push(
     State(state): State<AppState>,
+    Tenant(tenant): Tenant,
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let body: PushBody = parse_json(&body)?;
+    check_item_count(body.items.len(), state.config.max_push_items)?;
     let mut items = body
         .items
         .iter()
@@ -79,9 +82,9 @@ pub async fn push(
         if groups.iter().all(|g| g.pending.is_empty()) {
             break;
         }
-        push_round(&db, &items, &mut groups, &mut outcomes).await?;
+        push_round(&db, tenant, &items, &mut groups, &mut outcomes).await?;
     }
-    let pids = resolve_partitions(&db, &items).await?;
+    let pids = resolve_partitions(&db, tenant, &items).await?;
     resolve_originals(&db, &mut items, &outcomes, &pids).await?;
     drop(db);
     let queued: Vec<&str> = items
@@ -91,7 +94,7 @@ pub async fn push(
         .map(|(it, _)| it.queue.as_str())
         .collect();
     for q in &queued {
-        state.wake(q);
+        state.wake(tenant, q);
     }
     Metrics::add(&state.metrics.messages_pushed, queued.len() as u64);
     Metrics::add(
@@ -99,6 +102,16 @@ pub async fn push(
         (items.len() - queued.len()) as u64,
     );
     Ok((StatusCode::CREATED, Json(render(&items, &outcomes, &pids))))
+}
+
+/// `QUEEN_MAX_PUSH_ITEMS`: one request may carry at most `max` items.
+pub(crate) fn check_item_count(n: usize, max: usize) -> ApiResult<()> {
+    if n > max {
+        return Err(ApiError::bad(format!(
+            "too many items: {n} (at most {max} per request, QUEEN_MAX_PUSH_ITEMS); split the push"
+        )));
+    }
+    Ok(())
 }
 
 pub(crate) fn parse_item(i: usize, v: &Value) -> ApiResult<Item> {
@@ -203,6 +216,7 @@ pub(crate) fn frame_of(it: &Item) -> Frame {
 /// Pushes every group with pending items as one multi call and records the verdicts.
 async fn push_round(
     db: &deadpool_postgres::Object,
+    tenant: Uuid,
     items: &[Item],
     groups: &mut [Group],
     outcomes: &mut [Outcome],
@@ -235,11 +249,14 @@ async fn push_round(
     let hashes: Vec<&[u8]> = encoded.iter().map(|e| e.1.as_slice()).collect();
     let blobs: Vec<&[u8]> = encoded.iter().map(|e| e.0.as_slice()).collect();
     let verified: Vec<i64> = vec![-1; live.len()];
+    let tenants: Vec<Uuid> = vec![tenant; live.len()];
     let row = db
         .query_one(
             "SELECT queen.log_push_multi_v1($1::text[], $2::text[], $3::int[], $4::bytea[], \
-             $5::bigint[], $6::bytea[])",
-            &[&queues, &parts, &counts, &hashes, &verified, &blobs],
+             $5::bigint[], $6::bytea[], $7::uuid[])",
+            &[
+                &queues, &parts, &counts, &hashes, &verified, &blobs, &tenants,
+            ],
         )
         .await?;
     let results: Value = row.get(0);
@@ -305,6 +322,7 @@ fn apply_verdict(group: &mut Group, r: &Value, outcomes: &mut [Outcome]) -> ApiR
 /// Partition ids of every (queue, partition) pushed to, in one query.
 async fn resolve_partitions(
     db: &deadpool_postgres::Object,
+    tenant: Uuid,
     items: &[Item],
 ) -> ApiResult<HashMap<(String, String), Uuid>> {
     let mut qs: Vec<&str> = Vec::new();
@@ -319,7 +337,7 @@ async fn resolve_partitions(
                FROM unnest($2::text[], $3::text[]) AS t(qn, pn)
                JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
                JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn",
-            &[&DEFAULT_TENANT, &qs, &ps],
+            &[&tenant, &qs, &ps],
         )
         .await?;
     Ok(rows

@@ -5,32 +5,28 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::error::ApiResult;
+use crate::routes::auth::Tenant;
 use crate::state::AppState;
-use crate::util::DEFAULT_TENANT;
 
-/// The sidecar has no FK (contract §2), so its rows go explicitly, in the same
-/// transaction as the queue (whose delete cascades to partitions, segments, cursors).
-/// DLQ rows are snapshots meant to outlive their queue and stay.
+/// Through `queen.delete_queue_v1`: the queue with its partitions, segments and cursors
+/// (FK cascade), its sidecar rows and its DLQ rows, in one transaction, scoped to the
+/// caller's tenant (another tenant's queue of the same name answers `existed:false`).
 pub async fn delete_queue(
     State(state): State<AppState>,
+    Tenant(tenant): Tenant,
     Path(queue): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut db = state.db().await?;
-    let tx = db.transaction().await?;
-    tx.execute(
-        "DELETE FROM queen.log_txns t USING queen.log_partitions p, queen.queues q
-          WHERE t.partition_id = p.id AND p.queue_id = q.id AND q.tenant_id = $1 AND q.name = $2",
-        &[&DEFAULT_TENANT, &queue],
-    )
-    .await?;
-    let n = tx
-        .execute(
-            "DELETE FROM queen.queues WHERE tenant_id = $1 AND name = $2",
-            &[&DEFAULT_TENANT, &queue],
+    let db = state.db().await?;
+    let row = db
+        .query_one(
+            "SELECT queen.delete_queue_v1($1::text, $2::uuid)",
+            &[&queue, &tenant],
         )
         .await?;
-    tx.commit().await?;
-    Ok(Json(
-        json!({"deleted": true, "queue": queue, "existed": n > 0}),
-    ))
+    let r: Value = row.get(0);
+    Ok(Json(json!({
+        "deleted": r.get("deleted").and_then(Value::as_bool).unwrap_or(true),
+        "queue": queue,
+        "existed": r.get("existed").and_then(Value::as_bool).unwrap_or(false),
+    })))
 }

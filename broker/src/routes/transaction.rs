@@ -19,8 +19,9 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::routes::ack::{self, Status};
-use crate::routes::push::{self, frame_of};
+use crate::routes::ack::{self, owned_partitions, Status};
+use crate::routes::auth::Tenant;
+use crate::routes::push::{self, check_item_count, frame_of};
 use crate::state::AppState;
 use crate::util::parse_json;
 
@@ -37,9 +38,13 @@ fn failure(status: StatusCode, txn: &str, reason: &str, error: &str) -> Response
     (status, Json(body)).into_response()
 }
 
-pub async fn transaction(State(state): State<AppState>, body: Bytes) -> ApiResult<Response> {
+pub async fn transaction(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    body: Bytes,
+) -> ApiResult<Response> {
     let txn = Uuid::now_v7().to_string();
-    let (ops, required) = match parse(&body) {
+    let (ops, required) = match parse(&body, state.config.max_push_items) {
         Ok(p) => p,
         Err(e) => {
             return Ok(failure(
@@ -52,12 +57,21 @@ pub async fn transaction(State(state): State<AppState>, body: Bytes) -> ApiResul
     };
     let pushes = encode_pushes(&ops).await?;
     let ack_groups = ack_groups(&ops);
+    // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
+    // wire itself then refuses it exactly like a nonexistent one (contract §9 step 1).
+    let ack_pids = ops.iter().filter_map(|op| match op {
+        Op::Ack(_, it) => Some(it.pid),
+        Op::Push(..) => None,
+    });
+    let owned = owned_partitions(&state, tenant, ack_pids).await?;
     let db = state.db().await?;
     let mut acks = Vec::new();
     for g in &ack_groups {
-        acks.push(ack_wire(&state, &db, &ops, g, &required).await?);
+        let pid = ack_item(&ops[g[0]]).pid;
+        let foreign = owned.as_ref().is_some_and(|o| !o.contains(&pid));
+        acks.push(ack_wire(&state, &db, &ops, g, &required, foreign).await?);
     }
-    let wire = json!({"pushes": pushes.wire, "acks": acks});
+    let wire = json!({"pushes": pushes.wire, "acks": acks, "_tenant": tenant});
     let result = db
         .query_one("SELECT queen.log_transaction_wire_v1($1::jsonb)", &[&wire])
         .await;
@@ -65,7 +79,7 @@ pub async fn transaction(State(state): State<AppState>, body: Bytes) -> ApiResul
         Ok(row) => {
             let r: Value = row.get(0);
             for q in &pushes.queues {
-                state.wake(q);
+                state.wake(tenant, q);
             }
             let results = render(&ops, &pushes.dup_of, &r);
             Ok(
@@ -80,7 +94,7 @@ pub async fn transaction(State(state): State<AppState>, body: Bytes) -> ApiResul
     }
 }
 
-fn parse(body: &[u8]) -> ApiResult<(Vec<Op>, Vec<String>)> {
+fn parse(body: &[u8], max_items: usize) -> ApiResult<(Vec<Op>, Vec<String>)> {
     let v: Value = parse_json(body)?;
     let ops = v
         .get("operations")
@@ -100,6 +114,14 @@ fn parse(body: &[u8]) -> ApiResult<(Vec<Op>, Vec<String>)> {
         .enumerate()
         .map(|(i, op)| parse_op(i, op))
         .collect::<ApiResult<Vec<_>>>()?;
+    let pushed = ops
+        .iter()
+        .map(|op| match op {
+            Op::Push(_, items) => items.len(),
+            Op::Ack(..) => 0,
+        })
+        .sum();
+    check_item_count(pushed, max_items)?;
     Ok((ops, required))
 }
 
@@ -211,9 +233,16 @@ async fn ack_wire(
     ops: &[Op],
     g: &[usize],
     required: &[String],
+    foreign: bool,
 ) -> ApiResult<Value> {
     let items: Vec<&ack::Item> = g.iter().map(|&n| ack_item(&ops[n])).collect();
     let first = items[0];
+    if foreign {
+        return Ok(
+            json!({"partitionId": first.pid, "group": first.group, "worker": null,
+            "acks": hash_acks(&items)}),
+        );
+    }
     let worker = worker_for(db, ops, &items, required).await?;
     let mut op = json!({"partitionId": first.pid, "group": first.group, "worker": worker});
     if let Some(w) = worker.as_deref() {
@@ -229,11 +258,16 @@ async fn ack_wire(
         }
         state.registry.evict_if_worker(first.pid, &first.group, w);
     }
-    op["acks"] = items
+    op["acks"] = hash_acks(&items);
+    Ok(op)
+}
+
+/// The hash form of a group's acks.
+fn hash_acks(items: &[&ack::Item]) -> Value {
+    items
         .iter()
         .map(|it| json!({"h": hash_hex(&it.hash), "status": it.status.sql(), "error": it.error}))
-        .collect();
-    Ok(op)
+        .collect()
 }
 
 /// The group's worker: its own leaseId; else, when any leaseId was sent, the partition's

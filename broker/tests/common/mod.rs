@@ -1,5 +1,12 @@
 //! Shared harness: an in-process broker on 127.0.0.1:0 against the database named by
 //! QUEEN_TEST_DATABASE_URL. Tests never silently pass without a database.
+//!
+//! The broker connects as a least-privilege member of `queen_broker` (EXECUTE on the
+//! queen functions, SELECT on the tables, no table writes): the user of
+//! QUEEN_TEST_DATABASE_URL is replaced by QUEEN_TEST_BROKER_ROLE (default
+//! `queen_broker_test`, which tests/cluster.sh creates; set it empty to connect as the URL's
+//! own user). The URL as given (a superuser) stays available to tests through
+//! [`admin_url`] / [`admin`] for inspection and fault injection.
 
 #![allow(dead_code)]
 
@@ -21,14 +28,7 @@ pub async fn start() -> Broker {
 
 /// Starts a broker after letting the test adjust its configuration.
 pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Broker {
-    let url = std::env::var("QUEEN_TEST_DATABASE_URL").unwrap_or_else(|_| {
-        panic!(
-            "QUEEN_TEST_DATABASE_URL is not set: the broker integration tests need PostgreSQL \
-             with the queen_ack extension (bash scripts/run.sh, then \
-             QUEEN_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5499/queen)"
-        )
-    });
-    let mut cfg = Config::for_database(&url);
+    let mut cfg = Config::for_database(&broker_url());
     cfg.pool_size = 4;
     adjust(&mut cfg);
     let state = AppState::new(cfg).expect("broker state");
@@ -42,12 +42,75 @@ pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Broker {
     }
 }
 
+/// The database URL as given (superuser): for inspection queries, never for the broker.
+pub fn admin_url() -> String {
+    std::env::var("QUEEN_TEST_DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "QUEEN_TEST_DATABASE_URL is not set: the broker integration tests need PostgreSQL \
+             with the queen_ack extension (bash scripts/run.sh, then \
+             QUEEN_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5499/queen)"
+        )
+    })
+}
+
+/// The URL the broker connects with: the admin URL with its user replaced by the
+/// least-privilege role.
+pub fn broker_url() -> String {
+    let role =
+        std::env::var("QUEEN_TEST_BROKER_ROLE").unwrap_or_else(|_| "queen_broker_test".into());
+    with_user(&admin_url(), &role)
+}
+
+/// `scheme://[user[:password]@]rest` with the user part replaced (password dropped);
+/// an empty role or a non-URL connection string leaves it unchanged.
+pub fn with_user(url: &str, role: &str) -> String {
+    let Some(i) = url.find("://") else {
+        return url.to_string();
+    };
+    if role.is_empty() {
+        return url.to_string();
+    }
+    let (scheme, rest) = url.split_at(i + 3);
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let rest = match rest[..authority_end].rfind('@') {
+        Some(at) => &rest[at + 1..],
+        None => rest,
+    };
+    format!("{scheme}{role}@{rest}")
+}
+
+/// A superuser connection for inspection queries (its driver task is spawned).
+pub async fn admin() -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(&admin_url(), tokio_postgres::NoTls)
+        .await
+        .expect("admin connection");
+    tokio::spawn(conn);
+    client
+}
+
 /// A queue name no other test (or earlier run) uses.
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
 
 impl Broker {
+    /// The same broker, every request carrying `Authorization: Bearer <token>`.
+    pub fn with_token(&self, token: &str) -> Broker {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().expect("header value"),
+        );
+        Broker {
+            base: self.base.clone(),
+            http: reqwest::Client::builder()
+                .default_headers(headers)
+                .build()
+                .expect("client"),
+            state: self.state.clone(),
+        }
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> (StatusCode, Value) {
         let r = self
             .http

@@ -1,0 +1,497 @@
+//! Bad input on every writing endpoint (push, ack, ack batch, configure, transaction,
+//! lease extend): a 4xx with a clear JSON `{"error": ...}` and NO state change. The state
+//! is every row of every queen table (cursor rows included), read through a separate
+//! superuser connection before and after each request.
+
+mod common;
+
+use common::{start, start_with, unique, Broker};
+use serde_json::{json, Value};
+
+/// The snapshot is database-wide: the tests of this binary take turns.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn su() -> tokio_postgres::Client {
+    let url = std::env::var("QUEEN_TEST_DATABASE_URL").expect("QUEEN_TEST_DATABASE_URL");
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("superuser connection");
+    tokio::spawn(conn);
+    client
+}
+
+/// Per queen base table: its row count and a digest of all its rows.
+async fn snapshot(db: &tokio_postgres::Client) -> Vec<(String, i64, String)> {
+    let tables: Vec<String> = db
+        .query(
+            "SELECT table_name::text FROM information_schema.tables
+              WHERE table_schema = 'queen' AND table_type = 'BASE TABLE' ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(tables.iter().any(|t| t == "log_consumers"), "{tables:?}");
+    let mut out = Vec::new();
+    for t in tables {
+        let r = db
+            .query_one(
+                &format!(
+                    "SELECT count(*), md5(COALESCE(string_agg(x::text, '|' ORDER BY x::text), ''))
+                       FROM queen.{t} x"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        out.push((t, r.get(0), r.get(1)));
+    }
+    out
+}
+
+/// A queue with two messages, the first popped (a live lease and a cursor row).
+struct Fixture {
+    queue: String,
+    pid: String,
+    lease: String,
+    txn: String,
+}
+
+async fn fixture(b: &Broker) -> Fixture {
+    let queue = unique("bad");
+    b.configure(&queue, json!({"leaseTime": 60})).await;
+    b.push(
+        json!([{"queue": queue, "transactionId": "t1", "payload": 1},
+                  {"queue": queue, "transactionId": "t2", "payload": 2}]),
+    )
+    .await;
+    let pop = b.pop(&queue, "batch=1").await.expect("pop");
+    Fixture {
+        pid: pop["partitionId"].as_str().unwrap().to_string(),
+        lease: pop["leaseId"].as_str().unwrap().to_string(),
+        txn: pop["messages"][0]["transactionId"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        queue,
+    }
+}
+
+async fn send(b: &Broker, path: &str, body: Vec<u8>) -> (u16, Value, String) {
+    let r = b
+        .http
+        .post(format!("{}{path}", b.base))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("request");
+    let status = r.status().as_u16();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, v, ct)
+}
+
+/// Sends each case and checks: the expected 4xx, a JSON body whose `error` is a non-empty
+/// string (containing `needle` when given), and an unchanged database.
+async fn expect_rejected(
+    b: &Broker,
+    db: &tokio_postgres::Client,
+    cases: &[(&str, Vec<u8>, u16, Option<&str>)],
+) {
+    for (path, body, status, needle) in cases {
+        let before = snapshot(db).await;
+        let (s, v, ct) = send(b, path, body.clone()).await;
+        let shown = String::from_utf8_lossy(&body[..body.len().min(200)]).to_string();
+        assert_eq!(s, *status, "{path} {shown}: {v}");
+        assert!(ct.starts_with("application/json"), "{path} {shown}: {ct}");
+        let err = v["error"].as_str().unwrap_or_default();
+        assert!(!err.is_empty(), "{path} {shown}: no error text in {v}");
+        if let Some(n) = needle {
+            assert!(err.contains(n), "{path} {shown}: {err:?} lacks {n:?}");
+        }
+        assert_eq!(
+            before,
+            snapshot(db).await,
+            "{path} {shown} changed the database"
+        );
+    }
+}
+
+fn j(v: Value) -> Vec<u8> {
+    v.to_string().into_bytes()
+}
+
+fn raw(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+#[tokio::test]
+async fn bad_push_changes_nothing() {
+    let _serial = SERIAL.lock().await;
+    let b = start().await;
+    let db = su().await;
+    let f = fixture(&b).await;
+    let q = f.queue.as_str();
+    let p = "/api/v1/push";
+    expect_rejected(
+        &b,
+        &db,
+        &[
+            (p, raw("{\"items\": [{\"queue\": \"x\""), 400, None),
+            (p, raw("this is not json"), 400, None),
+            (p, raw(""), 400, None),
+            (p, j(json!({"items": "nope"})), 400, None),
+            (p, j(json!({})), 400, None),
+            (p, j(json!({"items": [{"payload": 1}]})), 400, None),
+            (
+                p,
+                j(json!({"items": [{"queue": 7, "payload": 1}]})),
+                400,
+                None,
+            ),
+            (
+                p,
+                j(json!({"items": [{"queue": q, "payload": 1, "traceId": "not-a-uuid"}]})),
+                400,
+                None,
+            ),
+            // One bad item rejects the whole request: the good one is not pushed either.
+            (
+                p,
+                j(
+                    json!({"items": [{"queue": q, "transactionId": "good", "payload": 1},
+                                   {"queue": q, "partition": 5, "payload": 2}]}),
+                ),
+                400,
+                None,
+            ),
+        ],
+    )
+    .await;
+    // The snapshot does see a change: the good item alone is pushed.
+    let before = snapshot(&db).await;
+    b.push(json!([{"queue": q, "transactionId": "good", "payload": 1}]))
+        .await;
+    assert_ne!(before, snapshot(&db).await);
+}
+
+#[tokio::test]
+async fn bad_ack_changes_nothing() {
+    let _serial = SERIAL.lock().await;
+    let b = start().await;
+    let db = su().await;
+    let f = fixture(&b).await;
+    let (pid, lease, txn) = (f.pid.as_str(), f.lease.as_str(), f.txn.as_str());
+    let p = "/api/v1/ack";
+    expect_rejected(
+        &b,
+        &db,
+        &[
+            (
+                p,
+                raw("{\"transactionId\": \"t1\", \"partitionId\""),
+                400,
+                None,
+            ),
+            (p, raw("[1, 2"), 400, None),
+            (p, raw(""), 400, None),
+            (
+                p,
+                j(json!({"transactionId": 5, "partitionId": pid})),
+                400,
+                None,
+            ),
+            (
+                p,
+                j(json!({"transactionId": txn, "partitionId": pid, "leaseId": 9})),
+                400,
+                None,
+            ),
+            (
+                p,
+                j(json!({"transactionId": txn, "partitionId": pid, "status": true})),
+                400,
+                None,
+            ),
+            (
+                p,
+                j(json!({"partitionId": pid, "leaseId": lease})),
+                400,
+                Some("transactionId"),
+            ),
+            (
+                p,
+                j(json!({"transactionId": txn, "leaseId": lease})),
+                400,
+                Some("partitionId"),
+            ),
+            (
+                p,
+                j(json!({"transactionId": txn, "partitionId": "not-a-uuid", "leaseId": lease})),
+                400,
+                Some("partitionId"),
+            ),
+            (
+                p,
+                j(
+                    json!({"transactionId": txn, "partitionId": pid, "leaseId": lease,
+                         "status": "done"}),
+                ),
+                400,
+                Some("unknown status \"done\" at index 0"),
+            ),
+        ],
+    )
+    .await;
+    // The same ack, well-formed, still works: the lease survived the bad requests.
+    let (s, v, _) = send(
+        &b,
+        p,
+        j(json!({"transactionId": txn, "partitionId": pid, "leaseId": lease})),
+    )
+    .await;
+    assert_eq!((s, v[0]["success"].clone()), (200, json!(true)), "{v}");
+    let (committed, worker): (i64, Option<String>) = {
+        let r = db
+            .query_one(
+                "SELECT committed, worker_id FROM queen.log_consumers WHERE partition_id = $1",
+                &[&pid.parse::<uuid::Uuid>().unwrap()],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    assert_eq!((committed, worker), (0, None));
+}
+
+#[tokio::test]
+async fn bad_ack_batch_changes_nothing() {
+    let _serial = SERIAL.lock().await;
+    let b = start().await;
+    let db = su().await;
+    let f = fixture(&b).await;
+    let (pid, lease, txn) = (f.pid.as_str(), f.lease.as_str(), f.txn.as_str());
+    let good = json!({"transactionId": txn, "partitionId": pid, "leaseId": lease});
+    let p = "/api/v1/ack/batch";
+    expect_rejected(
+        &b,
+        &db,
+        &[
+            (p, raw("{\"acknowledgments\": [{"), 400, None),
+            (p, raw("{]"), 400, None),
+            (p, j(json!({"acknowledgments": {"a": 1}})), 400, None),
+            (p, j(json!({"acknowledgments": [good, 17]})), 400, Some("index 1")),
+            (p, j(json!({"consumerGroup": 3, "acknowledgments": [good]})), 400, None),
+            (p, j(json!({})), 400, Some("acknowledgments")),
+            // A valid full-batch ack followed by a bad item: nothing is acked.
+            (
+                p,
+                j(json!({"acknowledgments": [good,
+                    {"transactionId": "t2", "partitionId": pid, "leaseId": lease, "status": "bogus"}]})),
+                400,
+                Some("unknown status \"bogus\" at index 1"),
+            ),
+            (
+                p,
+                j(json!({"acknowledgments": [good,
+                    {"transactionId": "t2", "partitionId": "nope", "leaseId": lease}]})),
+                400,
+                Some("index 1"),
+            ),
+            (
+                p,
+                j(json!({"acknowledgments": [good, {"partitionId": pid, "leaseId": lease}]})),
+                400,
+                Some("index 1"),
+            ),
+        ],
+    )
+    .await;
+    // The registry entry survived too: the well-formed ack is a fast-path hit.
+    let (s, v, _) = send(&b, p, j(json!({"acknowledgments": [good]}))).await;
+    assert_eq!((s, v[0]["success"].clone()), (200, json!(true)), "{v}");
+    assert_eq!(b.state.registry.stats().hits, 1);
+}
+
+#[tokio::test]
+async fn bad_configure_changes_nothing() {
+    let _serial = SERIAL.lock().await;
+    let b = start().await;
+    let db = su().await;
+    let f = fixture(&b).await;
+    let fresh = unique("never-configured");
+    let p = "/api/v1/configure";
+    expect_rejected(
+        &b,
+        &db,
+        &[
+            (p, raw("{\"queue\": \"x\", \"options\": {"), 400, None),
+            (p, raw("queue=x"), 400, None),
+            (p, raw(""), 400, None),
+            (
+                p,
+                j(json!({"options": {"leaseTime": 10}})),
+                400,
+                Some("queue"),
+            ),
+            (p, j(json!({"queue": 42})), 400, None),
+            (p, j(json!({"queue": fresh, "options": "fast"})), 400, None),
+            (
+                p,
+                j(json!({"queue": f.queue, "options": [1, 2]})),
+                400,
+                None,
+            ),
+            (p, j(json!({"queue": f.queue, "namespace": 5})), 400, None),
+        ],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn bad_transaction_changes_nothing() {
+    let _serial = SERIAL.lock().await;
+    let b = start().await;
+    let db = su().await;
+    let f = fixture(&b).await;
+    let (q, pid, lease, txn) = (
+        f.queue.as_str(),
+        f.pid.as_str(),
+        f.lease.as_str(),
+        f.txn.as_str(),
+    );
+    let push =
+        json!({"type": "push", "items": [{"queue": q, "transactionId": "tx-new", "payload": 1}]});
+    let ack = json!({"type": "ack", "transactionId": txn, "partitionId": pid, "leaseId": lease});
+    let p = "/api/v1/transaction";
+    expect_rejected(
+        &b,
+        &db,
+        &[
+            (p, raw("{\"operations\": [{\"type\": \"push\""), 400, None),
+            (p, raw("operations"), 400, None),
+            (p, raw(""), 400, None),
+            (p, j(json!({"operations": "all"})), 400, None),
+            (p, j(json!({})), 400, None),
+            (p, j(json!({"operations": [push, {"type": "teleport"}]})), 400, None),
+            (p, j(json!({"operations": [push, {"type": "ack", "partitionId": pid}]})), 400, None),
+            (
+                p,
+                j(json!({"operations": [push, ack,
+                    {"type": "ack", "transactionId": "t2", "partitionId": "nope"}]})),
+                400,
+                None,
+            ),
+            (
+                p,
+                j(json!({"operations": [push, ack,
+                    {"type": "ack", "transactionId": "t2", "partitionId": pid, "status": "bogus"}]})),
+                400,
+                None,
+            ),
+            (
+                p,
+                j(json!({"operations": [{"type": "push", "items": [{"queue": q, "payload": 1,
+                    "traceId": "zzz"}]}]})),
+                400,
+                None,
+            ),
+        ],
+    )
+    .await;
+    // Shape errors carry the transaction body too.
+    let (_, v, _) = send(&b, p, j(json!({"operations": "all"}))).await;
+    assert_eq!(
+        (v["success"].clone(), v["reason"].clone()),
+        (json!(false), json!("bad_request")),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_413_and_change_nothing() {
+    let _serial = SERIAL.lock().await;
+    let b = start_with(|c| c.body_limit_mb = 1).await;
+    let db = su().await;
+    let f = fixture(&b).await;
+    let big = "x".repeat(1024 * 1024 + 1);
+    let push = j(json!({"items": [{"queue": f.queue, "payload": big}]}));
+    let ack = j(json!({"transactionId": big, "partitionId": f.pid, "leaseId": f.lease}));
+    let batch = j(json!({"acknowledgments": [{"transactionId": big, "partitionId": f.pid}]}));
+    let conf = j(json!({"queue": f.queue, "options": {"note": big}}));
+    let tx =
+        j(json!({"operations": [{"type": "push", "items": [{"queue": f.queue, "payload": big}]}]}));
+    let extend = j(json!({"seconds": 5, "pad": big}));
+    let ext_path = format!("/api/v1/lease/{}/extend", f.lease);
+    expect_rejected(
+        &b,
+        &db,
+        &[
+            ("/api/v1/push", push, 413, None),
+            ("/api/v1/ack", ack, 413, None),
+            ("/api/v1/ack/batch", batch, 413, None),
+            ("/api/v1/configure", conf, 413, None),
+            ("/api/v1/transaction", tx, 413, None),
+            (ext_path.as_str(), extend, 413, None),
+        ],
+    )
+    .await;
+    // Just under the limit is accepted.
+    let ok = "y".repeat(512 * 1024);
+    let r = b
+        .push(json!([{"queue": f.queue, "transactionId": "big-ok", "payload": ok}]))
+        .await;
+    assert_eq!(r[0]["status"], "queued");
+}
+
+/// Lease extend never answers 4xx for its body (broker.md §1: a missing, empty or
+/// unparsable body means 60 s). Against a lease that does not exist, bad bodies and bad
+/// lease ids renew nothing and change nothing.
+#[tokio::test]
+async fn bad_extend_renews_nothing_it_does_not_own() {
+    let _serial = SERIAL.lock().await;
+    let b = start().await;
+    let db = su().await;
+    let f = fixture(&b).await;
+    let unknown = uuid::Uuid::now_v7().to_string();
+    for (lease, body) in [
+        (unknown.as_str(), raw("{\"seconds\": ")),
+        (unknown.as_str(), raw("not json")),
+        (unknown.as_str(), j(json!({"seconds": "ten"}))),
+        (unknown.as_str(), j(json!([1, 2, 3]))),
+        ("not-a-uuid", j(json!({"seconds": 10}))),
+        ("not-a-uuid", raw("{")),
+    ] {
+        let before = snapshot(&db).await;
+        let (s, v, ct) = send(&b, &format!("/api/v1/lease/{lease}/extend"), body).await;
+        assert_eq!(s, 200, "{v}");
+        assert!(ct.starts_with("application/json"));
+        assert_eq!(
+            (v["success"].clone(), v["renewed"].clone()),
+            (json!(false), json!(0)),
+            "{v}"
+        );
+        assert!(v["expiresAt"].is_null(), "{v}");
+        assert_eq!(
+            before,
+            snapshot(&db).await,
+            "extend of {lease} changed the database"
+        );
+    }
+    // A malformed body against the live lease renews it by the default 60 s.
+    let (s, v, _) = send(
+        &b,
+        &format!("/api/v1/lease/{}/extend", f.lease),
+        raw("{oops"),
+    )
+    .await;
+    assert_eq!((s, v["renewed"].clone()), (200, json!(1)), "{v}");
+}

@@ -1,0 +1,342 @@
+//! Tenancy (broker.md §1, §2 step 3, §5): with QUEEN_JWT_SECRET set, every /api/v1
+//! request needs an HS256 bearer token with a `tenant` claim, and whatever belongs to
+//! another tenant behaves EXACTLY like something that does not exist (same status, same
+//! body). Run against a real database (see tests/common).
+
+mod common;
+
+use common::{start_with, unique, Broker};
+use queen_broker::routes::auth::sign;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+const SECRET: &str = "tenancy-test-secret";
+
+fn token_for(tenant: Uuid) -> String {
+    sign(SECRET.as_bytes(), &json!({"tenant": tenant, "sub": "test"}))
+}
+
+/// A broker with tenancy on, and clients for two fresh tenants A and B.
+async fn setup() -> (Broker, Broker, Broker) {
+    let b = start_with(|c| c.jwt_secret = Some(SECRET.into())).await;
+    let a = b.with_token(&token_for(Uuid::new_v4()));
+    let other = b.with_token(&token_for(Uuid::new_v4()));
+    (b, a, other)
+}
+
+/// Tenant A pushes one message to `q` and pops it under a lease: (pop response,
+/// partitionId, leaseId).
+async fn leased(a: &Broker, q: &str, txn: &str) -> (Value, String, String) {
+    a.push(json!([{"queue": q, "payload": {"owner": "a"}, "transactionId": txn}]))
+        .await;
+    let pop = a.pop(q, "").await.expect("A pops its own message");
+    let pid = pop["partitionId"].as_str().unwrap().to_string();
+    let lease = pop["leaseId"].as_str().unwrap().to_string();
+    (pop, pid, lease)
+}
+
+#[tokio::test]
+async fn missing_or_bad_tokens_are_401_and_no_tenant_is_403() {
+    let (b, _, _) = setup().await;
+    let q = unique("auth");
+    let body = json!({"items": [{"queue": q, "payload": 1}]});
+    // No header at all.
+    let (s, v) = b.post("/api/v1/push", &body).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("Bearer"), "{v}");
+    let (s, v) = b.get(&format!("/api/v1/pop/queue/{q}")).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    // Garbage, wrong secret, expired, wrong scheme.
+    let tenant = Uuid::new_v4();
+    let bad = [
+        "not-a-jwt".to_string(),
+        sign(b"some other secret", &json!({"tenant": tenant})),
+        sign(
+            SECRET.as_bytes(),
+            &json!({"tenant": tenant, "exp": 1_000_000}),
+        ),
+    ];
+    for t in &bad {
+        let (s, v) = b.with_token(t).post("/api/v1/push", &body).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{t}: {v}");
+        assert!(v["error"].is_string(), "{v}");
+    }
+    let r = b
+        .http
+        .post(format!("{}/api/v1/push", b.base))
+        .header("authorization", format!("Basic {}", token_for(tenant)))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+    // A valid token whose exp lies ahead is fine.
+    let future = chrono::Utc::now().timestamp() + 3600;
+    let ok = sign(SECRET.as_bytes(), &json!({"tenant": tenant, "exp": future}));
+    let (s, v) = b.with_token(&ok).post("/api/v1/push", &body).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    // Valid signature, no (usable) tenant claim → 403.
+    for claims in [json!({"sub": "x"}), json!({"tenant": "not-a-uuid"})] {
+        let t = sign(SECRET.as_bytes(), &claims);
+        let (s, v) = b.with_token(&t).get("/api/v1/dlq").await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{claims}: {v}");
+        assert!(v["error"].as_str().unwrap().contains("tenant"), "{v}");
+    }
+    // Nothing was written by the refused requests: only the one accepted push.
+    let pop = b.with_token(&ok).pop(&q, "batch=10").await.unwrap();
+    assert_eq!(pop["messages"].as_array().unwrap().len(), 1);
+    // /health and /metrics need no token.
+    assert_eq!(b.get("/health").await.0, StatusCode::OK);
+    let r = b
+        .http
+        .get(format!("{}/metrics", b.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn queues_are_per_tenant_and_foreign_pop_is_like_nonexistent() {
+    let (_, a, other) = setup().await;
+    let q = unique("tpop");
+    a.configure(&q, json!({"leaseTime": 30})).await;
+    a.push(json!([{"queue": q, "payload": "a1", "transactionId": "t1"}]))
+        .await;
+    let missing = unique("nothing");
+    for path in [
+        "/api/v1/pop/queue/{q}?batch=10",
+        "/api/v1/pop/queue/{q}/partition/Default?batch=10",
+        "/api/v1/pop/queue/{q}?batch=10&consumerGroup=g",
+    ] {
+        let foreign = other.get(&path.replace("{q}", &q)).await;
+        let absent = other.get(&path.replace("{q}", &missing)).await;
+        assert_eq!(foreign, absent, "{path}");
+        assert_eq!(foreign.0, StatusCode::NO_CONTENT);
+    }
+    // The other tenant's queue of the same name is its own: same transactionId, not a
+    // duplicate of A's, and each tenant pops only its own message.
+    let r = other
+        .push(json!([{"queue": q, "payload": "b1", "transactionId": "t1"}]))
+        .await;
+    assert_eq!(r[0]["status"], "queued", "{r:?}");
+    let pb = other.pop(&q, "batch=10").await.unwrap();
+    assert_eq!(pb["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(pb["messages"][0]["data"], "b1");
+    let pa = a.pop(&q, "batch=10").await.unwrap();
+    assert_eq!(pa["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(pa["messages"][0]["data"], "a1");
+    assert_ne!(pa["partitionId"], pb["partitionId"]);
+    // The owner's partition-level pop and long-poll work under tenancy.
+    a.push(json!([{"queue": q, "payload": "a2", "partition": "p2"}]))
+        .await;
+    let (s, v) = a
+        .get(&format!(
+            "/api/v1/pop/queue/{q}/partition/p2?wait=true&timeout=2000"
+        ))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["messages"][0]["data"], "a2");
+    let (s, _) = other
+        .get(&format!("/api/v1/pop/queue/{q}/partition/p2"))
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn foreign_ack_is_like_nonexistent_partition_and_changes_nothing() {
+    let (_, a, other) = setup().await;
+    let q = unique("tack");
+    let (pop, pid, lease) = leased(&a, &q, "m1").await;
+    let random = Uuid::new_v4().to_string();
+    for status in ["completed", "failed", "dlq"] {
+        let ack = |p: &str| {
+            json!({"acknowledgments": [{"transactionId": "m1", "partitionId": p,
+                    "leaseId": lease, "status": status}]})
+        };
+        let foreign = other.ack_batch(ack(&pid)).await;
+        let absent = other.ack_batch(ack(&random)).await;
+        assert_eq!(foreign, absent, "{status}");
+        assert_eq!(foreign.0, StatusCode::OK);
+        assert_eq!(foreign.1[0]["success"], false, "{}", foreign.1);
+        // Single ack endpoint too.
+        let one = |p: &str| json!({"transactionId": "m1", "partitionId": p, "leaseId": lease, "status": status});
+        let foreign = other.post("/api/v1/ack", &one(&pid)).await;
+        let absent = other.post("/api/v1/ack", &one(&random)).await;
+        assert_eq!(foreign, absent, "{status}");
+    }
+    // A lease-less foreign ack (which SQL would accept for the owner) is refused too.
+    let leaseless = |p: &str| json!({"transactionId": "m1", "partitionId": p});
+    assert_eq!(
+        other.post("/api/v1/ack", &leaseless(&pid)).await,
+        other.post("/api/v1/ack", &leaseless(&random)).await
+    );
+    // A's lease and registry entry are intact: still leased (no redelivery), and A's
+    // own ack succeeds on the fast path.
+    assert!(a.pop(&q, "").await.is_none(), "lease must still hold");
+    let fast_before = fast_acks(&a).await;
+    let (s, v) = a.ack_batch(common::acks_for(&pop, "completed", None)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v[0]["success"], true, "{v}");
+    assert_eq!(v[0]["leaseReleased"], true, "{v}");
+    assert!(
+        fast_acks(&a).await > fast_before,
+        "owner's ack took the fast path"
+    );
+}
+
+/// Ack items answered by the registry fast path so far.
+async fn fast_acks(b: &Broker) -> u64 {
+    b.state
+        .metrics
+        .acks_fast
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[tokio::test]
+async fn foreign_lease_extend_is_like_unknown_lease() {
+    let (_, a, other) = setup().await;
+    let q = unique("tlease");
+    let (_, _, lease) = leased(&a, &q, "m1").await;
+    let admin = common::admin().await;
+    let expiry = || async {
+        admin
+            .query_one(
+                "SELECT lease_expires_at::text FROM queen.log_consumers WHERE worker_id = $1",
+                &[&lease],
+            )
+            .await
+            .unwrap()
+            .get::<_, String>(0)
+    };
+    let before = expiry().await;
+    let unknown = Uuid::now_v7().to_string();
+    let body = json!({"seconds": 600});
+    let (fs, mut fv) = other
+        .post(&format!("/api/v1/lease/{lease}/extend"), &body)
+        .await;
+    let (us, mut uv) = other
+        .post(&format!("/api/v1/lease/{unknown}/extend"), &body)
+        .await;
+    assert_eq!(fv["leaseId"], lease.as_str());
+    assert_eq!(uv["leaseId"], unknown.as_str());
+    fv["leaseId"] = Value::Null;
+    uv["leaseId"] = Value::Null;
+    assert_eq!((fs, &fv), (us, &uv));
+    assert_eq!(fs, StatusCode::OK);
+    assert_eq!(fv["renewed"], 0);
+    assert_eq!(fv["success"], false);
+    assert_eq!(expiry().await, before, "a foreign extend must not renew");
+    // The owner renews.
+    let (s, v) = a
+        .post(&format!("/api/v1/lease/{lease}/extend"), &body)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["renewed"], 1, "{v}");
+    assert_ne!(expiry().await, before);
+}
+
+/// The failure body with the per-request parts (transactionId, the partition id named in
+/// the error) blanked, so two refusals can be compared.
+fn normalized(mut v: Value, pid: &str) -> Value {
+    v["transactionId"] = Value::Null;
+    if let Some(e) = v["error"].as_str() {
+        v["error"] = json!(e.replace(pid, "<pid>"));
+    }
+    v
+}
+
+#[tokio::test]
+async fn foreign_transaction_ack_is_like_nonexistent_and_writes_nothing() {
+    let (_, a, other) = setup().await;
+    let q = unique("ttxn");
+    let (pop, pid, lease) = leased(&a, &q, "m1").await;
+    let out = unique("ttxn-out");
+    let random = Uuid::new_v4().to_string();
+    let txn = |p: &str, with_lease: bool| {
+        let mut ack = json!({"type": "ack", "transactionId": "m1", "partitionId": p});
+        if with_lease {
+            ack["leaseId"] = json!(lease);
+        }
+        json!({"operations": [
+            {"type": "push", "items": [{"queue": out, "payload": 1, "transactionId": "x"}]},
+            ack,
+        ], "requiredLeases": [lease]})
+    };
+    for with_lease in [true, false] {
+        let (fs, fv) = other
+            .post("/api/v1/transaction", &txn(&pid, with_lease))
+            .await;
+        let (us, uv) = other
+            .post("/api/v1/transaction", &txn(&random, with_lease))
+            .await;
+        assert_eq!(fs, us);
+        assert_eq!(fv["success"], false, "{fv}");
+        assert_eq!(normalized(fv, &pid), normalized(uv, &random));
+    }
+    // Nothing was written: no push landed for either tenant, A's lease still holds and
+    // A's own transaction acks it.
+    assert!(other.pop(&out, "").await.is_none());
+    assert!(a.pop(&out, "").await.is_none());
+    assert!(a.pop(&q, "").await.is_none(), "lease must still hold");
+    let (s, v) = a
+        .post(
+            "/api/v1/transaction",
+            &json!({"operations": [{"type": "ack", "transactionId": "m1",
+                "partitionId": pid, "leaseId": pop["leaseId"]}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["success"], true, "{v}");
+}
+
+#[tokio::test]
+async fn dlq_listing_configure_and_delete_are_per_tenant() {
+    let (_, a, other) = setup().await;
+    let q = unique("tdlq");
+    a.configure(&q, json!({"retryLimit": 0})).await;
+    let (pop, _, _) = leased(&a, &q, "poison").await;
+    let (_, v) = a
+        .ack_batch(common::acks_for(&pop, "failed", Some("bad")))
+        .await;
+    assert_eq!(v[0]["dlq"], true, "{v}");
+    let (_, mine) = a.get(&format!("/api/v1/dlq?queue={q}")).await;
+    assert_eq!(mine["pagination"]["total"], 1, "{mine}");
+    let missing = unique("nothing");
+    let foreign = other.get(&format!("/api/v1/dlq?queue={q}")).await;
+    let absent = other.get(&format!("/api/v1/dlq?queue={missing}")).await;
+    assert_eq!(foreign, absent);
+    assert_eq!(foreign.1["pagination"]["total"], 0);
+    // The unfiltered listing holds none of A's rows.
+    let (_, all) = other.get("/api/v1/dlq").await;
+    assert_eq!(all["pagination"]["total"], 0, "{all}");
+    // Configure and delete touch only the caller's queue.
+    let (_, cfg) = other
+        .post(
+            "/api/v1/configure",
+            &json!({"queue": q, "options": {"leaseTime": 5}}),
+        )
+        .await;
+    assert_eq!(cfg["configured"], true);
+    let (_, own) = a.post("/api/v1/configure", &json!({"queue": q})).await;
+    assert_ne!(cfg["queueId"], own["queueId"]);
+    let foreign = other.delete(&format!("/api/v1/resources/queues/{q}")).await;
+    assert_eq!(
+        foreign.1,
+        json!({"deleted": true, "queue": q, "existed": true}),
+        "the other tenant's own queue"
+    );
+    let again = other.delete(&format!("/api/v1/resources/queues/{q}")).await;
+    let absent = other
+        .delete(&format!("/api/v1/resources/queues/{missing}"))
+        .await;
+    assert_eq!(again.1["existed"], false);
+    assert_eq!(absent.1["existed"], false);
+    // A's queue and DLQ survived the other tenant's delete.
+    let (_, mine) = a.get(&format!("/api/v1/dlq?queue={q}")).await;
+    assert_eq!(mine["pagination"]["total"], 1, "{mine}");
+    let (_, v) = a.post("/api/v1/configure", &json!({"queue": q})).await;
+    assert_eq!(v["queueId"], own["queueId"]);
+}
