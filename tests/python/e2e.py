@@ -1,0 +1,394 @@
+"""End-to-end test of queen_ack's broker with the real Queen MQ Python SDK (queen-mq).
+
+Usage: e2e.py <broker base url>
+
+Every scenario drives the broker through the SDK's public API (Queen.queue(...).config/
+create/push/pop/consume/dlq, Queen.ack, Queen.renew, Queen.transaction()), on its own
+uniquely named queues. The HTTP exchanges are recorded by a pass-through httpx transport
+(handed to the SDK through its documented `transport=` option) only so that a failure
+can print the exact request and response that broke; no scenario talks raw HTTP.
+
+Prints one `test python::<name> ... ok|FAILED` line per scenario (cargo's format); the
+caller (tests/python_e2e.sh) prints the summary line. Exit status 1 on any failure.
+"""
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+import traceback
+import uuid
+
+import httpx
+from queen import Queen
+
+BASE_URL = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:6632"
+RUN = uuid.uuid4().hex[:8]
+
+
+class RecordingTransport(httpx.AsyncBaseTransport):
+    """Forwards every request to the real transport and keeps (request, response) pairs."""
+
+    def __init__(self):
+        self.inner = httpx.AsyncHTTPTransport()
+        self.log = []
+
+    async def handle_async_request(self, request):
+        body = request.content
+        resp = await self.inner.handle_async_request(request)
+        content = await resp.aread()
+        await resp.aclose()
+        self.log.append((request.method, str(request.url), body, resp.status_code, content))
+        return httpx.Response(
+            resp.status_code, headers=resp.headers, content=content, request=request
+        )
+
+    def dump(self, since=0, out=sys.stderr):
+        for method, url, body, status, content in self.log[since:]:
+            print(f"    > {method} {url} {body.decode(errors='replace')[:600]}", file=out)
+            print(f"    < {status} {content.decode(errors='replace')[:600]}", file=out)
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+def qname(tag):
+    return f"py-e2e-{RUN}-{tag}"
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+async def configure(client, queue, **options):
+    res = await client.queue(queue).config(options).create()
+    check(isinstance(res, dict) and res.get("configured") is True, f"configure {queue}: {res!r}")
+    return res
+
+
+async def pop(client, queue, batch=None, wait=False):
+    b = client.queue(queue).wait(wait)
+    if batch:
+        b = b.batch(batch)
+    if wait:
+        b = b.timeout_millis(3000)
+    return await b.pop()
+
+
+# ---------------------------------------------------------------------------------------
+# Scenarios
+# ---------------------------------------------------------------------------------------
+
+
+async def test_configure_queue(client):
+    q = qname("cfg")
+    res = await client.queue(q).config(
+        {"lease_time": 7, "retry_limit": 1, "retention_seconds": 3600, "priority": 4}
+    ).create()
+    check(isinstance(res, dict), f"configure answered {res!r}")
+    check(res.get("configured") is True, f"configured != true: {res!r}")
+    check(res.get("queue") == q, f"queue echoed as {res.get('queue')!r}")
+    check(res.get("queueId"), f"no queueId: {res!r}")
+    check(res.get("partitionId"), f"no partitionId: {res!r}")
+    opts = res.get("options") or {}
+    # The SDK sends every QUEUE_DEFAULTS key camelCased; the broker echoes them verbatim.
+    check(opts.get("leaseTime") == 7, f"leaseTime echo {opts.get('leaseTime')!r}")
+    check(opts.get("retryLimit") == 1, f"retryLimit echo {opts.get('retryLimit')!r}")
+    check(opts.get("priority") == 4, f"priority (unused key) echo {opts.get('priority')!r}")
+    check("encryptionEnabled" in opts, f"unused key encryptionEnabled not echoed: {opts!r}")
+    # Re-configuring is idempotent and keeps the queue id.
+    again = await client.queue(q).config({"lease_time": 7, "retry_limit": 1}).create()
+    check(again.get("queueId") == res.get("queueId"), f"queueId changed: {res!r} -> {again!r}")
+    # The partition the configure answer names is the one messages land in.
+    await client.queue(q).push([{"data": {"hello": "world"}}])
+    msgs = await pop(client, q)
+    check(len(msgs) == 1, f"pop after configure gave {msgs!r}")
+    check(msgs[0]["partitionId"] == res["partitionId"], f"partitionId {msgs[0]['partitionId']} != {res['partitionId']}")
+    ack = await client.ack(msgs[0])
+    check(ack.get("success") is True, f"ack: {ack!r}")
+
+
+async def test_push_consume_ack(client):
+    q = qname("ack")
+    await configure(client, q, lease_time=2, retry_limit=1)
+
+    # Part 1: push a batch, consume() it with the SDK's automatic batch ack.
+    payloads = [{"i": i, "text": f"msg-{i}", "nested": {"ok": True}} for i in range(5)]
+    txids = [str(uuid.uuid4()) for _ in payloads]
+    res = await client.queue(q).push([{"data": p, "transactionId": t} for p, t in zip(payloads, txids)])
+    check(isinstance(res, list) and len(res) == 5, f"push answered {res!r}")
+    check(all(r.get("status") == "queued" for r in res), f"push statuses {res!r}")
+    check([r.get("transaction_id") for r in res] == txids, f"push transaction ids {res!r}")
+    check(len({r.get("message_id") for r in res}) == 5, f"push message ids {res!r}")
+
+    # Re-pushing a transactionId is a duplicate carrying the original message id.
+    dup = await client.queue(q).push([{"data": {"dup": True}, "transactionId": txids[0]}])
+    check(dup[0].get("status") == "duplicate", f"re-push status {dup!r}")
+    check(dup[0].get("message_id") == res[0].get("message_id"), f"duplicate id {dup!r} vs {res[0]!r}")
+
+    seen = []
+
+    async def handler(messages):
+        seen.extend(messages)
+
+    await (
+        client.queue(q).batch(10).wait(False).limit(5).idle_millis(5000).consume(handler)
+    )
+    check([m["data"] for m in seen] == payloads, f"consumed payloads {[m.get('data') for m in seen]!r}")
+    check([m["transactionId"] for m in seen] == txids, "consumed transaction ids differ")
+    check(all(m.get("leaseId") for m in seen), "consumed messages carry no leaseId")
+
+    # Part 2: pop + explicit per-message ack.
+    more = [{"j": j} for j in range(3)]
+    await client.queue(q).push([{"data": p} for p in more])
+    msgs = await pop(client, q, batch=10)
+    check([m["data"] for m in msgs] == more, f"popped payloads {[m.get('data') for m in msgs]!r}")
+    for m in msgs:
+        a = await client.ack(m, True)
+        check(a.get("success") is True, f"ack {m['transactionId']}: {a!r}")
+
+    # Nothing was redelivered: wait out the 2 s lease, the queue must be drained.
+    await asyncio.sleep(2.6)
+    rest = await pop(client, q, batch=10)
+    check(rest == [], f"acked messages redelivered after lease expiry: {[m.get('data') for m in rest]!r}")
+
+    # Part 3: consume() with its default long-poll (wait=true) parked on an empty queue
+    # wakes up for a push made while it waits.
+    got = []
+
+    async def one(message):
+        got.append(message["data"])
+
+    t0 = time.monotonic()
+    async def long_poll_consume():
+        await client.queue(q).batch(1).timeout_millis(5000).limit(1).each().consume(one)
+
+    task = asyncio.create_task(long_poll_consume())
+    await asyncio.sleep(0.5)
+    await client.queue(q).push([{"data": {"late": True}}])
+    await asyncio.wait_for(task, timeout=8)
+    check(got == [{"late": True}], f"long-poll consume got {got!r}")
+    check(time.monotonic() - t0 < 4.5, f"long-poll took {time.monotonic() - t0:.1f}s to see the push")
+
+
+async def test_nack_to_dlq(client):
+    q = qname("dlq")
+    await configure(client, q, lease_time=30, retry_limit=1)
+    txid = str(uuid.uuid4())
+    await client.queue(q).push([{"data": {"poison": True}, "transactionId": txid}])
+
+    # retryLimit 1 = two deliveries, then the DLQ.
+    m1 = await pop(client, q, batch=1)
+    check(len(m1) == 1 and m1[0]["transactionId"] == txid, f"first delivery {m1!r}")
+    n1 = await client.ack(m1[0], False, {"error": "boom attempt 1"})
+    check(n1.get("success") is True, f"first nack: {n1!r}")
+    check(not n1.get("dlq"), f"first nack already went to the DLQ: {n1!r}")
+
+    m2 = await pop(client, q, batch=1)
+    check(len(m2) == 1 and m2[0]["transactionId"] == txid, f"no redelivery after nack: {m2!r}")
+    check(m2[0]["data"] == {"poison": True}, f"redelivered payload {m2[0].get('data')!r}")
+    n2 = await client.ack(m2[0], False, {"error": "boom attempt 2: giving up"})
+    check(n2.get("success") is True, f"second nack: {n2!r}")
+    check(n2.get("dlq") is True, f"second nack did not report dlq: {n2!r}")
+
+    m3 = await pop(client, q, batch=1)
+    check(m3 == [], f"message delivered after reaching the DLQ: {m3!r}")
+
+    dlq = await client.queue(q).dlq().get()
+    rows = [r for r in dlq.get("messages", []) if r.get("transactionId") == txid]
+    check(len(rows) == 1, f"DLQ listing for {q}: {dlq!r}")
+    row = rows[0]
+    check(row.get("queue") == q, f"DLQ row queue {row.get('queue')!r}")
+    check("boom attempt 2: giving up" in (row.get("errorMessage") or ""), f"DLQ errorMessage {row.get('errorMessage')!r}")
+    check(row.get("data") == {"poison": True}, f"DLQ data {row.get('data')!r}")
+    check((dlq.get("pagination") or {}).get("total") == 1, f"DLQ pagination {dlq.get('pagination')!r}")
+
+    # The same through consume(): a handler that raises is nacked by the SDK with the
+    # exception text as the error (consumer_manager.py, _process_message).
+    q2 = qname("dlq2")
+    await configure(client, q2, lease_time=30, retry_limit=1)
+    txid2 = str(uuid.uuid4())
+    await client.queue(q2).push([{"data": {"bad": 2}, "transactionId": txid2}])
+    attempts = []
+
+    async def failing(message):
+        attempts.append(message.get("deliveryAttempt"))
+        raise ValueError(f"handler exploded on attempt {len(attempts)}")
+
+    await client.queue(q2).batch(1).wait(False).limit(2).idle_millis(4000).each().consume(failing)
+    check(len(attempts) == 2, f"consume saw {len(attempts)} deliveries for retryLimit 1: {attempts!r}")
+    check(await pop(client, q2, batch=1) == [], "message still deliverable after its second nack")
+    dlq2 = await client.queue(q2).dlq().get()
+    rows2 = [r for r in dlq2.get("messages", []) if r.get("transactionId") == txid2]
+    check(len(rows2) == 1, f"DLQ listing for {q2}: {dlq2!r}")
+    check("handler exploded on attempt 2" in (rows2[0].get("errorMessage") or ""),
+          f"DLQ errorMessage {rows2[0].get('errorMessage')!r}")
+
+
+async def test_lease_renew(client):
+    q = qname("lease")
+    await configure(client, q, lease_time=2, retry_limit=3)
+
+    # Control: an unrenewed 2 s lease expires and redelivers promptly. This is what gives
+    # the "not redelivered after the lease" checks of every scenario their meaning.
+    await client.queue(q).push([{"data": {"control": True}}])
+    first = await pop(client, q, batch=1)
+    check(len(first) == 1 and first[0]["data"] == {"control": True}, f"control pop {first!r}")
+    await asyncio.sleep(2.6)
+    second = await pop(client, q, batch=1)
+    check(len(second) == 1 and second[0]["transactionId"] == first[0]["transactionId"],
+          f"unacked message not redelivered 0.6 s after its 2 s lease: {second!r}")
+    check(second[0].get("deliveryAttempt") == 2, f"redelivery attempt {second[0].get('deliveryAttempt')!r}")
+    check(second[0]["leaseId"] != first[0]["leaseId"], "redelivery reused the expired leaseId")
+    stale = await client.ack(first[0])
+    check(stale.get("success") is False, f"ack with the expired lease was accepted: {stale!r}")
+    a0 = await client.ack(second[0])
+    check(a0.get("success") is True, f"ack of the redelivery: {a0!r}")
+
+    await client.queue(q).push([{"data": {"slow": 1}}])
+
+    # Part 1: explicit renew while holding the message past its original lease.
+    msgs = await pop(client, q, batch=1)
+    check(len(msgs) == 1, f"pop {msgs!r}")
+    m = msgs[0]
+    r = await client.renew(m)
+    check(r.get("success") is True, f"renew: {r!r}")
+    check(r.get("newExpiresAt"), f"renew without newExpiresAt: {r!r}")
+    check(r.get("renewed", 1) >= 1, f"renew count: {r!r}")
+    await asyncio.sleep(2.6)  # past the 2 s lease the pop granted
+    other = await pop(client, q, batch=1)
+    check(other == [], f"renewed message redelivered to another consumer: {other!r}")
+    a = await client.ack(m, True)
+    check(a.get("success") is True, f"ack after renew: {a!r}")
+    gone = await client.renew(m)
+    check(gone.get("success") is False, f"renewing a lease released by its ack succeeded: {gone!r}")
+
+    # Part 2: consume() with the SDK's background renewal during a slow handler.
+    await client.queue(q).push([{"data": {"slow": 2}}])
+    observed = {}
+
+    async def handler(message):
+        await asyncio.sleep(3.2)  # longer than the 2 s lease; renewed every 0.5 s
+        observed["concurrent"] = await pop(client, q, batch=1)
+        observed["data"] = message["data"]
+
+    await (
+        client.queue(q).batch(1).wait(False).limit(1).idle_millis(5000)
+        .renew_lease(True, 500).each().consume(handler)
+    )
+    check(observed.get("data") == {"slow": 2}, f"handler saw {observed!r}")
+    check(observed.get("concurrent") == [], f"message leaked to a second consumer during renewal: {observed!r}")
+    # The handler's auto-ack committed: a renewed-then-acked message never returns.
+    after = await pop(client, q, batch=1)
+    check(after == [], f"message still deliverable after consume acked it: {after!r}")
+
+
+async def test_transaction(client):
+    src, dst = qname("tx-src"), qname("tx-dst")
+    await configure(client, src, lease_time=2, retry_limit=3)
+    await configure(client, dst, lease_time=30, retry_limit=3)
+    await client.queue(src).push([{"data": {"order": 42}}])
+    msgs = await pop(client, src, batch=1)
+    check(len(msgs) == 1, f"pop {msgs!r}")
+    m = msgs[0]
+
+    out_txid = str(uuid.uuid4())
+    res = await (
+        client.transaction()
+        .ack(m)
+        .queue(dst)
+        .push([{"data": {"shipped": 42}, "transactionId": out_txid}])
+        .commit()
+    )
+    check(res.get("success") is True, f"transaction: {res!r}")
+    results = res.get("results") or []
+    check(len(results) == 2, f"transaction results {results!r}")
+    by_type = {r.get("type"): r for r in results}
+    check(by_type.get("ack", {}).get("success") is True, f"ack op {results!r}")
+    check(by_type.get("push", {}).get("success") is True, f"push op {results!r}")
+    check(by_type["push"].get("transactionId") == out_txid, f"push op txid {results!r}")
+
+    pushed = await pop(client, dst, batch=10)
+    check(len(pushed) == 1, f"pushed message not consumable: {pushed!r}")
+    check(pushed[0]["data"] == {"shipped": 42}, f"pushed payload {pushed[0].get('data')!r}")
+    check(pushed[0]["transactionId"] == out_txid, f"pushed txid {pushed[0].get('transactionId')!r}")
+    a = await client.ack(pushed[0])
+    check(a.get("success") is True, f"ack of pushed message: {a!r}")
+
+    await asyncio.sleep(2.6)  # the source lease (2 s) would have expired had the ack not landed
+    again = await pop(client, src, batch=10)
+    check(again == [], f"transaction-acked message redelivered: {again!r}")
+
+    # A transaction whose ack names a lease that is gone commits nothing.
+    await client.queue(src).push([{"data": {"order": 43}}])
+    m2 = (await pop(client, src, batch=1))[0]
+    ok = await client.ack(m2)
+    check(ok.get("success") is True, f"ack {ok!r}")
+    lost_txid = str(uuid.uuid4())
+    failed = None
+    try:
+        failed = await client.transaction().ack(m2).queue(dst).push(
+            [{"data": {"never": True}, "transactionId": lost_txid}]
+        ).commit()
+    except Exception as e:  # noqa: BLE001
+        failed = e
+    # The SDK raises on success:false (queen/builders/transaction_builder.py, commit()).
+    check(isinstance(failed, Exception), f"commit with a released lease did not fail: {failed!r}")
+    leaked = await pop(client, dst, batch=10)
+    check(all(x.get("transactionId") != lost_txid for x in leaked),
+          f"push of a rejected transaction was committed (commit -> {failed!r})")
+
+
+SCENARIOS = [
+    ("configure_queue", test_configure_queue),
+    ("push_consume_ack", test_push_consume_ack),
+    ("nack_to_dlq", test_nack_to_dlq),
+    ("lease_renew", test_lease_renew),
+    ("transaction_ack_and_push", test_transaction),
+]
+
+
+async def main():
+    transport = RecordingTransport()
+    client = Queen(url=BASE_URL, transport=transport, retry_attempts=1, timeout_millis=10000)
+    passed = failed = 0
+    for name, fn in SCENARIOS:
+        mark = len(transport.log)
+        t0 = time.monotonic()
+        try:
+            await asyncio.wait_for(fn(client), timeout=25)
+            passed += 1
+            print(f"test python::{name} ... ok", flush=True)
+            print(f"  {name}: {time.monotonic() - t0:.1f}s", file=sys.stderr)
+            if os.environ.get("QUEEN_E2E_TRACE"):
+                transport.dump(mark)
+        except BaseException as e:  # noqa: BLE001
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            failed += 1
+            print(f"test python::{name} ... FAILED", flush=True)
+            print(f"  {type(e).__name__}: {e}", file=sys.stderr)
+            traceback.print_exc(limit=3, file=sys.stderr)
+            print("  HTTP exchanges of this scenario:", file=sys.stderr)
+            transport.dump(mark)
+            sys.stderr.flush()
+    # Best-effort cleanup of this run's queues.
+    mark = len(transport.log)
+    for tag in ("cfg", "ack", "dlq", "dlq2", "lease", "tx-src", "tx-dst"):
+        try:
+            await client.queue(qname(tag)).delete()
+        except Exception:  # noqa: BLE001
+            pass
+    if os.environ.get("QUEEN_E2E_TRACE"):
+        transport.dump(mark)
+    sys.stdout.flush()
+    with contextlib.redirect_stdout(sys.stderr):
+        await client.close()
+    print(f"python e2e: {passed} passed; {failed} failed", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
