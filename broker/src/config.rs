@@ -41,6 +41,9 @@ pub struct Config {
     /// `QUEEN_MAX_PUSH_ITEMS`: most items accepted by one push (or one transaction's
     /// push operations together); above → 400.
     pub max_push_items: usize,
+    /// `QUEEN_DEDUP_CACHE_MB`: memory for the push dedup watermark cache (dedup.rs);
+    /// 0 = off (every push probes its whole dedup window).
+    pub dedup_cache_mb: usize,
 }
 
 impl Config {
@@ -71,6 +74,7 @@ impl Config {
             max_batch: num::<u32>(&get, "QUEEN_MAX_BATCH", 10_000)?.clamp(1, i32::MAX as u32)
                 as i32,
             max_push_items: num(&get, "QUEEN_MAX_PUSH_ITEMS", 10_000)?.max(1),
+            dedup_cache_mb: num(&get, "QUEEN_DEDUP_CACHE_MB", 128)?,
         })
     }
 
@@ -100,7 +104,7 @@ impl fmt::Display for Config {
             "database_url={} listen={} pool_size={} body_limit_mb={} statement_timeout_ms={} \
              ack_registry={} ack_registry_mb={} ack_fusion={} ack_fusion_shards={} \
              ack_fusion_hold_ms={} pool_timeout_ms={} tenancy={} max_batch={} \
-             max_push_items={}",
+             max_push_items={} dedup_cache_mb={}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -115,7 +119,8 @@ impl fmt::Display for Config {
             // Never the secret itself.
             if self.tenancy() { "on" } else { "off" },
             self.max_batch,
-            self.max_push_items
+            self.max_push_items,
+            self.dedup_cache_mb
         )
     }
 }

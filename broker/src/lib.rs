@@ -3,6 +3,7 @@
 //! crash is made by the extension (see shared/spec/broker.md for the wire).
 
 pub mod config;
+pub mod dedup;
 pub mod error;
 pub mod fusion;
 pub mod metrics;

@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::dedup::DedupCache;
 use crate::error::ApiResult;
 use crate::fusion::Fusion;
 use crate::metrics::Metrics;
@@ -25,6 +26,8 @@ pub struct Inner {
     pub pool: Pool,
     pub metrics: Metrics,
     pub registry: Registry,
+    /// Push dedup watermarks (QUEEN_DEDUP_CACHE_MB).
+    pub dedup: DedupCache,
     /// Present when `QUEEN_ACK_FUSION` is on (and the registry, which feeds it).
     pub fusion: Option<Fusion>,
     wakers: Mutex<HashMap<(Uuid, String), Arc<Notify>>>,
@@ -57,6 +60,7 @@ impl AppState {
         Ok(AppState(Arc::new(Inner {
             fusion,
             registry: Registry::new(&config),
+            dedup: DedupCache::new(config.dedup_cache_mb),
             config,
             pool,
             metrics: Metrics::default(),

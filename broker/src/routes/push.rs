@@ -16,6 +16,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use queen_log::hash::{split_hashes, TxnHash};
+
+use crate::dedup::DedupCache;
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use crate::routes::auth::Tenant;
@@ -77,12 +80,14 @@ pub async fn push(
     let mut groups = group_items(&items);
     let mut outcomes = vec![Outcome::default(); items.len()];
     let db = state.db().await?;
+    let cached = dedup_targets(&db, &state.dedup, tenant, &groups).await?;
     // Each round retires at least one item, so this terminates.
     for _ in 0..=items.len() {
         if groups.iter().all(|g| g.pending.is_empty()) {
             break;
         }
-        push_round(&db, tenant, &items, &mut groups, &mut outcomes).await?;
+        let dedup = (&state.dedup, &cached);
+        push_round(&db, tenant, &items, &mut groups, &mut outcomes, dedup).await?;
     }
     let pids = resolve_partitions(&db, tenant, &items).await?;
     resolve_originals(&db, &mut items, &outcomes, &pids).await?;
@@ -213,6 +218,68 @@ pub(crate) fn frame_of(it: &Item) -> Frame {
     }
 }
 
+/// Groups whose partition exists with a dedup window, mapped to its id, each loaded into
+/// the dedup cache if it was not (see dedup.rs). New partitions and window-0 queues are
+/// not cached: their pushes probe with -1, which is cheap for them.
+async fn dedup_targets(
+    db: &deadpool_postgres::Object,
+    cache: &DedupCache,
+    tenant: Uuid,
+    groups: &[Group],
+) -> ApiResult<HashMap<usize, Uuid>> {
+    if !cache.enabled() {
+        return Ok(HashMap::new());
+    }
+    let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
+    let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
+    let rows = db
+        .query(
+            "SELECT t.i::int, p.id FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(qn, pn, i)
+               JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
+               JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn
+              WHERE q.dedup_window_seconds > 0",
+            &[&tenant, &qs, &ps],
+        )
+        .await?;
+    let mut out = HashMap::new();
+    for r in rows {
+        let (g, pid): (i32, Uuid) = (r.get(0), r.get(1));
+        if cache.watermark(pid, &[]).is_none() {
+            load_window(db, cache, pid).await?;
+        }
+        out.insert(g as usize - 1, pid);
+    }
+    Ok(out)
+}
+
+/// One snapshot of a partition's `last_offset` and its sidecar rows inside the window.
+async fn load_window(
+    db: &deadpool_postgres::Object,
+    cache: &DedupCache,
+    pid: Uuid,
+) -> ApiResult<()> {
+    let rows = db
+        .query(
+            "SELECT p.last_offset, t.base_offset, t.hashes
+               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+               LEFT JOIN queen.log_txns t ON t.partition_id = p.id
+                    AND t.created_at >= clock_timestamp() - make_interval(secs => q.dedup_window_seconds)
+              WHERE p.id = $1 ORDER BY t.base_offset",
+            &[&pid],
+        )
+        .await?;
+    let Some(last) = rows.first().map(|r| r.get::<_, i64>(0)) else {
+        return Ok(()); // deleted meanwhile: nothing to cache
+    };
+    let segs: Vec<(i64, Vec<TxnHash>)> = rows
+        .iter()
+        .filter_map(|r| Some((r.get::<_, Option<i64>>(1)?, r.get::<_, Option<Vec<u8>>>(2)?)))
+        .map(|(base, packed)| (base, split_hashes(&packed).unwrap_or_default()))
+        .collect();
+    cache.load(pid, last, &segs);
+    Ok(())
+}
+
 /// Pushes every group with pending items as one multi call and records the verdicts.
 async fn push_round(
     db: &deadpool_postgres::Object,
@@ -220,6 +287,7 @@ async fn push_round(
     items: &[Item],
     groups: &mut [Group],
     outcomes: &mut [Outcome],
+    (cache, cached): (&DedupCache, &HashMap<usize, Uuid>),
 ) -> ApiResult<()> {
     let live: Vec<usize> = (0..groups.len())
         .filter(|&g| !groups[g].pending.is_empty())
@@ -248,7 +316,20 @@ async fn push_round(
     let counts: Vec<i32> = encoded.iter().map(|e| e.2).collect();
     let hashes: Vec<&[u8]> = encoded.iter().map(|e| e.1.as_slice()).collect();
     let blobs: Vec<&[u8]> = encoded.iter().map(|e| e.0.as_slice()).collect();
-    let verified: Vec<i64> = vec![-1; live.len()];
+    let incoming: Vec<Vec<TxnHash>> = encoded
+        .iter()
+        .map(|e| split_hashes(&e.1).expect("16 bytes per frame"))
+        .collect();
+    let verified: Vec<i64> = live
+        .iter()
+        .zip(&incoming)
+        .map(|(g, hs)| {
+            cached
+                .get(g)
+                .and_then(|pid| cache.watermark(*pid, hs))
+                .unwrap_or(-1)
+        })
+        .collect();
     let tenants: Vec<Uuid> = vec![tenant; live.len()];
     let row = db
         .query_one(
@@ -264,8 +345,12 @@ async fn push_round(
         .as_array()
         .filter(|a| a.len() == live.len())
         .ok_or_else(|| ApiError::Internal(format!("unexpected push result: {results}")))?;
-    for (&g, r) in live.iter().zip(results) {
+    for ((&g, r), hs) in live.iter().zip(results).zip(incoming) {
         apply_verdict(&mut groups[g], r, outcomes)?;
+        let base = r.get("baseOffset").and_then(Value::as_i64);
+        if let (Some(pid), Some(base)) = (cached.get(&g), base) {
+            cache.record(*pid, base, hs);
+        }
     }
     Ok(())
 }
