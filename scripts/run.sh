@@ -33,8 +33,17 @@ fi
 PSQL=(psql -h "$SOCK" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 -q)
 "${PSQL[@]}" -d postgres -tc "SELECT 1 FROM pg_database WHERE datname = 'queen'" | grep -q 1 ||
     "${PSQL[@]}" -d postgres -c "CREATE DATABASE queen"
-"${PSQL[@]}" -d queen -c "CREATE EXTENSION IF NOT EXISTS queen_ack; ALTER EXTENSION queen_ack UPDATE" 2>/dev/null ||
-    "${PSQL[@]}" -d queen -c "CREATE EXTENSION IF NOT EXISTS queen_ack"
+# One version (0.1.0) so far, so ALTER EXTENSION UPDATE cannot carry a changed build:
+# when the installed script differs from the one this database was created from, the
+# dev database's extension is recreated (its queue data is dropped; said out loud).
+SQL_MD5=$(md5sum "$("$PGBIN/pg_config" --sharedir)/extension/queen_ack--0.1.0.sql" | cut -d' ' -f1)
+STAMP=$ROOT/target/qa-cluster.ext-md5
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" != "$SQL_MD5" ]; then
+    echo "run: extension build changed: recreating queen_ack in database queen (dev data dropped)"
+    "${PSQL[@]}" -d queen -c "DROP EXTENSION IF EXISTS queen_ack CASCADE" -c "DROP SCHEMA IF EXISTS queen CASCADE"
+fi
+"${PSQL[@]}" -d queen -c "CREATE EXTENSION IF NOT EXISTS queen_ack"
+echo "$SQL_MD5" >"$STAMP"
 
 # The broker logs in as a member of queen_broker: EXECUTE on the functions, no table writes.
 "${PSQL[@]}" -d queen -c "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'queen_broker_login')
