@@ -1,10 +1,11 @@
 -- queen_ack schema (contract §2). Runs first in CREATE EXTENSION.
 -- The schema is created here, not through the control file's `schema` key: a schema
 -- PostgreSQL creates for the control file is not a member of the extension and would
--- survive DROP EXTENSION. The SET makes the pgrx-generated functions that follow land in
--- it too; CREATE EXTENSION restores the caller's search_path afterwards.
+-- survive DROP EXTENSION. The SET LOCAL makes the pgrx-generated functions that follow
+-- land in it too; being LOCAL, it ends with the script (a plain SET would leak into the
+-- caller's session after CREATE EXTENSION).
 CREATE SCHEMA queen;
-SET search_path = queen, pg_catalog;
+SET LOCAL search_path = queen, pg_catalog;
 
 CREATE TABLE queen.queues (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),

@@ -35,19 +35,27 @@ pub fn check_segment(msg_count: i32, hashes: &[u8]) {
 /// Create the queue (per tenant) and the partition if missing. `a.b` → namespace a,
 /// task b; a name without a dot → namespace = the name, task = ''.
 pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partition: &str) {
-    q(client, "WITH q AS (
-                 INSERT INTO queen.queues (name, tenant_id, namespace, task)
-                 VALUES ($2, $1,
-                         CASE WHEN strpos($2, '.') > 0 THEN split_part($2, '.', 1) ELSE $2 END,
-                         CASE WHEN strpos($2, '.') > 0 THEN substr($2, strpos($2, '.') + 1) ELSE '' END)
-                 ON CONFLICT (tenant_id, name) DO NOTHING
-                 RETURNING id)
-             INSERT INTO queen.log_partitions (queue_id, name)
-             SELECT id, $3 FROM q
-             UNION ALL
-             SELECT id, $3 FROM queen.queues WHERE tenant_id = $1 AND name = $2
-             ON CONFLICT (queue_id, name) DO NOTHING", &[tenant.into(), queue.into(), partition.into()])
-        .or_raise();
+    // Two statements on purpose: when a concurrent push creates the same queue, the first
+    // INSERT waits for it and does nothing; only a statement started after that wait
+    // (a fresh snapshot) sees the committed queue row the partition must hang off.
+    q(
+        client,
+        "INSERT INTO queen.queues (name, tenant_id, namespace, task)
+         VALUES ($2, $1,
+                 CASE WHEN strpos($2, '.') > 0 THEN split_part($2, '.', 1) ELSE $2 END,
+                 CASE WHEN strpos($2, '.') > 0 THEN substr($2, strpos($2, '.') + 1) ELSE '' END)
+         ON CONFLICT (tenant_id, name) DO NOTHING",
+        &[tenant.into(), queue.into()],
+    )
+    .or_raise();
+    q(
+        client,
+        "INSERT INTO queen.log_partitions (queue_id, name)
+         SELECT id, $3 FROM queen.queues WHERE tenant_id = $1 AND name = $2
+         ON CONFLICT (queue_id, name) DO NOTHING",
+        &[tenant.into(), queue.into(), partition.into()],
+    )
+    .or_raise();
 }
 
 /// Partition id and the queue's dedup window, resolved by names (or a hinted id).

@@ -25,6 +25,7 @@ check decode "3" "SELECT count(*) FROM queen.log_segments s, queen.decode_segmen
 check xxh3_hello "b5e9c1ad071b3e7fc779cfaa5e523818" "SELECT queen.xxh3_128_hex('hello')"
 check drop_extension_leaves_nothing "0|0" "DROP EXTENSION queen_ack; SELECT (SELECT count(*) FROM pg_namespace WHERE nspname = 'queen'), (SELECT count(*) FROM pg_proc WHERE proname LIKE 'log_%_v1')"
 check recreate_extension "1" "CREATE EXTENSION queen_ack; SELECT count(*) FROM pg_namespace WHERE nspname = 'queen'"
+check create_extension_keeps_callers_search_path '"$user", public' "DROP EXTENSION queen_ack; CREATE EXTENSION queen_ack; SHOW search_path"
 psql "$URL" -qAt -c "DROP DATABASE IF EXISTS queen_smoke" >/dev/null
 echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"
 [ $failed -eq 0 ]
