@@ -34,6 +34,9 @@ if PG_URL=$(bash tests/cluster.sh start); then
     QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker
     # The real Python SDK (queen-mq from PyPI, in target/py-venv) against the broker.
     run_suite python bash tests/python_e2e.sh "$PG_URL"
+    # Soak with faults, crash durability (kill -9 broker, PostgreSQL -m immediate),
+    # hostile input: short forms (~1.5 min). Long forms: tests/reliability.sh URL --long.
+    run_suite reliability bash tests/reliability.sh "$PG_URL"
     bash tests/cluster.sh stop
 else
     echo "=== cluster FAILED to start"; status=1

@@ -364,6 +364,7 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
              INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
              SELECT p.id, $2, queen.seed_offset(p.id, m.subscription_mode, m.subscription_timestamp)
                FROM m, queen.log_partitions p WHERE p.queue_id = $3
+              ORDER BY p.id
              ON CONFLICT DO NOTHING", &[tenant.into(), req.group.into(), queue_id.into(), mode.into(), from.into()])
         .or_raise();
 }

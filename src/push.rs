@@ -124,10 +124,14 @@ pub fn push_resolved(
     append(client, pid, seg)
 }
 
+/// The per-partition push serializer. NO KEY UPDATE, the lock the allocating UPDATE
+/// takes anyway: it serializes pushes but, unlike FOR UPDATE, does not conflict with the
+/// KEY SHARE locks that foreign-key checks take when a pop creates cursor rows, which
+/// otherwise deadlocked against multi-partition pushes (found by the soak test).
 fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) {
     q(
         client,
-        "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
+        "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
         &[pid.into()],
     )
     .or_raise();

@@ -1,0 +1,383 @@
+#!/usr/bin/env python3
+"""reliability::hostile_input — a seeded, bounded random fuzz over the HTTP API.
+
+Each input is one request against a real route (malformed/truncated JSON, wrong types,
+huge arrays and strings, invalid UUIDs, control characters and invalid UTF-8, unknown
+statuses, duplicate items, negative/huge numbers, in query strings, paths and bodies).
+Asserted for every input:
+  - no 5xx, no dropped connection, the broker never dies or logs a panic;
+  - a 4xx carries a JSON object body with a non-empty string "error";
+  - a rejected request (4xx, or a transaction answered success:false) changes nothing:
+    row counts of every queen table and a digest of cursor, partition and queue rows are
+    the same before and after it.
+Short form: 2000 inputs (RELIABILITY_FUZZ_INPUTS overrides); long form: 20000.
+The broker runs with QUEEN_BODY_LIMIT_MB=2 so oversized bodies exercise the 413 path.
+"""
+
+import json
+import os
+import random
+import time
+import uuid
+
+from common import backend_crashes_in, environment_note, pg_log_since, pg_log_size, Broker, Client, Failures, Psql, Stats, exit_with, log, q, LONG, SEED
+
+N_INPUTS = int(os.environ.get("RELIABILITY_FUZZ_INPUTS", "20000" if LONG else "2000"))
+BODY_LIMIT_MB = 2
+
+RUN = f"relfz{int(time.time())}"
+
+# Row counts of every queen table (segments and sidecar rows: of this run's queues; a
+# segment written anywhere else moves some partition's last_offset, which the partition
+# sums catch), whole-table aggregates of every mutable cursor/partition/queue column
+# (catch an update anywhere), and exact row digests of this run's own queues.
+SNAPSHOT = """
+SELECT concat_ws(',',
+  (SELECT count(*) FROM queen.queues), (SELECT count(*) FROM queen.log_partitions),
+  (SELECT count(*) FROM queen.log_segments s JOIN queen.log_partitions p ON p.id = s.partition_id
+     JOIN queen.queues qu ON qu.id = p.queue_id WHERE qu.name LIKE '""" + RUN + """%'),
+  (SELECT count(*) FROM queen.log_txns t WHERE t.partition_id IN (SELECT p.id FROM queen.log_partitions p
+     JOIN queen.queues qu ON qu.id = p.queue_id WHERE qu.name LIKE '""" + RUN + """%')),
+  (SELECT count(*) FROM queen.log_dlq), (SELECT count(*) FROM queen.consumer_groups_metadata),
+  (SELECT concat_ws('/', count(*), sum(committed), sum(batch_end), count(worker_id), sum(batch_retry_count),
+                    sum(attempt_count), sum(total_consumed), max(lease_expires_at))
+     FROM queen.log_consumers),
+  (SELECT concat_ws('/', sum(last_offset), sum(log_start), sum(txns_start)) FROM queen.log_partitions),
+  (SELECT concat_ws('/', sum(lease_time), sum(retry_limit), count(*) FILTER (WHERE dead_letter_queue),
+                    sum(dedup_window_seconds)) FROM queen.queues),
+  (SELECT coalesce(md5(string_agg(concat_ws('|', c.partition_id, c.consumer_group, c.committed, c.batch_end,
+               c.worker_id, c.lease_expires_at, c.batch_retry_count, c.attempt_offset, c.attempt_count,
+               c.total_consumed), ';' ORDER BY c.partition_id, c.consumer_group COLLATE "C")), '')
+     FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+     JOIN queen.queues qu ON qu.id = p.queue_id WHERE qu.name LIKE '""" + RUN + """%'),
+  (SELECT coalesce(md5(string_agg(concat_ws('|', qu.id, qu.name, qu.lease_time, qu.retry_limit,
+               qu.dead_letter_queue, qu.dlq_after_max_retries, qu.dedup_window_seconds, qu.retention_seconds,
+               qu.completed_retention_seconds), ';' ORDER BY qu.id)), '')
+     FROM queen.queues qu WHERE qu.name LIKE '""" + RUN + """%'))"""
+
+QUEUE = f"{RUN}_q"
+GROUP = "fz"
+
+WEIRD_STRINGS = [
+    "", " ", "\u0000", "a\u0000b", "\u0001\u0002\u001f", "\n\r\t", "\u007f", "\u202e", "\ufeff",
+    "\U0001F4A9", "\ud7ff", "é" * 300, "x" * 256, "x" * 70000, "'; DROP TABLE queen.queues; --",
+    "%00", "../../etc", "__QUEUE_MODE__", "null", "Default", "00000000-0000-0000-0000-000000000000",
+    "not-a-uuid", "0" * 32, "{}", "[]",
+]
+RAW_BAD_UTF8 = [b"\xff", b"\xfe\xff", b"\xc3", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\x80"]
+JSON_ESCAPE_BAD = ["\\ud800", "\\udfff", "\\ud800\\u0041", "\\u00", "\\x41", "\\"]
+WEIRD_NUMS = [0, -1, -2147483648, 2147483647, 2147483648, 9223372036854775807, 9223372036854775808,
+              -9223372036854775809, 10 ** 30, 1.5, -0.0, 1e308, "1", "abc", None, True, [], {}]
+WEIRD_QUERY_NUMS = ["0", "-1", "1", "5", "abc", "1e3", "1.5", "2147483647", "2147483648", "99999999999999999999",
+                    "-9223372036854775809", "%00", "%FF", "+1", "%201", "0x10", "", "NaN", "inf"]
+STATUSES = ["completed", "failed", "retry", "dlq", "FAILED", "Completed", "nack", "", " ok", "ok ", "success",
+            "acked", "ok", "null", "\u0000", "dlq\u0000", "é", None, 1, True, [], {}]
+
+
+class Ctx:
+    """Real ids to mutate around: partition ids, transactionIds, a live lease."""
+
+    def __init__(self, client):
+        self.c = client
+        self.pids = []
+        self.txns = []
+        self.lease = str(uuid.uuid4())
+        self.msgs = []
+
+    def refresh(self, rnd):
+        items = [{"queue": QUEUE, "partition": rnd.choice(["a", "b"]), "payload": {"i": i},
+                  "transactionId": f"{RUN}-{rnd.randrange(10 ** 9)}"} for i in range(10)]
+        st, body = self.c.json("POST", "/api/v1/push", {"items": items})
+        if st == 201:
+            for r in body:
+                if r.get("partition_id") and r["partition_id"] not in self.pids:
+                    self.pids.append(r["partition_id"])
+            self.txns += [it["transactionId"] for it in items]
+            self.txns = self.txns[-200:]
+        st, body = self.c.json("GET", f"/api/v1/pop/queue/{QUEUE}?batch=5&consumerGroup={GROUP}&leaseSeconds=300")
+        if st == 200:
+            self.lease = body["leaseId"]
+            self.msgs = body["messages"]
+
+
+def pick(rnd, xs):
+    return xs[rnd.randrange(len(xs))]
+
+
+def weird_value(rnd, depth=0):
+    r = rnd.random()
+    if r < 0.35:
+        return pick(rnd, WEIRD_STRINGS)
+    if r < 0.7:
+        return pick(rnd, WEIRD_NUMS)
+    if r < 0.8 and depth < 3:
+        return [weird_value(rnd, depth + 1) for _ in range(rnd.randint(0, 3))]
+    if r < 0.9 and depth < 3:
+        return {pick(rnd, ["queue", "items", "x", ""]): weird_value(rnd, depth + 1)}
+    return str(uuid.uuid4())
+
+
+def ack_item(rnd, ctx):
+    m = pick(rnd, ctx.msgs) if ctx.msgs and rnd.random() < 0.5 else None
+    a = {"transactionId": m["transactionId"] if m else (pick(rnd, ctx.txns) if ctx.txns else "t"),
+         "partitionId": m["partitionId"] if m else (pick(rnd, ctx.pids) if ctx.pids else str(uuid.uuid4()))}
+    if rnd.random() < 0.6:
+        a["status"] = pick(rnd, STATUSES)
+    if rnd.random() < 0.5:
+        a["leaseId"] = pick(rnd, [ctx.lease, str(uuid.uuid4()), "", "nope", None, 7])
+    if rnd.random() < 0.3:
+        a["consumerGroup"] = pick(rnd, [GROUP, "", None, "\u0000", "x" * 5000, 5])
+    if rnd.random() < 0.2:
+        a["error"] = pick(rnd, WEIRD_STRINGS + [None, 3])
+    return a
+
+
+def push_item(rnd, ctx):
+    it = {"queue": pick(rnd, [QUEUE] * 6 + WEIRD_STRINGS + [None, 5, []]),
+          "partition": pick(rnd, ["a", "b", None, ""] + WEIRD_STRINGS[:12] + [1]),
+          "payload": weird_value(rnd)}
+    if rnd.random() < 0.7:
+        it["transactionId"] = pick(rnd, WEIRD_STRINGS + ctx.txns[-5:] + [None, 1, {}])
+    if rnd.random() < 0.2:
+        it["traceId"] = pick(rnd, WEIRD_STRINGS + [str(uuid.uuid4()), 12])
+    return it
+
+
+def base_request(rnd, ctx):
+    """A plausible request of a random endpoint: (method, path, body object or None, tag)."""
+    k = rnd.randrange(9)
+    if k == 0:
+        opts = {pick(rnd, ["leaseTime", "retryLimit", "deadLetterQueue", "dlqAfterMaxRetries",
+                           "retentionSeconds", "completedRetentionSeconds", "dedupWindowSeconds", "priority"]):
+                weird_value(rnd) for _ in range(rnd.randint(0, 4))}
+        return "POST", "/api/v1/configure", {"queue": pick(rnd, [QUEUE + "_c"] + WEIRD_STRINGS + [None, 3]),
+                                             "namespace": weird_value(rnd), "options": opts}, "configure"
+    if k == 1:
+        n = pick(rnd, [0, 1, 2, 3, 10])
+        items = [push_item(rnd, ctx) for _ in range(n)]
+        if items and rnd.random() < 0.3:
+            items.append(dict(items[0]))  # duplicate item
+        return "POST", "/api/v1/push", {"items": items}, "push"
+    if k == 2:
+        return "POST", "/api/v1/ack", ack_item(rnd, ctx), "ack"
+    if k == 3:
+        items = [ack_item(rnd, ctx) for _ in range(pick(rnd, [0, 1, 2, 5]))]
+        if items and rnd.random() < 0.4:
+            items += items  # duplicate items
+        return "POST", "/api/v1/ack/batch", {"consumerGroup": pick(rnd, [GROUP, None, "", 5]),
+                                              "acknowledgments": items}, "ack_batch"
+    if k == 4:
+        lease = pick(rnd, [ctx.lease, str(uuid.uuid4()), "not-a-uuid", "%00", "%FF%FE", "x" * 300, "-1"])
+        body = pick(rnd, [{"seconds": weird_value(rnd)}, None, {}, {"seconds": 5}, []])
+        return "POST", f"/api/v1/lease/{lease}/extend", body, "extend"
+    if k == 5:
+        ops = []
+        for _ in range(rnd.randint(0, 3)):
+            if rnd.random() < 0.5:
+                ops.append({"type": "push", "items": [push_item(rnd, ctx) for _ in range(rnd.randint(0, 2))]})
+            else:
+                a = ack_item(rnd, ctx)
+                a["type"] = pick(rnd, ["ack", "ack", "nack", "", None, 3])
+                ops.append(a)
+        body = {"operations": ops}
+        if rnd.random() < 0.3:
+            body["requiredLeases"] = pick(rnd, [[ctx.lease], ["x"], [1], "x", None, [str(uuid.uuid4())] * 3])
+        return "POST", "/api/v1/transaction", body, "transaction"
+    if k == 6:
+        return "GET", pop_path(rnd), None, "pop"
+    if k == 7:
+        qs = "&".join(f"{n}={pick(rnd, WEIRD_QUERY_NUMS + [QUEUE, GROUP, '%F0%9F'])}"
+                      for n in rnd.sample(["queue", "consumerGroup", "limit", "offset"], rnd.randint(0, 4)))
+        return "GET", "/api/v1/dlq?" + qs, None, "dlq"
+    return "DELETE", "/api/v1/resources/queues/" + pick(rnd, [f"{RUN}_nonexistent", "%00", "%FF", "x" * 300,
+                                                                 "%E2%80%AE", "a%2Fb"]), None, "delete"
+
+
+def pop_path(rnd):
+    queue = pick(rnd, [QUEUE] * 5 + ["%00", "%FF", "x" * 300, "%E2%80%AE", "no_such_queue", "a%2Fb"])
+    path = f"/api/v1/pop/queue/{queue}"
+    if rnd.random() < 0.4:
+        path += "/partition/" + pick(rnd, ["a", "b", "Default", "%00", "%FF", "zz", "x" * 300])
+    params = []
+    for name in rnd.sample(["batch", "leaseSeconds", "consumerGroup", "autoAck", "subscriptionMode",
+                            "subscriptionFrom", "partitions", "wait", "timeout", "bogus"], rnd.randint(0, 6)):
+        if name == "consumerGroup":
+            v = pick(rnd, [GROUP, "fz2", "", "%00", "%FF", "__QUEUE_MODE__", "x" * 300])
+        elif name in ("autoAck", "wait"):
+            v = pick(rnd, ["true", "false", "1", "0", "yes", "maybe", "", "%00"])
+        elif name == "subscriptionMode":
+            v = pick(rnd, ["all", "new", "timestamp", "bogus", "", "%FF"])
+        elif name == "subscriptionFrom":
+            v = pick(rnd, ["now", "2020-01-01T00%3A00%3A00Z", "garbage", "%FF", "99999-01-01", "-1"])
+        elif name == "timeout":
+            v = pick(rnd, ["0", "50", "200", "-1", "abc", "1e3", "%FF"])
+        else:
+            v = pick(rnd, WEIRD_QUERY_NUMS)
+        params.append(f"{name}={v}")
+    # a long-poll is bounded: wait=true only with an explicit small timeout
+    if any(p.startswith("wait=") and p.split("=", 1)[1] in ("true", "1", "yes") for p in params):
+        params = [p for p in params if not p.startswith("timeout=")] + ["timeout=" + pick(rnd, ["0", "50", "200"])]
+    return path + ("?" + "&".join(params) if params else "")
+
+
+def encode(rnd, method, body):
+    """Turns a body object into bytes, possibly corrupted. Returns (bytes|None, corruption)."""
+    if body is None:
+        return (None, "none") if rnd.random() < 0.8 else (pick(rnd, [b"", b"{", b"\xff"]), "junk-on-get")
+    raw = json.dumps(body, ensure_ascii=rnd.random() < 0.5).encode("utf-8", "surrogatepass")
+    r = rnd.random()
+    if r < 0.45:
+        return raw, "valid"
+    if r < 0.55:
+        return raw[: rnd.randrange(max(1, len(raw)))], "truncated"
+    if r < 0.62:
+        s = raw.decode("utf-8", "replace")
+        i = s.rfind('"', 0, rnd.randrange(1, len(s) + 1))
+        if i > 0:
+            return s[:i].encode() + pick(rnd, RAW_BAD_UTF8) + s[i:].encode(), "bad-utf8"
+        return raw + pick(rnd, RAW_BAD_UTF8), "bad-utf8"
+    if r < 0.68:
+        s = raw.decode("utf-8", "replace")
+        i = s.find('":"')
+        if i > 0:
+            return (s[: i + 3] + pick(rnd, JSON_ESCAPE_BAD) + s[i + 3:]).encode(), "bad-escape"
+        return raw, "valid"
+    if r < 0.72:
+        d = rnd.choice([200, 5000, 100000])
+        return (b"[" * d + b"]" * d), "deep-nesting"
+    if r < 0.76:
+        return bytes(rnd.randrange(256) for _ in range(rnd.randint(0, 64))), "random-bytes"
+    if r < 0.80:
+        return pick(rnd, [b"", b" ", b"null", b"[]", b"{}", b"1", b"\"x\"", b"true", b"{\"items\":null}",
+                          b"{\"acknowledgments\":{}}", b"{\"operations\":\"x\"}", b"{\"a\":1,\"a\":2}",
+                          b"\xef\xbb\xbf{}", b"{}garbage", b"{} {}"]), "tiny"
+    if r < 0.84:
+        return huge_body(rnd, method), "huge"
+    if r < 0.90:
+        return replace_some_value(rnd, body), "wrong-type"
+    return raw, "valid"
+
+
+def replace_some_value(rnd, body):
+    def walk(o):
+        if isinstance(o, dict) and o:
+            k = pick(rnd, list(o))
+            if rnd.random() < 0.5:
+                o[k] = weird_value(rnd)
+            else:
+                walk(o[k])
+        elif isinstance(o, list) and o:
+            i = rnd.randrange(len(o))
+            if rnd.random() < 0.5:
+                o[i] = weird_value(rnd)
+            else:
+                walk(o[i])
+    b = json.loads(json.dumps(body))
+    walk(b)
+    return json.dumps(b).encode("utf-8", "surrogatepass")
+
+
+def huge_body(rnd, method):
+    r = rnd.random()
+    if r < 0.25:  # over the configured body limit
+        return b'{"items":[{"queue":"' + QUEUE.encode() + b'","payload":"' + b"x" * (BODY_LIMIT_MB * 1024 * 1024 + 10) + b'"}]}'
+    if r < 0.5:  # a huge string where an id goes
+        return json.dumps({"transactionId": "t" * rnd.choice([70000, 1000000]), "partitionId": str(uuid.uuid4()),
+                           "queue": "q" * 100000, "acknowledgments": [], "items": []}).encode()
+    if r < 0.75:  # a huge array of ack items (all for an unknown partition: rejected per item)
+        pid = str(uuid.uuid4())
+        return json.dumps({"acknowledgments": [{"transactionId": f"h{i}", "partitionId": pid}
+                                               for i in range(rnd.choice([1000, 5000]))]}).encode()
+    return json.dumps({"items": [{"queue": "", "payload": i} for i in range(rnd.choice([1000, 20000]))],
+                       "operations": [{"type": "bogus"}] * 2000}).encode()
+
+
+def main():
+    t0 = time.time()
+    rnd = random.Random(SEED * 104729)
+    fail = Failures()
+    stats = Stats()
+    log_off = pg_log_size()
+    broker = Broker("hostile", env={"QUEEN_BODY_LIMIT_MB": str(BODY_LIMIT_MB)})
+    broker.start()
+    c = Client(broker.port, stats)
+    setup = Client(broker.port)
+    st, _ = setup.json("POST", "/api/v1/configure", {"queue": QUEUE, "options": {"leaseTime": 300, "retryLimit": 1}})
+    fail.check(st == 200, f"configure {QUEUE} answered {st}")
+    ctx = Ctx(setup)
+    ctx.refresh(rnd)
+    snap = Psql()
+    before = snap.query(SNAPSHOT)
+    tags = {}
+    outcomes = {"2xx": 0, "4xx": 0, "5xx": 0, "dropped": 0, "rejected_checked": 0}
+    wrong_ct = 0
+    for i in range(N_INPUTS):
+        if i % 150 == 149:
+            ctx.refresh(rnd)
+            before = snap.query(SNAPSHOT)
+        method, path, body, tag = base_request(rnd, ctx)
+        data, corruption = encode(rnd, method, body)
+        headers = {}
+        if rnd.random() < 0.05:
+            headers["Content-Type"] = pick(rnd, ["text/plain", "application/x-www-form-urlencoded", "", "\u00e9"
+                                                 .encode("latin-1").decode("latin-1")])
+            wrong_ct += 1
+        key = f"{tag}/{corruption}"
+        tags[key] = tags.get(key, 0) + 1
+        desc = f"#{i} {method} {path[:100]} [{corruption}] body={(data or b'')[:160]!r}"
+        c.close()  # one connection per input: a drop is attributable to this input alone
+        try:
+            status, resp = c.request(method, path, data, timeout=30, headers=headers)
+        except Exception as e:
+            outcomes["dropped"] += 1
+            fail.add(f"connection dropped: {desc}: {e!r}")
+            if not broker.alive():
+                fail.add("broker died; restarting it to continue")
+                broker.start()
+            before = snap.query(SNAPSHOT)
+            continue
+        after = snap.query(SNAPSHOT)
+        rejected = False
+        if status >= 500:
+            outcomes["5xx"] += 1
+            fail.add(f"{status}: {desc} -> {resp[:200]!r}")
+        elif status >= 400:
+            outcomes["4xx"] += 1
+            rejected = True
+            try:
+                j = json.loads(resp)
+                ok = isinstance(j, dict) and isinstance(j.get("error"), str) and j["error"].strip() != ""
+            except ValueError:
+                ok = False
+            fail.check(ok, f"{status} without a JSON error body: {desc} -> {resp[:120]!r}")
+        else:
+            outcomes["2xx"] += 1
+            if tag == "transaction" and status == 200:
+                try:
+                    j = json.loads(resp)
+                    rejected = isinstance(j, dict) and j.get("success") is False
+                except ValueError:
+                    fail.add(f"transaction 200 with a non-JSON body: {desc}")
+        if rejected:
+            outcomes["rejected_checked"] += 1
+            fail.check(after == before, f"rejected request ({status}) changed the tables: {desc} "
+                                        f"-> {resp[:160]!r}; before {before} after {after}")
+        before = after
+    snap.close()
+    fail.check(broker.alive(), "broker died")
+    panics = broker.panics()
+    fail.check(not panics, f"broker panicked: {panics[:3]}")
+    crashes = backend_crashes_in(pg_log_since(log_off))
+    fail.check(not crashes, f"PostgreSQL backends crashed: {crashes[:3]}")
+    broker.stop()
+    log(f"hostile figures: inputs tried={N_INPUTS} 2xx={outcomes['2xx']} 4xx={outcomes['4xx']} "
+        f"5xx={outcomes['5xx']} dropped={outcomes['dropped']} rejected-with-table-check={outcomes['rejected_checked']} "
+        f"odd-content-type={wrong_ct} runtime {time.time() - t0:.1f}s")
+    log(f"  statuses: {json.dumps(stats.status, sort_keys=True)}")
+    log(f"  families: {json.dumps(dict(sorted(tags.items())))}")
+    environment_note(stats)
+    exit_with(fail, "hostile_input")
+
+
+if __name__ == "__main__":
+    main()
