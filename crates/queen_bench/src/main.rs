@@ -1,1 +1,315 @@
-fn main() {}
+//! `queen-bench`: the benchmark harness of queen_ack.
+//!
+//!     queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4]
+//!
+//! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
+//! 2 broker ack throughput per mode, 3 end to end through the broker, 4 scaling curves.
+//! Writes `report.md` and SVG charts into the results folder (default results/bench),
+//! rewriting the report after every section; progress lines go to stderr.
+
+mod broker_proc;
+mod broker_throughput;
+mod common;
+mod end_to_end;
+mod report;
+mod scaling;
+mod sql_paths;
+mod svg;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use common::{connect, install_helpers, progress, BResult, Ctx};
+use report::Section;
+
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4]";
+
+struct Args {
+    database_url: String,
+    quick: bool,
+    out: PathBuf,
+    broker_bin: Option<PathBuf>,
+    sections: Vec<u8>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let mut a = Args {
+        database_url: std::env::var("QUEEN_BENCH_DATABASE_URL").unwrap_or_default(),
+        quick: false,
+        out: PathBuf::new(),
+        broker_bin: None,
+        sections: vec![1, 2, 3, 4],
+    };
+    let mut out = None;
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+        };
+        match flag.as_str() {
+            "--database-url" => a.database_url = value("--database-url")?,
+            "--quick" => a.quick = true,
+            "--out" => out = Some(PathBuf::from(value("--out")?)),
+            "--broker-bin" => a.broker_bin = Some(PathBuf::from(value("--broker-bin")?)),
+            "--sections" => {
+                a.sections = value("--sections")?
+                    .split(',')
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=4).contains(n)))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| format!("--sections takes numbers 1-4\n{USAGE}"))?
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    if a.database_url.is_empty() {
+        return Err(format!("--database-url is required\n{USAGE}"));
+    }
+    a.out = out.unwrap_or_else(|| workspace_root().join("results").join("bench"));
+    Ok(a)
+}
+
+/// The workspace root: two levels above this crate's manifest.
+fn workspace_root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent()
+        .and_then(|p| p.parent())
+        .map(PathBuf::from)
+        .unwrap_or(here)
+}
+
+/// The release broker next to this binary's target directory.
+fn default_broker_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    let release = dir.parent().map(|t| t.join("release").join("queen-broker"));
+    match release {
+        Some(p) if p.exists() => p,
+        _ => workspace_root().join("target/release/queen-broker"),
+    }
+}
+
+fn sh(cmd: &str, args: &[&str]) -> Option<String> {
+    let o = std::process::Command::new(cmd).args(args).output().ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+async fn header(ctx: &Ctx, db: &tokio_postgres::Client, done: &[Section]) -> String {
+    let q = db
+        .query_one(
+            "SELECT to_char(now() AT TIME ZONE 'utc', 'YYYY-MM-DD HH24:MI:SS') || ' UTC',
+                    current_setting('server_version'), current_setting('fsync'),
+                    current_setting('synchronous_commit'), current_setting('shared_buffers'),
+                    (SELECT extversion FROM pg_extension WHERE extname = 'queen_ack')",
+            &[],
+        )
+        .await;
+    let (now, ver, fsync, sync, sb, ext) = match q {
+        Ok(r) => (
+            r.get::<_, String>(0),
+            r.get::<_, String>(1),
+            r.get::<_, String>(2),
+            r.get::<_, String>(3),
+            r.get::<_, String>(4),
+            r.get::<_, Option<String>>(5).unwrap_or_default(),
+        ),
+        Err(e) => (
+            format!("? ({e})"),
+            "?".into(),
+            "?".into(),
+            "?".into(),
+            "?".into(),
+            "?".into(),
+        ),
+    };
+    let rev = sh(
+        "git",
+        &[
+            "-C",
+            &workspace_root().display().to_string(),
+            "rev-parse",
+            "--short",
+            "HEAD",
+        ],
+    )
+    .unwrap_or_else(|| "?".into());
+    let dirty = sh(
+        "git",
+        &[
+            "-C",
+            &workspace_root().display().to_string(),
+            "status",
+            "--porcelain",
+        ],
+    )
+    .is_some_and(|s| !s.is_empty());
+    let lib = match db
+        .query_opt(
+            "SELECT setting FROM pg_config WHERE name = 'PKGLIBDIR'",
+            &[],
+        )
+        .await
+    {
+        Ok(Some(r)) => {
+            let path = PathBuf::from(r.get::<_, String>(0)).join("queen_ack.so");
+            match std::fs::metadata(&path) {
+                // A dev-profile build is tens of MB (debug info, no optimisation); release ~5 MB.
+                Ok(m) => format!(
+                    "; library {} {:.1} MB{}",
+                    path.display(),
+                    m.len() as f64 / 1e6,
+                    if m.len() > 20_000_000 {
+                        " — **looks like a debug build: figures not representative**"
+                    } else {
+                        ""
+                    }
+                ),
+                Err(_) => String::new(),
+            }
+        }
+        _ => String::new(),
+    };
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let mut h = String::new();
+    h.push_str("# queen_ack benchmark report\n\n");
+    h.push_str(&format!(
+        "- run: {now}, mode **{}**, total wall time so far {:.1} s\n\
+         - machine: {cpus} CPUs, {}\n\
+         - PostgreSQL {ver}, fsync = {fsync}, synchronous_commit = {sync}, shared_buffers = {sb}; queen_ack {ext}{lib}\n\
+         - git {rev}{}; broker binary `{}`\n\
+         - command: `queen-bench {}`\n\n",
+        if ctx.quick { "quick" } else { "full" },
+        ctx.started.elapsed().as_secs_f64(),
+        sh("uname", &["-sr"]).unwrap_or_default(),
+        if dirty { " (uncommitted changes)" } else { "" },
+        ctx.broker_bin.display(),
+        std::env::args().skip(1).map(|a| if a.contains("://") { "<url>".into() } else { a }).collect::<Vec<_>>().join(" ")
+    ));
+    h.push_str(
+        "Timing conventions: **server** = clock_timestamp() read inside PostgreSQL around the one call \
+         (function cost, no network, no commit); **client** = wall clock in this process around a statement \
+         or HTTP request (network, parsing, commit included). Figures measured on a busy machine are noisy; \
+         compare ratios within one run.\n\n",
+    );
+    let names: Vec<String> = done
+        .iter()
+        .map(|s| format!("{} ({:.1} s)", s.title, s.secs))
+        .collect();
+    if !names.is_empty() {
+        h.push_str(&format!("Sections: {}.\n", names.join("; ")));
+    }
+    h
+}
+
+async fn run(args: Args) -> BResult<()> {
+    let ctx = Ctx {
+        database_url: args.database_url.clone(),
+        quick: args.quick,
+        out: args.out.clone(),
+        broker_bin: args.broker_bin.clone().unwrap_or_else(default_broker_bin),
+        started: Instant::now(),
+    };
+    std::fs::create_dir_all(&ctx.out).map_err(|e| format!("{}: {e}", ctx.out.display()))?;
+    progress(
+        &ctx,
+        "main",
+        format!(
+            "{} run, sections {:?}, results in {}",
+            if ctx.quick { "quick" } else { "full" },
+            args.sections,
+            ctx.out.display()
+        ),
+    );
+    let mut db = connect(&ctx.database_url).await?;
+    db.batch_execute("SET client_min_messages = warning")
+        .await
+        .map_err(|e| e.to_string())?;
+    install_helpers(&db).await?;
+    let _ = db
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .await;
+    let mut fixtures = sql_paths::Fixtures::default();
+    let mut done: Vec<Section> = Vec::new();
+    let mut failed = Vec::new();
+    for s in &args.sections {
+        if db.is_closed() {
+            // A crashed backend (e.g. the extension's library replaced under a running
+            // server) ends only the section it hit: reconnect for the next one.
+            progress(&ctx, "main", "database connection lost: reconnecting");
+            db = connect(&ctx.database_url).await?;
+            db.batch_execute("SET client_min_messages = warning")
+                .await
+                .map_err(common::to_s)?;
+        }
+        let t = Instant::now();
+        progress(&ctx, "main", format!("section {s} starts"));
+        let r = match s {
+            1 => sql_paths::run(&ctx, &db, &mut fixtures).await,
+            2 => broker_throughput::run(&ctx, &db).await,
+            3 => end_to_end::run(&ctx, &db).await,
+            _ => scaling::run(&ctx, &db, &mut fixtures).await,
+        };
+        let mut sec = r.unwrap_or_else(|e| {
+            progress(&ctx, "main", format!("section {s} FAILED: {e}"));
+            failed.push(*s);
+            let mut f = Section::new(format!("{s}. (failed)"));
+            f.para(format!("**This section failed:** {e}"));
+            f
+        });
+        sec.secs = t.elapsed().as_secs_f64();
+        progress(
+            &ctx,
+            "main",
+            format!("section {s} done in {:.1} s", sec.secs),
+        );
+        done.push(sec);
+        let h = header(&ctx, &db, &done).await;
+        report::write(&ctx.out, &h, &done)?;
+    }
+    let _ = common::drop_queues(&db, "bench\\_sql\\_d%").await;
+    let h = header(&ctx, &db, &done).await;
+    let path = report::write(&ctx.out, &h, &done)?;
+    progress(
+        &ctx,
+        "main",
+        format!(
+            "report: {} (total {:.1} s)",
+            path.display(),
+            ctx.started.elapsed().as_secs_f64()
+        ),
+    );
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("sections {failed:?} failed (see the report)"))
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(args).await {
+        eprintln!("queen-bench: {e}");
+        std::process::exit(1);
+    }
+}
