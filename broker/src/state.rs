@@ -30,7 +30,8 @@ pub struct Inner {
     pub dedup: DedupCache,
     /// Present when `QUEEN_ACK_FUSION` is on (and the registry, which feeds it).
     pub fusion: Option<Fusion>,
-    wakers: Mutex<HashMap<(Uuid, String), Arc<Notify>>>,
+    /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
+    wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -39,6 +40,8 @@ impl std::ops::Deref for AppState {
         &self.0
     }
 }
+
+type WakerKey = (Uuid, String, Option<String>);
 
 /// Past this many queues the waker map drops entries nobody waits on, so a stream of
 /// one-off queue names cannot grow it without bound.
@@ -73,27 +76,39 @@ impl AppState {
         Ok(self.pool.get().await?)
     }
 
-    /// The wake-up of long-polls parked on `queue` of `tenant`; pushes fire it. Keyed
-    /// per tenant, so one tenant's pushes never wake (or time) another's long-polls.
-    pub fn waker(&self, tenant: Uuid, queue: &str) -> Arc<Notify> {
+    /// The wake-up of long-polls parked on `queue` of `tenant`: a partition pop waits on
+    /// its partition's, a queue-level pop (`partition` None) on the queue's. Keyed per
+    /// tenant, so one tenant's pushes never wake (or time) another's long-polls; keyed per
+    /// partition, so a push wakes only the pops that can be served by it instead of every
+    /// consumer of the queue (measured: most re-polls of a per-partition consumer fleet
+    /// came back empty before).
+    pub fn waker(&self, tenant: Uuid, queue: &str, partition: Option<&str>) -> Arc<Notify> {
         let mut map = self.wakers.lock().expect("waker map poisoned");
         if map.len() > WAKER_PRUNE_AT {
             map.retain(|_, n| Arc::strong_count(n) > 1);
         }
-        map.entry((tenant, queue.to_string())).or_default().clone()
+        let key = (tenant, queue.to_string(), partition.map(str::to_string));
+        map.entry(key).or_default().clone()
     }
 
-    /// Wakes every long-poll parked on `queue` of `tenant`.
-    pub fn wake(&self, tenant: Uuid, queue: &str) {
-        let n = self
-            .wakers
-            .lock()
-            .expect("waker map poisoned")
-            .get(&(tenant, queue.to_string()))
-            .cloned();
-        if let Some(n) = n {
-            n.notify_waiters();
+    /// Wakes the long-polls a push into `partition` of `queue` can serve: that
+    /// partition's and the queue-level ones.
+    pub fn wake(&self, tenant: Uuid, queue: &str, partition: &str) {
+        let map = self.wakers.lock().expect("waker map poisoned");
+        for p in [None, Some(partition.to_string())] {
+            if let Some(n) = map.get(&(tenant, queue.to_string(), p)) {
+                n.notify_waiters();
+            }
         }
+    }
+
+    /// Wakes every long-poll on `queue` of `tenant`, whatever its partition (for pushes
+    /// whose partitions the caller does not track, e.g. a transaction's).
+    pub fn wake_queue(&self, tenant: Uuid, queue: &str) {
+        let map = self.wakers.lock().expect("waker map poisoned");
+        map.iter()
+            .filter(|((t, q, _), _)| *t == tenant && q == queue)
+            .for_each(|(_, n)| n.notify_waiters());
     }
 }
 

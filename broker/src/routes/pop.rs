@@ -187,7 +187,7 @@ fn bool_param(v: Option<&str>, name: &str) -> ApiResult<bool> {
 
 async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
     let deadline = Instant::now() + req.timeout;
-    let waker = state.waker(req.tenant, &req.queue);
+    let waker = state.waker(req.tenant, &req.queue, req.partition.as_deref());
     let mut backoff = BACKOFF_START;
     loop {
         // Registered before polling, so a push landing mid-poll still wakes us.

@@ -92,14 +92,15 @@ pub async fn push(
     let pids = resolve_partitions(&db, tenant, &items).await?;
     resolve_originals(&db, &mut items, &outcomes, &pids).await?;
     drop(db);
-    let queued: Vec<&str> = items
+    let queued: Vec<(&str, &str)> = items
         .iter()
         .zip(&outcomes)
         .filter(|(_, o)| o.queued)
-        .map(|(it, _)| it.queue.as_str())
+        .map(|(it, _)| (it.queue.as_str(), it.partition.as_str()))
         .collect();
-    for q in &queued {
-        state.wake(tenant, q);
+    let mut woken = std::collections::HashSet::new();
+    for (q, p) in queued.iter().filter(|qp| woken.insert(**qp)) {
+        state.wake(tenant, q, p);
     }
     Metrics::add(&state.metrics.messages_pushed, queued.len() as u64);
     Metrics::add(
@@ -410,9 +411,14 @@ async fn resolve_partitions(
     tenant: Uuid,
     items: &[Item],
 ) -> ApiResult<HashMap<(String, String), Uuid>> {
-    let mut qs: Vec<&str> = Vec::new();
-    let mut ps: Vec<&str> = Vec::new();
-    for it in items {
+    // One lookup per distinct (queue, partition), not per item: a 500-item push into
+    // one partition is one row.
+    let mut seen = std::collections::HashSet::new();
+    let (mut qs, mut ps): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    for it in items
+        .iter()
+        .filter(|it| seen.insert((&it.queue, &it.partition)))
+    {
         qs.push(&it.queue);
         ps.push(&it.partition);
     }

@@ -79,7 +79,7 @@ pub async fn transaction(
         Ok(row) => {
             let r: Value = row.get(0);
             for q in &pushes.queues {
-                state.wake(tenant, q);
+                state.wake_queue(tenant, q);
             }
             let results = render(&ops, &pushes.dup_of, &r);
             Ok(
