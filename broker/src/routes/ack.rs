@@ -192,7 +192,8 @@ pub(crate) async fn owned_partitions(
     let db = state.db().await?;
     let rows = db
         .query(
-            "SELECT queen.owned_partitions_v1($1::uuid[], $2::uuid)",
+            &db.prepare_cached("SELECT queen.owned_partitions_v1($1::uuid[], $2::uuid)")
+                .await?,
             &[&pids, &tenant],
         )
         .await?;
@@ -335,7 +336,7 @@ async fn ack_at(
     let db = state.db().await?;
     let row = db
         .query_one(
-            "SELECT queen.log_ack_at_v1($1::uuid, $2::text, $3::text, $4::bigint, true, $5::int)",
+&db.prepare_cached("SELECT queen.log_ack_at_v1($1::uuid, $2::text, $3::text, $4::bigint, true, $5::int)").await?,
             &[&first.pid, &first.group, &lease, &end, &count],
         )
         .await?;
@@ -355,7 +356,7 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
     let db = state.db().await?;
     let row = db
         .query_one(
-            "SELECT queen.log_ack_by_hash_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[])",
+&db.prepare_cached("SELECT queen.log_ack_by_hash_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[])").await?,
             &[&first.pid, &first.group, &lease, &hashes, &statuses],
         )
         .await?;
@@ -434,8 +435,11 @@ async fn file_dlq(
     let error = dlq_error_text(db, first.pid, off, g).await?;
     let row = db
         .query_one(
-            "SELECT queen.log_dlq_head_v1($1::uuid, $2::text, $3::text, $4::bigint, \
+            &db.prepare_cached(
+                "SELECT queen.log_dlq_head_v1($1::uuid, $2::text, $3::text, $4::bigint, \
              NULL::uuid, NULL::text, NULL::jsonb, $5::text)",
+            )
+            .await?,
             &[&first.pid, &first.group, &first.lease, &off, &error],
         )
         .await?;
@@ -462,9 +466,12 @@ async fn dlq_error_text(
 ) -> ApiResult<String> {
     let row = db
         .query_opt(
-            "SELECT substring(hashes FROM (($2 - base_offset) * 16 + 1)::int FOR 16)
+            &db.prepare_cached(
+                "SELECT substring(hashes FROM (($2 - base_offset) * 16 + 1)::int FOR 16)
                FROM queen.log_txns
               WHERE partition_id = $1 AND base_offset <= $2 AND end_offset >= $2",
+            )
+            .await?,
             &[&pid, &off],
         )
         .await?;

@@ -233,7 +233,7 @@ async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
     let rows = match &req.partition {
         None => {
             db.query(
-                POP_QUEUE,
+                &db.prepare_cached(POP_QUEUE).await?,
                 &[
                     &req.queue,
                     &group,
@@ -251,7 +251,7 @@ async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
         }
         Some(p) => {
             db.query(
-                POP_PARTITION,
+                &db.prepare_cached(POP_PARTITION).await?,
                 &[
                     &req.queue,
                     p,
@@ -290,7 +290,10 @@ async fn attempts(state: &AppState, req: &PopReq) -> ApiResult<HashMap<Uuid, i32
     let db = state.db().await?;
     let rows = db
         .query(
-            "SELECT partition_id, attempt_count FROM queen.log_consumers WHERE worker_id = $1",
+            &db.prepare_cached(
+                "SELECT partition_id, attempt_count FROM queen.log_consumers WHERE worker_id = $1",
+            )
+            .await?,
             &[&req.lease_id],
         )
         .await?;

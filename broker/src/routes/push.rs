@@ -235,10 +235,10 @@ async fn dedup_targets(
     let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
     let rows = db
         .query(
-            "SELECT t.i::int, p.id FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(qn, pn, i)
+&db.prepare_cached("SELECT t.i::int, p.id FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(qn, pn, i)
                JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
                JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn
-              WHERE q.dedup_window_seconds > 0",
+              WHERE q.dedup_window_seconds > 0").await?,
             &[&tenant, &qs, &ps],
         )
         .await?;
@@ -261,11 +261,11 @@ async fn load_window(
 ) -> ApiResult<()> {
     let rows = db
         .query(
-            "SELECT p.last_offset, t.base_offset, t.hashes
+&db.prepare_cached("SELECT p.last_offset, t.base_offset, t.hashes
                FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
                LEFT JOIN queen.log_txns t ON t.partition_id = p.id
                     AND t.created_at >= clock_timestamp() - make_interval(secs => q.dedup_window_seconds)
-              WHERE p.id = $1 ORDER BY t.base_offset",
+              WHERE p.id = $1 ORDER BY t.base_offset").await?,
             &[&pid],
         )
         .await?;
@@ -334,8 +334,11 @@ async fn push_round(
     let tenants: Vec<Uuid> = vec![tenant; live.len()];
     let row = db
         .query_one(
-            "SELECT queen.log_push_multi_v1($1::text[], $2::text[], $3::int[], $4::bytea[], \
+            &db.prepare_cached(
+                "SELECT queen.log_push_multi_v1($1::text[], $2::text[], $3::int[], $4::bytea[], \
              $5::bigint[], $6::bytea[], $7::uuid[])",
+            )
+            .await?,
             &[
                 &queues, &parts, &counts, &hashes, &verified, &blobs, &tenants,
             ],
@@ -424,10 +427,13 @@ async fn resolve_partitions(
     }
     let rows = db
         .query(
-            "SELECT q.name::text, p.name, p.id
+            &db.prepare_cached(
+                "SELECT q.name::text, p.name, p.id
                FROM unnest($2::text[], $3::text[]) AS t(qn, pn)
                JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
                JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn",
+            )
+            .await?,
             &[&tenant, &qs, &ps],
         )
         .await?;
@@ -477,9 +483,12 @@ async fn original_ids(
     let offs: Vec<i64> = want.iter().map(|w| w.2).collect();
     let rows = db
         .query(
-            "SELECT t.pid, t.off, s.r_base, s.r_blob
+            &db.prepare_cached(
+                "SELECT t.pid, t.off, s.r_base, s.r_blob
                FROM unnest($1::uuid[], $2::bigint[]) AS t(pid, off)
                CROSS JOIN LATERAL queen.log_segment_at_v1(t.pid, t.off) AS s",
+            )
+            .await?,
             &[&pids, &offs],
         )
         .await?;
