@@ -5,20 +5,11 @@
 
 mod common;
 
-use common::{start, start_with, unique, Broker};
+use common::{admin, start, start_with, unique, Broker};
 use serde_json::{json, Value};
 
 /// The snapshot is database-wide: the tests of this binary take turns.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn su() -> tokio_postgres::Client {
-    let url = std::env::var("QUEEN_TEST_DATABASE_URL").expect("QUEEN_TEST_DATABASE_URL");
-    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("superuser connection");
-    tokio::spawn(conn);
-    client
-}
 
 /// Per queen base table: its row count and a digest of all its rows.
 async fn snapshot(db: &tokio_postgres::Client) -> Vec<(String, i64, String)> {
@@ -137,7 +128,7 @@ fn raw(s: &str) -> Vec<u8> {
 async fn bad_push_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let f = fixture(&b).await;
     let q = f.queue.as_str();
     let p = "/api/v1/push";
@@ -187,7 +178,7 @@ async fn bad_push_changes_nothing() {
 async fn bad_ack_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let f = fixture(&b).await;
     let (pid, lease, txn) = (f.pid.as_str(), f.lease.as_str(), f.txn.as_str());
     let p = "/api/v1/ack";
@@ -276,7 +267,7 @@ async fn bad_ack_changes_nothing() {
 async fn bad_ack_batch_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let f = fixture(&b).await;
     let (pid, lease, txn) = (f.pid.as_str(), f.lease.as_str(), f.txn.as_str());
     let good = json!({"transactionId": txn, "partitionId": pid, "leaseId": lease});
@@ -325,7 +316,7 @@ async fn bad_ack_batch_changes_nothing() {
 async fn bad_configure_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let f = fixture(&b).await;
     let fresh = unique("never-configured");
     let p = "/api/v1/configure";
@@ -360,7 +351,7 @@ async fn bad_configure_changes_nothing() {
 async fn bad_transaction_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let f = fixture(&b).await;
     let (q, pid, lease, txn) = (
         f.queue.as_str(),
@@ -420,7 +411,7 @@ async fn bad_transaction_changes_nothing() {
 async fn oversized_bodies_are_413_and_change_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start_with(|c| c.body_limit_mb = 1).await;
-    let db = su().await;
+    let db = admin().await;
     let f = fixture(&b).await;
     let big = "x".repeat(1024 * 1024 + 1);
     let push = j(json!({"items": [{"queue": f.queue, "payload": big}]}));
@@ -459,7 +450,7 @@ async fn oversized_bodies_are_413_and_change_nothing() {
 async fn bad_extend_renews_nothing_it_does_not_own() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let f = fixture(&b).await;
     let unknown = uuid::Uuid::now_v7().to_string();
     for (lease, body) in [

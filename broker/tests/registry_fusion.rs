@@ -10,7 +10,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{acks_for, start, start_with, unique, Broker};
+use common::{acks_for, admin, metric, parse_metrics, start, start_with, unique, Broker};
 use queen_broker::fusion::{Parked, Verdict};
 use queen_broker::registry::Delivered;
 use queen_broker::{serve, AppState, Config};
@@ -25,16 +25,6 @@ const EXPIRED: &str = "invalid or expired lease";
 
 // ---------------------------------------------------------------- helpers
 
-/// A superuser connection for inspection, independent of the broker's pool and role.
-async fn su() -> tokio_postgres::Client {
-    let url = std::env::var("QUEEN_TEST_DATABASE_URL").expect("QUEEN_TEST_DATABASE_URL");
-    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("superuser connection");
-    tokio::spawn(conn);
-    client
-}
-
 /// The /metrics text as name{labels} → value.
 async fn metrics(b: &Broker) -> HashMap<String, f64> {
     let r = b
@@ -45,18 +35,7 @@ async fn metrics(b: &Broker) -> HashMap<String, f64> {
         .expect("metrics");
     assert!(r.status().is_success());
     let text = r.text().await.unwrap();
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
-
-fn m(ms: &HashMap<String, f64>, key: &str) -> f64 {
-    *ms.get(key)
-        .unwrap_or_else(|| panic!("metric {key} missing: {ms:?}"))
+    parse_metrics(&text)
 }
 
 const FAST: &str = "queen_acks_total{path=\"fast\"}";
@@ -183,7 +162,7 @@ fn all_ok_released(v: &Value) -> bool {
 #[tokio::test]
 async fn partial_ack_alone_takes_the_sql_path() {
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("cond-partial");
     let pop = pushed_and_popped(&b, &q, "Default", &["a", "b", "c"]).await;
     let (pid, lease) = (pid_of(&pop), pop["leaseId"].as_str().unwrap().to_string());
@@ -199,14 +178,14 @@ async fn partial_ack_alone_takes_the_sql_path() {
         "{v}"
     );
     let ms = metrics(&b).await;
-    assert_eq!((m(&ms, FAST), m(&ms, SQL)), (0.0, 2.0));
-    assert_eq!((m(&ms, HITS), m(&ms, MISSES)), (0.0, 1.0));
+    assert_eq!((metric(&ms, FAST), metric(&ms, SQL)), (0.0, 2.0));
+    assert_eq!((metric(&ms, HITS), metric(&ms, MISSES)), (0.0, 1.0));
     assert_eq!(
-        m(&ms, &evicted("sql")),
+        metric(&ms, &evicted("sql")),
         1.0,
         "the SQL outcome evicts the entry"
     );
-    assert_eq!(m(&ms, ENTRIES), 0.0);
+    assert_eq!(metric(&ms, ENTRIES), 0.0);
     // Partial ack: the cursor advanced over a and b, the lease is kept.
     let off_b = pop["messages"][1]["offset"].as_i64().unwrap();
     let (committed, end, worker, _) = cursor(&db, &pid, QM).await;
@@ -218,7 +197,7 @@ async fn partial_ack_alone_takes_the_sql_path() {
 #[tokio::test]
 async fn one_non_completed_status_alone_takes_the_sql_path() {
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("cond-status");
     let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
     let pid = pid_of(&pop);
@@ -232,10 +211,10 @@ async fn one_non_completed_status_alone_takes_the_sql_path() {
         "{v}"
     );
     let ms = metrics(&b).await;
-    assert_eq!((m(&ms, FAST), m(&ms, SQL)), (0.0, 2.0));
+    assert_eq!((metric(&ms, FAST), metric(&ms, SQL)), (0.0, 2.0));
     // The registry is not even consulted; the SQL outcome kills the entry.
-    assert_eq!((m(&ms, HITS), m(&ms, MISSES)), (0.0, 0.0));
-    assert_eq!(m(&ms, &evicted("sql")), 1.0);
+    assert_eq!((metric(&ms, HITS), metric(&ms, MISSES)), (0.0, 0.0));
+    assert_eq!(metric(&ms, &evicted("sql")), 1.0);
     // failed under budget: cursor stops before b, lease released, one retry spent.
     let off_a = pop["messages"][0]["offset"].as_i64().unwrap();
     assert_eq!(cursor(&db, &pid, QM).await, (off_a, None, None, 1));
@@ -246,7 +225,7 @@ async fn one_non_completed_status_alone_takes_the_sql_path() {
 #[tokio::test]
 async fn wrong_lease_alone_takes_the_sql_path_and_keeps_the_entry() {
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("cond-lease");
     let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
     let (pid, lease) = (pid_of(&pop), pop["leaseId"].as_str().unwrap().to_string());
@@ -268,9 +247,15 @@ async fn wrong_lease_alone_takes_the_sql_path_and_keeps_the_entry() {
         assert_eq!(x["leaseReleased"], false);
     }
     let ms = metrics(&b).await;
-    assert_eq!((m(&ms, FAST), m(&ms, SQL), m(&ms, MISSES)), (0.0, 2.0, 1.0));
+    assert_eq!(
+        (metric(&ms, FAST), metric(&ms, SQL), metric(&ms, MISSES)),
+        (0.0, 2.0, 1.0)
+    );
     // Another worker's SQL outcome does not evict the lease holder's entry.
-    assert_eq!((m(&ms, ENTRIES), m(&ms, &evicted("sql"))), (1.0, 0.0));
+    assert_eq!(
+        (metric(&ms, ENTRIES), metric(&ms, &evicted("sql"))),
+        (1.0, 0.0)
+    );
     assert_eq!(
         cursor(&db, &pid, QM).await,
         (-1, Some(last_offset(&pop)), Some(lease.clone()), 0)
@@ -280,7 +265,7 @@ async fn wrong_lease_alone_takes_the_sql_path_and_keeps_the_entry() {
     assert!(all_ok_released(&v), "{v}");
     let ms = metrics(&b).await;
     assert_eq!(
-        (m(&ms, FAST), m(&ms, HITS), m(&ms, ENTRIES)),
+        (metric(&ms, FAST), metric(&ms, HITS), metric(&ms, ENTRIES)),
         (2.0, 1.0, 0.0)
     );
     assert_eq!(
@@ -292,7 +277,7 @@ async fn wrong_lease_alone_takes_the_sql_path_and_keeps_the_entry() {
 #[tokio::test]
 async fn expired_registry_entry_alone_takes_the_sql_path() {
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("cond-ttl");
     b.push(json!([{"queue": q, "transactionId": "a", "payload": 1},
                   {"queue": q, "transactionId": "b", "payload": 2}]))
@@ -315,9 +300,12 @@ async fn expired_registry_entry_alone_takes_the_sql_path() {
     let (_, v) = b.ack_batch(acks_for(&pop, "completed", None)).await;
     assert!(all_ok_released(&v), "{v}");
     let ms = metrics(&b).await;
-    assert_eq!((m(&ms, FAST), m(&ms, SQL)), (0.0, 2.0));
-    assert_eq!((m(&ms, HITS), m(&ms, MISSES)), (0.0, 1.0));
-    assert_eq!((m(&ms, &evicted("ttl")), m(&ms, ENTRIES)), (1.0, 0.0));
+    assert_eq!((metric(&ms, FAST), metric(&ms, SQL)), (0.0, 2.0));
+    assert_eq!((metric(&ms, HITS), metric(&ms, MISSES)), (0.0, 1.0));
+    assert_eq!(
+        (metric(&ms, &evicted("ttl")), metric(&ms, ENTRIES)),
+        (1.0, 0.0)
+    );
     assert_eq!(
         cursor(&db, &pid, QM).await,
         (last_offset(&pop), None, None, 0)
@@ -327,7 +315,7 @@ async fn expired_registry_entry_alone_takes_the_sql_path() {
 #[tokio::test]
 async fn lru_evicted_entry_alone_takes_the_sql_path() {
     let b = start_with(|c| c.ack_registry_mb = 1).await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("cond-lru");
     let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
     let pid = pid_of(&pop);
@@ -343,13 +331,13 @@ async fn lru_evicted_entry_alone_takes_the_sql_path() {
         }]);
     }
     let ms = metrics(&b).await;
-    assert!(m(&ms, &evicted("lru")) >= 1.0);
-    assert!(m(&ms, "queen_ack_registry_bytes") <= 1024.0 * 1024.0);
+    assert!(metric(&ms, &evicted("lru")) >= 1.0);
+    assert!(metric(&ms, "queen_ack_registry_bytes") <= 1024.0 * 1024.0);
     let (_, v) = b.ack_batch(acks_for(&pop, "completed", None)).await;
     assert!(all_ok_released(&v), "{v}");
     let ms = metrics(&b).await;
-    assert_eq!((m(&ms, FAST), m(&ms, SQL)), (0.0, 2.0));
-    assert_eq!((m(&ms, HITS), m(&ms, MISSES)), (0.0, 1.0));
+    assert_eq!((metric(&ms, FAST), metric(&ms, SQL)), (0.0, 2.0));
+    assert_eq!((metric(&ms, HITS), metric(&ms, MISSES)), (0.0, 1.0));
     assert_eq!(
         cursor(&db, &pid, QM).await,
         (last_offset(&pop), None, None, 0)
@@ -362,7 +350,7 @@ async fn lru_evicted_entry_alone_takes_the_sql_path() {
 /// grants the fast path, PostgreSQL refuses it and the by-hash path answers.
 async fn stale_hit_answer(adjust: impl FnOnce(&mut Config)) -> (Value, HashMap<String, f64>) {
     let b = start_with(adjust).await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("stale-hit");
     let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
     let pid: Uuid = pid_of(&pop).parse().unwrap();
@@ -396,12 +384,21 @@ async fn stale_registry_hit_is_refused_and_answered_like_the_sql_path() {
     assert_eq!(unfused, sql_only);
     // The fast path was granted (hit) and refused by PostgreSQL (rejected row), the
     // answer came from the SQL path.
-    assert_eq!((m(&fm, HITS), m(&fm, FAST), m(&fm, SQL)), (1.0, 0.0, 2.0));
-    assert_eq!(m(&fm, "queen_ack_fusion_rejected_rows_total"), 1.0);
-    assert_eq!(m(&fm, "queen_ack_fusion_commits_total"), 1.0);
-    assert_eq!((m(&um, HITS), m(&um, FAST), m(&um, SQL)), (1.0, 0.0, 2.0));
-    assert_eq!((m(&sm, HITS), m(&sm, FAST), m(&sm, SQL)), (0.0, 0.0, 2.0));
-    assert_eq!(m(&sm, "queen_ack_registry_enabled"), 0.0);
+    assert_eq!(
+        (metric(&fm, HITS), metric(&fm, FAST), metric(&fm, SQL)),
+        (1.0, 0.0, 2.0)
+    );
+    assert_eq!(metric(&fm, "queen_ack_fusion_rejected_rows_total"), 1.0);
+    assert_eq!(metric(&fm, "queen_ack_fusion_commits_total"), 1.0);
+    assert_eq!(
+        (metric(&um, HITS), metric(&um, FAST), metric(&um, SQL)),
+        (1.0, 0.0, 2.0)
+    );
+    assert_eq!(
+        (metric(&sm, HITS), metric(&sm, FAST), metric(&sm, SQL)),
+        (0.0, 0.0, 2.0)
+    );
+    assert_eq!(metric(&sm, "queen_ack_registry_enabled"), 0.0);
 }
 
 // ------------------------------------------------------------------------ fusion
@@ -409,7 +406,7 @@ async fn stale_registry_hit_is_refused_and_answered_like_the_sql_path() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_worker_acks_fold_into_one_row_and_share_its_verdict() {
     let b = start_with(|c| c.ack_fusion_shards = 1).await;
-    let mut db = su().await;
+    let mut db = admin().await;
     let q = unique("fold");
     let x = pushed_and_popped(&b, &q, "x", &["x1"]).await;
     let p = pushed_and_popped(&b, &q, "p", &["p1", "p2"]).await;
@@ -418,7 +415,7 @@ async fn same_worker_acks_fold_into_one_row_and_share_its_verdict() {
     // Keep the only shard busy: X's flush blocks on its cursor row.
     let tx = lock_cursor(&mut db, &pid_of(&x)).await;
     let hx = spawn_ack(&b, acks_for(&x, "completed", None));
-    let probe = su().await;
+    let probe = admin().await;
     wait_for_blocked_flush(&probe).await;
     // Two fast-path acks of the same (partition, group, worker) park behind it. The
     // second one finds the entry because the pop's delivery is recorded again.
@@ -445,7 +442,7 @@ async fn same_worker_acks_fold_into_one_row_and_share_its_verdict() {
     // Nothing may be answered before its flush commits.
     assert!(!hx.is_finished() && !h1.is_finished() && !h2.is_finished());
     // Connection discipline: three parked acks, one connection out (the blocked flush).
-    assert_eq!(m(&metrics(&b).await, "queen_db_pool_in_use"), 1.0);
+    assert_eq!(metric(&metrics(&b).await, "queen_db_pool_in_use"), 1.0);
     tx.commit().await.unwrap();
     for h in [hx, h1, h2] {
         let (s, v) = tokio::time::timeout(Duration::from_secs(20), h)
@@ -476,7 +473,7 @@ async fn same_worker_acks_fold_into_one_row_and_share_its_verdict() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn different_workers_on_one_partition_never_fold() {
     let b = start_with(|c| c.ack_fusion_shards = 1).await;
-    let mut db = su().await;
+    let mut db = admin().await;
     let q = unique("nofold");
     let x = pushed_and_popped(&b, &q, "x", &["x1"]).await;
     let p = pushed_and_popped(&b, &q, "p", &["p1", "p2"]).await;
@@ -484,7 +481,7 @@ async fn different_workers_on_one_partition_never_fold() {
     let before = fusion.stats();
     let tx = lock_cursor(&mut db, &pid_of(&x)).await;
     let hx = spawn_ack(&b, acks_for(&x, "completed", None));
-    let probe = su().await;
+    let probe = admin().await;
     wait_for_blocked_flush(&probe).await;
     let parked = |worker: String| {
         let st: AppState = b.state.clone();
@@ -525,12 +522,12 @@ async fn different_workers_on_one_partition_never_fold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
     let b = start().await;
-    let mut db = su().await;
+    let mut db = admin().await;
     let q = unique("flush-fail");
     let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
     let tx = lock_cursor(&mut db, &pid_of(&pop)).await;
     let h = spawn_ack(&b, acks_for(&pop, "completed", None));
-    let probe = su().await;
+    let probe = admin().await;
     wait_for_blocked_flush(&probe).await;
     // The flush's connection dies mid-statement.
     let killed: i64 = probe
@@ -553,9 +550,12 @@ async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
     assert_eq!(s, 200);
     assert!(all_ok_released(&v), "{v}");
     let ms = metrics(&b).await;
-    assert_eq!(m(&ms, "queen_ack_fusion_failed_flushes_total"), 1.0);
-    assert_eq!(m(&ms, "queen_ack_fusion_commits_total"), 0.0);
-    assert_eq!((m(&ms, FAST), m(&ms, SQL), m(&ms, HITS)), (0.0, 2.0, 1.0));
+    assert_eq!(metric(&ms, "queen_ack_fusion_failed_flushes_total"), 1.0);
+    assert_eq!(metric(&ms, "queen_ack_fusion_commits_total"), 0.0);
+    assert_eq!(
+        (metric(&ms, FAST), metric(&ms, SQL), metric(&ms, HITS)),
+        (0.0, 2.0, 1.0)
+    );
     assert_eq!(
         cursor(&db, &pid_of(&pop), QM).await,
         (last_offset(&pop), None, None, 0)
@@ -577,7 +577,10 @@ async fn a_lone_ack_is_not_held_for_the_backstop_tick() {
     );
     let ms = metrics(&b).await;
     assert_eq!(
-        (m(&ms, FAST), m(&ms, "queen_ack_fusion_commits_total")),
+        (
+            metric(&ms, FAST),
+            metric(&ms, "queen_ack_fusion_commits_total")
+        ),
         (1.0, 1.0)
     );
 }
@@ -586,7 +589,7 @@ async fn a_lone_ack_is_not_held_for_the_backstop_tick() {
 /// connections: parked handlers hold no connection, so the flushes always get one.
 async fn parked_acks_complete(pool: usize, n: usize) {
     let b = start_with(|c| c.pool_size = pool).await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("starve");
     let items: Vec<Value> = (0..n)
         .flat_map(|i| (0..2).map(move |k| (i, k)))
@@ -617,9 +620,9 @@ async fn parked_acks_complete(pool: usize, n: usize) {
         assert!(all_ok_released(v), "{v}");
     }
     let ms = metrics(&b).await;
-    assert_eq!(m(&ms, FAST), 2.0 * n as f64);
-    assert_eq!(m(&ms, "queen_db_pool_max"), pool as f64);
-    assert_eq!(m(&ms, "queen_ack_fusion_failed_flushes_total"), 0.0);
+    assert_eq!(metric(&ms, FAST), 2.0 * n as f64);
+    assert_eq!(metric(&ms, "queen_db_pool_max"), pool as f64);
+    assert_eq!(metric(&ms, "queen_ack_fusion_failed_flushes_total"), 0.0);
     for p in &pops {
         assert_eq!(
             cursor(&db, &pid_of(p), QM).await,
@@ -655,12 +658,12 @@ async fn graceful_shutdown_finishes_the_flush_and_answers_the_parked_ack() {
         http: reqwest::Client::new(),
         state,
     };
-    let mut db = su().await;
+    let mut db = admin().await;
     let q = unique("shutdown");
     let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
     let tx = lock_cursor(&mut db, &pid_of(&pop)).await;
     let h = spawn_ack(&b, acks_for(&pop, "completed", None));
-    let probe = su().await;
+    let probe = admin().await;
     wait_for_blocked_flush(&probe).await;
     stop.send(()).unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -703,7 +706,7 @@ async fn graceful_shutdown_finishes_the_flush_and_answers_the_parked_ack() {
 #[tokio::test]
 async fn repeated_transaction_ids_in_a_batch_are_never_registered() {
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("dup-txn");
     // Without a dedup window a repeated transactionId is a second message.
     b.configure(&q, json!({"dedupWindowSeconds": 0})).await;
@@ -718,7 +721,10 @@ async fn repeated_transaction_ids_in_a_batch_are_never_registered() {
     assert_eq!(pop["messages"].as_array().unwrap().len(), 3, "{pop}");
     let ms = metrics(&b).await;
     assert_eq!(
-        (m(&ms, ENTRIES), m(&ms, "queen_ack_registry_skipped_total")),
+        (
+            metric(&ms, ENTRIES),
+            metric(&ms, "queen_ack_registry_skipped_total")
+        ),
         (0.0, 1.0)
     );
     // Acking all three takes the SQL path, which resolves "a" to its first frame: a
@@ -732,7 +738,10 @@ async fn repeated_transaction_ids_in_a_batch_are_never_registered() {
         "{v}"
     );
     let ms = metrics(&b).await;
-    assert_eq!((m(&ms, FAST), m(&ms, SQL), m(&ms, HITS)), (0.0, 3.0, 0.0));
+    assert_eq!(
+        (metric(&ms, FAST), metric(&ms, SQL), metric(&ms, HITS)),
+        (0.0, 3.0, 0.0)
+    );
     let off_b = pop["messages"][1]["offset"].as_i64().unwrap();
     let (committed, end, worker, _) = cursor(&db, &pid_of(&pop), QM).await;
     assert_eq!((committed, end), (off_b, Some(last_offset(&pop))));
@@ -742,7 +751,7 @@ async fn repeated_transaction_ids_in_a_batch_are_never_registered() {
 #[tokio::test]
 async fn redelivery_overwrites_the_entry_of_the_expired_lease() {
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("overwrite");
     let first = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
     let pid: Uuid = pid_of(&first).parse().unwrap();
@@ -756,14 +765,20 @@ async fn redelivery_overwrites_the_entry_of_the_expired_lease() {
     let second = b.pop(&q, "batch=10").await.expect("redelivery");
     assert_ne!(second["leaseId"], first["leaseId"]);
     let ms = metrics(&b).await;
-    assert_eq!((m(&ms, &evicted("overwrite")), m(&ms, ENTRIES)), (1.0, 1.0));
+    assert_eq!(
+        (metric(&ms, &evicted("overwrite")), metric(&ms, ENTRIES)),
+        (1.0, 1.0)
+    );
     // The old worker's full ack misses and is refused; the new worker's is fast.
     let (_, v) = b.ack_batch(acks_for(&first, "completed", None)).await;
     assert_eq!(v[0]["error"], EXPIRED, "{v}");
     let (_, v) = b.ack_batch(acks_for(&second, "completed", None)).await;
     assert!(all_ok_released(&v), "{v}");
     let ms = metrics(&b).await;
-    assert_eq!((m(&ms, FAST), m(&ms, SQL), m(&ms, HITS)), (2.0, 2.0, 1.0));
+    assert_eq!(
+        (metric(&ms, FAST), metric(&ms, SQL), metric(&ms, HITS)),
+        (2.0, 2.0, 1.0)
+    );
     assert_eq!(
         cursor(&db, &pid.to_string(), QM).await,
         (last_offset(&second), None, None, 0)
@@ -817,13 +832,13 @@ async fn unresolvable_and_stale_acks_are_reported_per_item() {
         "{v}"
     );
     let ms = metrics(&b).await;
-    assert_eq!((m(&ms, FAST), m(&ms, SQL)), (0.0, 5.0));
+    assert_eq!((metric(&ms, FAST), metric(&ms, SQL)), (0.0, 5.0));
 }
 
 #[tokio::test]
 async fn dlq_hand_off_end_to_end_with_the_payload_snapshot() {
     let b = start().await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("dlq-e2e");
     b.configure(
         &q,
@@ -858,7 +873,7 @@ async fn dlq_hand_off_end_to_end_with_the_payload_snapshot() {
         "the poison frame is past the cursor"
     );
     let ms = metrics(&b).await;
-    assert_eq!(m(&ms, "queen_dlq_filed_total"), 1.0);
+    assert_eq!(metric(&ms, "queen_dlq_filed_total"), 1.0);
     // The DLQ row carries its own copy of the payload: it survives the segment.
     let pid: Uuid = pid_of(&second).parse().unwrap();
     let snap: Option<Value> = db

@@ -3,23 +3,13 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use common::{acks_for, start, start_with, unique, Broker};
+use common::{acks_for, admin, metric, parse_metrics, start, start_with, unique, Broker};
 use serde_json::{json, Value};
 
 /// pg_stat_statements is database-wide: the tests of this binary take turns.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn su() -> tokio_postgres::Client {
-    let url = std::env::var("QUEEN_TEST_DATABASE_URL").expect("QUEEN_TEST_DATABASE_URL");
-    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("superuser connection");
-    tokio::spawn(conn);
-    client
-}
 
 async fn metrics_text(b: &Broker) -> String {
     let r = b
@@ -32,21 +22,6 @@ async fn metrics_text(b: &Broker) -> String {
     let ct = r.headers()["content-type"].to_str().unwrap().to_string();
     assert!(ct.starts_with("text/plain"), "{ct}");
     r.text().await.unwrap()
-}
-
-fn parse(text: &str) -> HashMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
-}
-
-fn get(ms: &HashMap<String, f64>, key: &str) -> f64 {
-    *ms.get(key)
-        .unwrap_or_else(|| panic!("metric {key} missing: {ms:?}"))
 }
 
 #[tokio::test]
@@ -79,7 +54,7 @@ async fn metrics_expose_every_family_and_counters_move() {
             "{name} ({kind}) missing:\n{text}"
         );
     }
-    let m0 = parse(&text);
+    let m0 = parse_metrics(&text);
     for k in [
         "queen_acks_total{path=\"fast\"}",
         "queen_acks_total{path=\"sql\"}",
@@ -88,18 +63,18 @@ async fn metrics_expose_every_family_and_counters_move() {
         "queen_ack_fusion_commits_total",
         "queen_ack_fusion_rows_total",
     ] {
-        assert_eq!(get(&m0, k), 0.0, "{k}");
+        assert_eq!(metric(&m0, k), 0.0, "{k}");
     }
-    assert_eq!(get(&m0, "queen_db_pool_max"), 4.0);
+    assert_eq!(metric(&m0, "queen_db_pool_max"), 4.0);
 
     let q = unique("metrics");
     b.push(json!([{"queue": q, "payload": 1}, {"queue": q, "payload": 2}]))
         .await;
     let pop = b.pop(&q, "batch=10").await.unwrap();
-    let m1 = parse(&metrics_text(&b).await);
-    assert_eq!(get(&m1, "queen_ack_registry_entries"), 1.0);
-    assert!(get(&m1, "queen_ack_registry_bytes") > 0.0);
-    assert_eq!(get(&m1, "queen_messages_popped_total"), 2.0);
+    let m1 = parse_metrics(&metrics_text(&b).await);
+    assert_eq!(metric(&m1, "queen_ack_registry_entries"), 1.0);
+    assert!(metric(&m1, "queen_ack_registry_bytes") > 0.0);
+    assert_eq!(metric(&m1, "queen_messages_popped_total"), 2.0);
     let (_, v) = b.ack_batch(acks_for(&pop, "completed", None)).await;
     assert_eq!(v[0]["success"], true, "{v}");
     // An ack of something never delivered here takes the SQL path.
@@ -110,42 +85,42 @@ async fn metrics_expose_every_family_and_counters_move() {
     assert_eq!(v[0]["success"], false, "{v}");
 
     let text = metrics_text(&b).await;
-    let m2 = parse(&text);
-    assert_eq!(get(&m2, "queen_acks_total{path=\"fast\"}"), 2.0);
-    assert_eq!(get(&m2, "queen_acks_total{path=\"sql\"}"), 1.0);
-    assert_eq!(get(&m2, "queen_ack_registry_hits_total"), 1.0);
-    assert_eq!(get(&m2, "queen_ack_registry_entries"), 0.0);
-    assert_eq!(get(&m2, "queen_ack_registry_bytes"), 0.0);
-    assert_eq!(get(&m2, "queen_ack_fusion_commits_total"), 1.0);
-    assert_eq!(get(&m2, "queen_ack_fusion_rows_total"), 1.0);
-    assert_eq!(get(&m2, "queen_ack_fusion_acks_total"), 1.0);
-    assert_eq!(get(&m2, "queen_messages_pushed_total"), 2.0);
-    assert_eq!(get(&m2, "queen_db_pool_in_use"), 0.0);
-    assert!(get(&m2, "queen_db_pool_size") >= 1.0);
+    let m2 = parse_metrics(&text);
+    assert_eq!(metric(&m2, "queen_acks_total{path=\"fast\"}"), 2.0);
+    assert_eq!(metric(&m2, "queen_acks_total{path=\"sql\"}"), 1.0);
+    assert_eq!(metric(&m2, "queen_ack_registry_hits_total"), 1.0);
+    assert_eq!(metric(&m2, "queen_ack_registry_entries"), 0.0);
+    assert_eq!(metric(&m2, "queen_ack_registry_bytes"), 0.0);
+    assert_eq!(metric(&m2, "queen_ack_fusion_commits_total"), 1.0);
+    assert_eq!(metric(&m2, "queen_ack_fusion_rows_total"), 1.0);
+    assert_eq!(metric(&m2, "queen_ack_fusion_acks_total"), 1.0);
+    assert_eq!(metric(&m2, "queen_messages_pushed_total"), 2.0);
+    assert_eq!(metric(&m2, "queen_db_pool_in_use"), 0.0);
+    assert!(metric(&m2, "queen_db_pool_size") >= 1.0);
     let ack_route = "method=\"POST\",route=\"/api/v1/ack/batch\"";
     assert_eq!(
-        get(
+        metric(
             &m2,
             &format!("queen_http_requests_total{{{ack_route},status=\"200\"}}")
         ),
         2.0
     );
     assert_eq!(
-        get(
+        metric(
             &m2,
             &format!("queen_http_request_duration_seconds_count{{{ack_route}}}")
         ),
         2.0
     );
     assert_eq!(
-        get(
+        metric(
             &m2,
             &format!("queen_http_request_duration_seconds_bucket{{{ack_route},le=\"+Inf\"}}")
         ),
         2.0
     );
     assert!(
-        get(
+        metric(
             &m2,
             &format!("queen_http_request_duration_seconds_sum{{{ack_route}}}")
         ) > 0.0
@@ -165,9 +140,9 @@ async fn metrics_expose_every_family_and_counters_move() {
 async fn registry_off_shows_in_metrics() {
     let _serial = SERIAL.lock().await;
     let b = start_with(|c| c.ack_registry = false).await;
-    let ms = parse(&metrics_text(&b).await);
-    assert_eq!(get(&ms, "queen_ack_registry_enabled"), 0.0);
-    assert_eq!(get(&ms, "queen_ack_fusion_enabled"), 0.0);
+    let ms = parse_metrics(&metrics_text(&b).await);
+    assert_eq!(metric(&ms, "queen_ack_registry_enabled"), 0.0);
+    assert_eq!(metric(&ms, "queen_ack_fusion_enabled"), 0.0);
 }
 
 /// 64 concurrent consumers, each popping and acking its own partition a few times (all
@@ -179,7 +154,7 @@ async fn fusion_coalesces_concurrent_acks_per_pg_stat_statements() {
     const CONSUMERS: usize = 64;
     const ROUNDS: usize = 4;
     let b = start_with(|c| c.pool_size = 8).await;
-    let db = su().await;
+    let db = admin().await;
     let q = unique("coalesce");
     let items: Vec<Value> = (0..CONSUMERS)
         .flat_map(|i| (0..ROUNDS).map(move |k| (i, k)))
@@ -256,11 +231,11 @@ async fn fusion_coalesces_concurrent_acks_per_pg_stat_statements() {
         .await
         .unwrap()
         .get(0);
-    let ms = parse(&metrics_text(&b).await);
-    let commits = get(&ms, "queen_ack_fusion_commits_total");
+    let ms = parse_metrics(&metrics_text(&b).await);
+    let commits = metric(&ms, "queen_ack_fusion_commits_total");
     eprintln!("acks={acks} log_ack_multi_v1 calls={calls} fusion commits={commits}");
-    assert_eq!(get(&ms, "queen_acks_total{path=\"fast\"}"), acks as f64);
-    assert_eq!(get(&ms, "queen_ack_fusion_acks_total"), acks as f64);
+    assert_eq!(metric(&ms, "queen_acks_total{path=\"fast\"}"), acks as f64);
+    assert_eq!(metric(&ms, "queen_ack_fusion_acks_total"), acks as f64);
     assert!(
         calls > 0,
         "the fused flush never reached pg_stat_statements"

@@ -13,7 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
 use queen_log::segment::decode_segment;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -339,7 +340,7 @@ async fn respond(state: &AppState, req: &PopReq, slices: Vec<Slice>) -> ApiResul
     }
     Metrics::add(&state.metrics.messages_popped, msgs.len() as u64);
     let group = req.group.as_deref().filter(|g| !g.is_empty());
-    let messages: Vec<Value> = msgs
+    let messages: Vec<WireMsg<'_>> = msgs
         .iter()
         .map(|m| render_msg(m, req, group, *attempts.get(&m.pid).unwrap_or(&1)))
         .collect();
@@ -381,25 +382,61 @@ fn deliveries(req: &PopReq, msgs: &[Msg]) -> Vec<Delivered> {
     out
 }
 
-fn render_msg(m: &Msg, req: &PopReq, group: Option<&str>, attempt: i32) -> Value {
+/// One delivered message on the wire. A typed struct, not a `json!` Value: a pop of
+/// hundreds of messages otherwise builds (and frees) a map per message, the broker's
+/// largest CPU cost in the end-to-end profile.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMsg<'a> {
+    id: Uuid,
+    transaction_id: &'a str,
+    trace_id: Option<Uuid>,
+    data: Data<'a>,
+    producer_sub: Option<&'a str>,
+    created_at: String,
+    partition_id: Uuid,
+    partition: &'a str,
+    lease_id: &'a str,
+    consumer_group: Option<&'a str>,
+    delivery_attempt: i32,
+    offset: i64,
+}
+
+/// The payload as stored: JSON text is passed through verbatim (checked, not rebuilt);
+/// anything else (e.g. encrypted bytes) goes back as a string.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Data<'a> {
+    Json(&'a serde_json::value::RawValue),
+    Text(&'a str),
+    Null(Option<()>),
+}
+
+fn render_msg<'a>(
+    m: &'a Msg,
+    req: &'a PopReq,
+    group: Option<&'a str>,
+    attempt: i32,
+) -> WireMsg<'a> {
     let f = &m.frame;
-    // A payload that is not JSON (e.g. encrypted bytes) is handed back as a string.
     let data = match f.payload_json() {
-        Ok(text) => serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into())),
-        Err(_) => Value::Null,
+        Ok(text) => serde_json::from_str::<&serde_json::value::RawValue>(text)
+            .map(Data::Json)
+            .unwrap_or(Data::Text(text)),
+        Err(_) => Data::Null(None),
     };
-    json!({
-        "id": Uuid::from_bytes(f.message_id),
-        "transactionId": f.transaction_id,
-        "traceId": f.trace_id.map(Uuid::from_bytes),
-        "data": data,
-        "producerSub": f.producer_sub,
-        "createdAt": iso_ms(m.created_at),
-        "partitionId": m.pid,
-        "partition": m.partition,
-        "leaseId": req.lease_id,
-        "consumerGroup": group,
-        "deliveryAttempt": attempt.max(1),
-        "offset": m.offset,
-    })
+    WireMsg {
+        id: Uuid::from_bytes(f.message_id),
+        transaction_id: &f.transaction_id,
+        trace_id: f.trace_id.map(Uuid::from_bytes),
+        data,
+        producer_sub: f.producer_sub.as_deref(),
+        created_at: iso_ms(m.created_at),
+        partition_id: m.pid,
+        partition: &m.partition,
+        lease_id: &req.lease_id,
+        consumer_group: group,
+        delivery_attempt: attempt.max(1),
+        offset: m.offset,
+    }
 }

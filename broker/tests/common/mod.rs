@@ -88,6 +88,23 @@ pub async fn admin() -> tokio_postgres::Client {
     client
 }
 
+/// Prometheus text as `name{labels}` → value (comments and blank lines skipped).
+pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// One metric's value; panics naming it when it is missing.
+pub fn metric(ms: &std::collections::HashMap<String, f64>, key: &str) -> f64 {
+    *ms.get(key)
+        .unwrap_or_else(|| panic!("metric {key} missing: {ms:?}"))
+}
+
 /// A queue name no other test (or earlier run) uses.
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
