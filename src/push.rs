@@ -111,8 +111,9 @@ pub fn push_resolved(
     seg: &SegmentIn<'_>,
 ) -> Value {
     if window > 0 {
-        lock_partition(client, pid);
-        let dups = probe_duplicates(client, pid, window, seg.verified, seg.hashes);
+        let txns_start = lock_partition(client, pid);
+        let from = seg.verified.max(txns_start - 1);
+        let dups = probe_duplicates(client, pid, window, from, seg.hashes);
         if !dups.is_empty() {
             let dups: Vec<Value> = dups
                 .into_iter()
@@ -128,34 +129,44 @@ pub fn push_resolved(
 /// takes anyway: it serializes pushes but, unlike FOR UPDATE, does not conflict with the
 /// KEY SHARE locks that foreign-key checks take when a pop creates cursor rows, which
 /// otherwise deadlocked against multi-partition pushes (found by the soak test).
-fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) {
+/// Returns the partition's txns_start (the lowest offset the sidecar still covers).
+fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> i64 {
     q(
         client,
-        "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
+        "SELECT txns_start FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
         &[pid.into()],
     )
-    .or_raise();
+    .or_raise()
+    .first()
+    .get_one::<i64>()
+    .or_raise()
+    .unwrap_or(0)
 }
 
-/// Sidecar rows above the verified watermark and inside the window, scanned for any
-/// incoming hash: (incoming index, MIN original offset), sorted by index. The rows are
-/// borrowed from SPI memory, not copied.
+/// Sidecar rows ending above `from` (the verified watermark, or below txns_start) and
+/// inside the window, scanned for any incoming hash: (incoming index, MIN original
+/// offset), sorted by index. The rows are borrowed from SPI memory, not copied.
+///
+/// The scan seeks the primary key: the row holding `from + 1` (found as the greatest
+/// base_offset <= from) and everything above it. Filtering on end_offset alone would walk
+/// every sidecar row of the partition per push, growing with history even when the
+/// broker's watermark cache says nothing needs reading.
 fn probe_duplicates(
     client: &SpiClient<'_>,
     pid: Uuid,
     window: i32,
-    verified: i64,
+    from: i64,
     hashes: &[u8],
 ) -> Vec<(usize, i64)> {
     let incoming = split_hashes(hashes).expect("checked by check_segment");
     let rows = q(
         client,
         "SELECT t.base_offset, t.hashes FROM queen.log_txns t
-           JOIN queen.log_partitions p ON p.id = t.partition_id
-          WHERE t.partition_id = $1
-            AND t.end_offset > GREATEST($2, p.txns_start - 1)
+          WHERE t.partition_id = $1 AND t.end_offset > $2
+            AND t.base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_txns
+                                            WHERE partition_id = $1 AND base_offset <= $2), $2)
             AND t.created_at >= clock_timestamp() - make_interval(secs => $3)",
-        &[pid.into(), verified.into(), f64::from(window).into()],
+        &[pid.into(), from.into(), f64::from(window).into()],
     )
     .or_raise();
     let rows: Vec<(i64, &[u8])> = rows
@@ -166,7 +177,7 @@ fn probe_duplicates(
             )
         })
         .collect();
-    find_duplicates(&incoming, rows, verified)
+    find_duplicates(&incoming, rows, from)
 }
 
 /// Allocate `[last_offset+1, last_offset+n]` and write segment and sidecar rows with one
