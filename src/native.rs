@@ -239,7 +239,7 @@ fn pop(
                 decode_slices(
                     pid,
                     &lease_id,
-                    pop_partition(c, pid, qid, tenant, &req),
+                    pop_partition(c, pid, Some(qid), tenant, &req),
                     &mut out,
                 );
             }

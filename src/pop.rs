@@ -91,21 +91,31 @@ fn own_seed_mode<'a>(req: &PopRequest<'a>) -> (&'static str, &'a str) {
     }
 }
 
-/// Claim the (partition, group) row: FOR UPDATE SKIP LOCKED when no live lease is held;
-/// create it (seeded) on first contact. Returns the committed offset, or None when the
-/// row is leased, locked elsewhere, or raced into existence by another pop.
+/// Claim the (partition, group) row: FOR UPDATE SKIP LOCKED when no live lease is held
+/// and the partition has offsets above the cursor; create it (seeded) on first contact.
+/// Returns the committed offset, or None when the row is leased, locked elsewhere, caught
+/// up, or raced into existence by another pop.
+///
+/// A caught-up cursor is not locked: a row lock needs a transaction id, and so a WAL
+/// flush at commit, which every empty re-poll of a long-polling consumer used to pay.
 pub fn claim(
     client: &mut SpiClient<'_>,
     pid: Uuid,
-    queue_id: Uuid,
+    queue_id: Option<Uuid>,
     tenant: Uuid,
     req: &PopRequest<'_>,
 ) -> Option<i64> {
-    let free = q(client, "SELECT committed FROM queen.log_consumers
-              WHERE partition_id = $1 AND consumer_group = $2
-                AND (worker_id IS NULL OR lease_expires_at IS NULL OR lease_expires_at < clock_timestamp())
-                FOR UPDATE SKIP LOCKED", &[pid.into(), req.group.into()])
-        .or_raise();
+    let free = q(
+        client,
+        "SELECT c.committed FROM queen.log_consumers c
+              WHERE c.partition_id = $1 AND c.consumer_group = $2
+                AND (c.worker_id IS NULL OR c.lease_expires_at IS NULL
+                     OR c.lease_expires_at < clock_timestamp())
+                AND c.committed < (SELECT p.last_offset FROM queen.log_partitions p WHERE p.id = $1)
+                FOR UPDATE OF c SKIP LOCKED",
+        &[pid.into(), req.group.into()],
+    )
+    .or_raise();
     if let Some(row) = free.into_iter().next() {
         return row.get::<i64>(1).or_raise();
     }
@@ -118,6 +128,7 @@ pub fn claim(
     if !exists.is_empty() {
         return None;
     }
+    let queue_id = queue_id.unwrap_or_else(|| queue_id_of(client, pid));
     create_cursor(client, pid, queue_id, tenant, req)
 }
 
@@ -252,7 +263,7 @@ fn finish(
 pub fn pop_partition(
     client: &mut SpiClient<'_>,
     pid: Uuid,
-    queue_id: Uuid,
+    queue_id: Option<Uuid>,
     tenant: Uuid,
     req: &PopRequest<'_>,
 ) -> Vec<Slice> {
@@ -329,8 +340,7 @@ fn log_pop_v1(
         let Some(pid) = find_partition(client, tenant, queue, partition) else {
             return Vec::new();
         };
-        let queue_id = queue_id_of(client, pid);
-        pop_partition(client, pid, queue_id, tenant, &req)
+        pop_partition(client, pid, None, tenant, &req)
     });
     TableIterator::new(slices.into_iter().map(|s| {
         (
@@ -434,7 +444,7 @@ pub fn pop_queue(
             budget: left,
             ..*req
         };
-        let slices = pop_partition(client, pid, queue_id, tenant, &part_req);
+        let slices = pop_partition(client, pid, Some(queue_id), tenant, &part_req);
         if slices.is_empty() {
             continue;
         }

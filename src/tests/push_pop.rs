@@ -153,6 +153,22 @@ fn pop_auto_ack_advances_cursor_without_lease() {
 }
 
 #[pg_test]
+fn pop_of_caught_up_cursor_takes_no_row_lock() {
+    // A row lock stamps the tuple's xmax (and needs a transaction id, so a WAL flush at
+    // commit): an empty re-poll of a caught-up cursor must not take one.
+    push_n("q", "Default", "a", 2);
+    let take = "SELECT count(*) FROM queen.log_pop_v1('q', 'Default', 'g', 5, 0, NULL, true)";
+    assert_eq!(i64_of(take), 1, "one slice served");
+    let xmax = "SELECT xmax::text FROM queen.log_consumers WHERE consumer_group = 'g'";
+    assert_eq!(text_of(xmax).as_deref(), Some("0"), "fresh tuple after the auto-ack");
+    assert_eq!(i64_of(take), 0, "caught up: nothing served");
+    assert_eq!(text_of(xmax).as_deref(), Some("0"), "and the cursor row was not locked");
+    push_n("q", "Default", "b", 1);
+    assert_eq!(i64_of("SELECT sum(r_take) FROM queen.log_pop_v1('q', 'Default', 'g', 5, 0, NULL, true)"), 1);
+    assert_eq!(cursor("q", "g"), "2|-|-|0|-|0|3");
+}
+
+#[pg_test]
 fn pop_unknown_queue_returns_no_rows() {
     assert_eq!(i64_of("SELECT count(*) FROM queen.log_pop_v1('nope', 'Default', 'g', 2, 30, 'w')"), 0);
 }
