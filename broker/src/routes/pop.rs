@@ -16,6 +16,7 @@ use queen_log::segment::decode_segment;
 use serde::Serialize;
 use serde_json::json;
 use tokio::time::Instant;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
@@ -195,9 +196,9 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
         let notified = waker.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let slices = pop_once(&state, &req).await?;
+        let (slices, attempts) = pop_once(&state, &req).await?;
         if !slices.is_empty() {
-            return respond(&state, &req, slices).await;
+            return respond(&state, &req, slices, attempts).await;
         }
         let now = Instant::now();
         if !req.wait || now >= deadline {
@@ -228,48 +229,73 @@ SELECT x.pid, $2::text, r.r_base, r.r_start_idx, r.r_take, r.r_created_at, r.r_b
  CROSS JOIN LATERAL queen.log_pop_v1($1::text, $2::text, $3::text, $4::int,
         COALESCE($5::int, x.lt), $6::text, $7::bool, $8::text, $10::text, false, $9::uuid) AS r";
 
-async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
+/// The delivery attempt of every lease the pop's worker holds (its own claimed rows).
+const ATTEMPTS: &str =
+    "SELECT partition_id, attempt_count FROM queen.log_consumers WHERE worker_id = $1";
+
+/// One pop on one pooled connection. A leasing pop also reads its delivery attempts:
+/// that statement is pipelined behind the pop (sent before the pop's answer arrives,
+/// executed after it commits, so it sees the new lease rows), one round trip in all.
+async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<(Vec<Slice>, Attempts)> {
     let db = state.db().await?;
     let group = group_or_queue_mode(req.group.as_deref());
-    let rows = match &req.partition {
-        None => {
-            db.query(
-                &db.prepare_cached(POP_QUEUE).await?,
-                &[
-                    &req.queue,
-                    &group,
-                    &req.batch,
-                    &req.lease_seconds,
-                    &req.lease_id,
-                    &req.auto_ack,
-                    &req.sub_mode,
-                    &req.sub_from,
-                    &req.max_partitions,
-                    &req.tenant,
-                ],
-            )
-            .await?
-        }
-        Some(p) => {
-            db.query(
-                &db.prepare_cached(POP_PARTITION).await?,
-                &[
-                    &req.queue,
-                    p,
-                    &group,
-                    &req.batch,
-                    &req.lease_seconds,
-                    &req.lease_id,
-                    &req.auto_ack,
-                    &req.sub_mode,
-                    &req.tenant,
-                    &req.sub_from,
-                ],
-            )
-            .await?
+    // Both statements are prepared before either query is sent: join! polls the pop
+    // first, so its Bind/Execute goes out before the attempts query's.
+    let pop_stmt = match &req.partition {
+        None => db.prepare_cached(POP_QUEUE).await?,
+        Some(_) => db.prepare_cached(POP_PARTITION).await?,
+    };
+    let pop = async {
+        match &req.partition {
+            None => {
+                db.query(
+                    &pop_stmt,
+                    &[
+                        &req.queue,
+                        &group,
+                        &req.batch,
+                        &req.lease_seconds,
+                        &req.lease_id,
+                        &req.auto_ack,
+                        &req.sub_mode,
+                        &req.sub_from,
+                        &req.max_partitions,
+                        &req.tenant,
+                    ],
+                )
+                .await
+            }
+            Some(p) => {
+                db.query(
+                    &pop_stmt,
+                    &[
+                        &req.queue,
+                        p,
+                        &group,
+                        &req.batch,
+                        &req.lease_seconds,
+                        &req.lease_id,
+                        &req.auto_ack,
+                        &req.sub_mode,
+                        &req.tenant,
+                        &req.sub_from,
+                    ],
+                )
+                .await
+            }
         }
     };
-    Ok(rows
+    let (rows, attempts) = if req.auto_ack {
+        (pop.await?, Attempts::new())
+    } else {
+        let stmt = db.prepare_cached(ATTEMPTS).await?;
+        let worker: [&(dyn ToSql + Sync); 1] = [&req.lease_id];
+        let (rows, att) = tokio::join!(pop, db.query(&stmt, &worker));
+        let rows = rows?;
+        let att = if rows.is_empty() { Vec::new() } else { att? };
+        (rows, att.iter().map(|r| (r.get(0), r.get(1))).collect())
+    };
+    let slices = rows
         .iter()
         .map(|r| Slice {
             pid: r.get(0),
@@ -280,26 +306,12 @@ async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
             created_at: r.get(5),
             blob: r.get(6),
         })
-        .collect())
+        .collect();
+    Ok((slices, attempts))
 }
 
-/// Delivery attempt per claimed partition (the pop's own lease rows); 1 under autoAck.
-async fn attempts(state: &AppState, req: &PopReq) -> ApiResult<HashMap<Uuid, i32>> {
-    if req.auto_ack {
-        return Ok(HashMap::new());
-    }
-    let db = state.db().await?;
-    let rows = db
-        .query(
-            &db.prepare_cached(
-                "SELECT partition_id, attempt_count FROM queen.log_consumers WHERE worker_id = $1",
-            )
-            .await?,
-            &[&req.lease_id],
-        )
-        .await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-}
+/// Delivery attempt per claimed partition; empty under autoAck (every attempt is 1).
+type Attempts = HashMap<Uuid, i32>;
 
 /// One decoded message, ready to render.
 struct Msg {
@@ -330,11 +342,15 @@ fn decode(slices: Vec<Slice>) -> ApiResult<Vec<Msg>> {
     Ok(out)
 }
 
-async fn respond(state: &AppState, req: &PopReq, slices: Vec<Slice>) -> ApiResult<Response> {
+async fn respond(
+    state: &AppState,
+    req: &PopReq,
+    slices: Vec<Slice>,
+    attempts: Attempts,
+) -> ApiResult<Response> {
     let msgs = tokio::task::spawn_blocking(move || decode(slices))
         .await
         .map_err(|e| ApiError::Internal(format!("decoder task failed: {e}")))??;
-    let attempts = attempts(state, req).await?;
     if !req.auto_ack {
         state.registry.record(deliveries(req, &msgs));
     }
