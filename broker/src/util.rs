@@ -1,7 +1,7 @@
 //! Small shared helpers: body parsing, constants of the contract, timestamp rendering.
 
 use chrono::{DateTime, Utc};
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
 use crate::error::{ApiError, ApiResult};
 
@@ -11,8 +11,9 @@ pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
 /// The default tenant (contract conventions); this broker has no tenancy yet.
 pub const DEFAULT_TENANT: uuid::Uuid = uuid::Uuid::from_u128(1);
 
-/// Parses a JSON body into `T`; any syntax or shape problem is a 400 naming it.
-pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+/// Parses a JSON body into `T` (which may borrow from it); any syntax or shape problem is
+/// a 400 naming it.
+pub fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> ApiResult<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad("request body is empty; expected JSON"));
     }

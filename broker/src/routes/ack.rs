@@ -11,8 +11,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use queen_log::hash::{hash_hex, txn_hash, TxnHash};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
@@ -44,11 +45,13 @@ struct AckIn {
     lease_id: Option<String>,
 }
 
+/// Each acknowledgment stays raw JSON until it is read into an `AckIn`: no `Value` tree.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct BatchIn {
+struct BatchIn<'a> {
     consumer_group: Option<String>,
-    acknowledgments: Vec<Value>,
+    #[serde(borrow)]
+    acknowledgments: Vec<&'a RawValue>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -128,7 +131,7 @@ pub async fn ack_one(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
     body: Bytes,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Vec<Answer>>> {
     let v: Value = parse_json(&body)?;
     let items = vec![item(0, v, None)?];
     Ok(Json(process(&state, tenant, items).await?))
@@ -138,21 +141,31 @@ pub async fn ack_batch(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
     body: Bytes,
-) -> ApiResult<Json<Value>> {
-    let b: BatchIn = parse_json(&body)?;
+) -> ApiResult<Json<Vec<Answer>>> {
+    let b: BatchIn<'_> = parse_json(&body)?;
     let items = b
         .acknowledgments
-        .into_iter()
+        .iter()
         .enumerate()
-        .map(|(i, v)| item(i, v, b.consumer_group.as_deref()))
+        .map(|(i, v)| {
+            let a = serde_json::from_str(v.get()).map_err(|e| bad_item(i, e))?;
+            checked_item(i, a, b.consumer_group.as_deref())
+        })
         .collect::<ApiResult<Vec<_>>>()?;
     Ok(Json(process(&state, tenant, items).await?))
 }
 
 /// Validates one ack; the top-level group (batch) overrides the item's own.
 pub(crate) fn item(i: usize, v: Value, top_group: Option<&str>) -> ApiResult<Item> {
-    let a: AckIn = serde_json::from_value(v)
-        .map_err(|e| ApiError::bad(format!("acknowledgment at index {i}: {e}")))?;
+    let a = serde_json::from_value(v).map_err(|e| bad_item(i, e))?;
+    checked_item(i, a, top_group)
+}
+
+fn bad_item(i: usize, e: serde_json::Error) -> ApiError {
+    ApiError::bad(format!("acknowledgment at index {i}: {e}"))
+}
+
+fn checked_item(i: usize, a: AckIn, top_group: Option<&str>) -> ApiResult<Item> {
     let status = Status::parse(a.status.as_deref()).ok_or_else(|| {
         ApiError::bad(format!(
             "unknown status \"{}\" at index {i}",
@@ -203,7 +216,7 @@ pub(crate) async fn owned_partitions(
 /// Groups, runs each group, renders in request order. With tenancy on, a group on a
 /// partition of another tenant fails before the registry or the database sees it, with
 /// the answer a nonexistent partition gets.
-async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<Value> {
+async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<Vec<Answer>> {
     let mut outs = vec![Out::default(); items.len()];
     let owned = owned_partitions(state, tenant, items.iter().map(|it| it.pid)).await?;
     for g in groups(&items) {
@@ -219,20 +232,33 @@ async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<
             outs[i] = o;
         }
     }
-    Ok(Value::Array(
-        items
-            .iter()
-            .zip(outs)
-            .enumerate()
-            .map(|(i, (it, o))| {
-                json!({
-                    "index": i, "transactionId": it.txn, "success": o.success,
-                    "error": o.error, "leaseReleased": o.lease_released,
-                    "dlq": o.dlq, "noop": o.noop,
-                })
-            })
-            .collect(),
-    ))
+    Ok(items
+        .into_iter()
+        .zip(outs)
+        .enumerate()
+        .map(|(index, (it, o))| Answer {
+            index,
+            transaction_id: it.txn,
+            success: o.success,
+            error: o.error,
+            lease_released: o.lease_released,
+            dlq: o.dlq,
+            noop: o.noop,
+        })
+        .collect())
+}
+
+/// One item of an ack answer.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    index: usize,
+    transaction_id: String,
+    success: bool,
+    error: Option<String>,
+    lease_released: bool,
+    dlq: bool,
+    noop: bool,
 }
 
 /// Item indexes per (partition, group, lease), in order of first appearance.

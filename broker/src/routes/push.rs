@@ -4,15 +4,18 @@
 //! The SQL push writes nothing for a segment in which any frame is a duplicate, so the
 //! non-duplicate rest of such a segment is pushed again in a further round.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use queen_log::frame::Frame;
 use queen_log::segment::{decode_segment, encode_segment, segment_hashes};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -26,9 +29,59 @@ use crate::routes::configure::check_queue_name;
 use crate::state::AppState;
 use crate::util::parse_json;
 
+/// The body with each item left as raw JSON: items are validated field by field below and
+/// payloads are stored as the client wrote them, never built into a `Value` tree.
 #[derive(Deserialize)]
-struct PushBody {
-    items: Vec<Value>,
+struct PushBody<'a> {
+    #[serde(borrow)]
+    items: Vec<&'a RawValue>,
+}
+
+/// The fields of one item that push reads; a JSON null reads as absent, as with `Value`.
+#[derive(Deserialize)]
+struct RawItem<'a> {
+    #[serde(borrow, default)]
+    queue: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    partition: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "transactionId")]
+    transaction_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "traceId")]
+    trace_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    payload: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+}
+
+/// A string-or-absent field as the validator sees it, from either representation.
+enum Field<'a> {
+    Absent,
+    Str(Cow<'a, str>),
+    Other,
+}
+
+impl<'a> Field<'a> {
+    fn of_value(v: Option<&'a Value>) -> Self {
+        match v {
+            None | Some(Value::Null) => Field::Absent,
+            Some(Value::String(s)) => Field::Str(Cow::Borrowed(s)),
+            Some(_) => Field::Other,
+        }
+    }
+
+    fn of_raw(v: Option<&'a RawValue>) -> Self {
+        let Some(raw) = v else { return Field::Absent };
+        if !raw.get().starts_with('"') {
+            return Field::Other;
+        }
+        // Borrowed unless the string has escapes.
+        match serde_json::from_str::<&str>(raw.get()) {
+            Ok(s) => Field::Str(Cow::Borrowed(s)),
+            Err(_) => serde_json::from_str::<String>(raw.get())
+                .map_or(Field::Other, |s| Field::Str(Cow::Owned(s))),
+        }
+    }
 }
 
 /// One validated item.
@@ -64,23 +117,24 @@ pub async fn push(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
     body: Bytes,
-) -> ApiResult<(StatusCode, Json<Value>)> {
-    let body: PushBody = parse_json(&body)?;
+) -> ApiResult<Response> {
+    let body: PushBody<'_> = parse_json(&body)?;
     check_item_count(body.items.len(), state.config.max_push_items)?;
     let mut items = body
         .items
         .iter()
         .enumerate()
-        .map(|(i, v)| parse_item(i, v))
+        .map(|(i, v)| parse_raw_item(i, v))
         .collect::<ApiResult<Vec<_>>>()?;
     if items.is_empty() {
-        return Ok((StatusCode::CREATED, Json(json!([]))));
+        return Ok((StatusCode::CREATED, Json(json!([]))).into_response());
     }
     mark_request_duplicates(&mut items);
     let mut groups = group_items(&items);
     let mut outcomes = vec![Outcome::default(); items.len()];
     let db = state.db().await?;
-    let cached = dedup_targets(&db, &state.dedup, tenant, &groups).await?;
+    let known = known_partitions(&db, tenant, &groups).await?;
+    let cached = dedup_targets(&db, &state.dedup, &known).await?;
     // Each round retires at least one item, so this terminates.
     for _ in 0..=items.len() {
         if groups.iter().all(|g| g.pending.is_empty()) {
@@ -89,7 +143,7 @@ pub async fn push(
         let dedup = (&state.dedup, &cached);
         push_round(&db, tenant, &items, &mut groups, &mut outcomes, dedup).await?;
     }
-    let pids = resolve_partitions(&db, tenant, &items).await?;
+    let pids = partition_ids(&db, tenant, &groups, &known).await?;
     resolve_originals(&db, &mut items, &outcomes, &pids).await?;
     drop(db);
     let queued: Vec<(&str, &str)> = items
@@ -107,7 +161,8 @@ pub async fn push(
         &state.metrics.messages_duplicate,
         (items.len() - queued.len()) as u64,
     );
-    Ok((StatusCode::CREATED, Json(render(&items, &outcomes, &pids))))
+    let answer = render(&items, &outcomes, &pids);
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
 /// `QUEEN_MAX_PUSH_ITEMS`: one request may carry at most `max` items.
@@ -120,50 +175,90 @@ pub(crate) fn check_item_count(n: usize, max: usize) -> ApiResult<()> {
     Ok(())
 }
 
+/// One item of a transaction's push operation (already a `Value`).
 pub(crate) fn parse_item(i: usize, v: &Value) -> ApiResult<Item> {
-    let bad = |m: &str| ApiError::bad(format!("items[{i}]: {m}"));
-    let obj = v.as_object().ok_or_else(|| bad("must be an object"))?;
-    let queue = match obj.get("queue") {
-        Some(Value::String(s)) => s.clone(),
-        _ => return Err(bad("queue must be a non-empty string")),
-    };
-    check_queue_name(&queue)
-        .map_err(|_| bad("queue must be a non-empty string of at most 255 characters"))?;
-    let partition = match obj.get("partition") {
-        None | Some(Value::Null) => "Default".to_string(),
-        Some(Value::String(s)) if s.is_empty() => "Default".to_string(),
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(bad("partition must be a string")),
-    };
-    let message_id = Uuid::now_v7();
-    let txn = match obj.get("transactionId") {
-        None | Some(Value::Null) => message_id.to_string(),
-        Some(Value::String(s)) if s.is_empty() => message_id.to_string(),
-        Some(Value::String(s)) if s.len() <= usize::from(u16::MAX) => s.clone(),
-        Some(Value::String(_)) => return Err(bad("transactionId longer than 65535 bytes")),
-        Some(_) => return Err(bad("transactionId must be a string")),
-    };
-    let trace = match obj.get("traceId") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::String(s)) => Some(
-            *Uuid::parse_str(s)
-                .map_err(|_| bad("traceId must be a UUID"))?
-                .as_bytes(),
-        ),
-        Some(_) => return Err(bad("traceId must be a UUID string")),
-    };
+    let obj = v
+        .as_object()
+        .ok_or_else(|| ApiError::bad(format!("items[{i}]: must be an object")))?;
     // `payload` wins over its alias `data`; null or absent pops as data:null.
     let payload = match obj.get("payload") {
         Some(p) if !p.is_null() => p,
         _ => obj.get("data").unwrap_or(&Value::Null),
+    };
+    let f = |k: &str| Field::of_value(obj.get(k));
+    let payload = serde_json::to_vec(payload).expect("a Value always serializes");
+    validate_item(
+        i,
+        [f("queue"), f("partition"), f("transactionId"), f("traceId")],
+        payload,
+    )
+}
+
+/// One item of a push body, straight from its raw JSON.
+fn parse_raw_item(i: usize, v: &RawValue) -> ApiResult<Item> {
+    let bad = |m: String| ApiError::bad(format!("items[{i}]: {m}"));
+    if !v.get().starts_with('{') {
+        return Err(bad("must be an object".into()));
+    }
+    let raw: RawItem<'_> = serde_json::from_str(v.get()).map_err(|e| bad(e.to_string()))?;
+    let payload = match (raw.payload, raw.data) {
+        (Some(p), _) => p.get(),
+        (None, Some(d)) => d.get(),
+        (None, None) => "null",
+    };
+    let f = Field::of_raw;
+    validate_item(
+        i,
+        [
+            f(raw.queue),
+            f(raw.partition),
+            f(raw.transaction_id),
+            f(raw.trace_id),
+        ],
+        payload.as_bytes().to_vec(),
+    )
+}
+
+/// The rules of an item's fields: [queue, partition, transactionId, traceId].
+fn validate_item(i: usize, fields: [Field<'_>; 4], payload: Vec<u8>) -> ApiResult<Item> {
+    let bad = |m: &str| ApiError::bad(format!("items[{i}]: {m}"));
+    let [queue, partition, txn, trace] = fields;
+    let queue = match queue {
+        Field::Str(s) => s.into_owned(),
+        _ => return Err(bad("queue must be a non-empty string")),
+    };
+    check_queue_name(&queue)
+        .map_err(|_| bad("queue must be a non-empty string of at most 255 characters"))?;
+    let partition = match partition {
+        Field::Absent => "Default".to_string(),
+        Field::Str(s) if s.is_empty() => "Default".to_string(),
+        Field::Str(s) => s.into_owned(),
+        Field::Other => return Err(bad("partition must be a string")),
+    };
+    let message_id = Uuid::now_v7();
+    let txn = match txn {
+        Field::Absent => message_id.to_string(),
+        Field::Str(s) if s.is_empty() => message_id.to_string(),
+        Field::Str(s) if s.len() <= usize::from(u16::MAX) => s.into_owned(),
+        Field::Str(_) => return Err(bad("transactionId longer than 65535 bytes")),
+        Field::Other => return Err(bad("transactionId must be a string")),
+    };
+    let trace = match trace {
+        Field::Absent => None,
+        Field::Str(s) if s.is_empty() => None,
+        Field::Str(s) => Some(
+            *Uuid::parse_str(&s)
+                .map_err(|_| bad("traceId must be a UUID"))?
+                .as_bytes(),
+        ),
+        Field::Other => return Err(bad("traceId must be a UUID string")),
     };
     Ok(Item {
         queue,
         partition,
         txn,
         trace,
-        payload: serde_json::to_vec(payload).expect("a Value always serializes"),
+        payload,
         message_id,
         dup_of: None,
     })
@@ -219,36 +314,50 @@ pub(crate) fn frame_of(it: &Item) -> Frame {
     }
 }
 
-/// Groups whose partition exists with a dedup window, mapped to its id, each loaded into
-/// the dedup cache if it was not (see dedup.rs). New partitions and window-0 queues are
-/// not cached: their pushes probe with -1, which is cheap for them.
-async fn dedup_targets(
+/// The partition id of every group whose partition exists already, and whether its
+/// queue has a dedup window: one query per request, before pushing.
+async fn known_partitions(
     db: &deadpool_postgres::Object,
-    cache: &DedupCache,
     tenant: Uuid,
     groups: &[Group],
-) -> ApiResult<HashMap<usize, Uuid>> {
-    if !cache.enabled() {
-        return Ok(HashMap::new());
-    }
+) -> ApiResult<HashMap<usize, (Uuid, bool)>> {
     let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
     let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
     let rows = db
         .query(
-&db.prepare_cached("SELECT t.i::int, p.id FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(qn, pn, i)
-               JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
-               JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn
-              WHERE q.dedup_window_seconds > 0").await?,
+            &db.prepare_cached(
+                "SELECT t.i::int, p.id, q.dedup_window_seconds > 0
+                   FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(qn, pn, i)
+                   JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
+                   JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn",
+            )
+            .await?,
             &[&tenant, &qs, &ps],
         )
         .await?;
+    Ok(rows
+        .iter()
+        .map(|r| (r.get::<_, i32>(0) as usize - 1, (r.get(1), r.get(2))))
+        .collect())
+}
+
+/// Known partitions with a dedup window, each loaded into the dedup cache if it was not
+/// (see dedup.rs). New partitions and window-0 queues are not cached: their pushes
+/// probe with -1, which is cheap for them.
+async fn dedup_targets(
+    db: &deadpool_postgres::Object,
+    cache: &DedupCache,
+    known: &HashMap<usize, (Uuid, bool)>,
+) -> ApiResult<HashMap<usize, Uuid>> {
+    if !cache.enabled() {
+        return Ok(HashMap::new());
+    }
     let mut out = HashMap::new();
-    for r in rows {
-        let (g, pid): (i32, Uuid) = (r.get(0), r.get(1));
+    for (&g, &(pid, _)) in known.iter().filter(|(_, (_, windowed))| *windowed) {
         if cache.watermark(pid, &[]).is_none() {
             load_window(db, cache, pid).await?;
         }
-        out.insert(g as usize - 1, pid);
+        out.insert(g, pid);
     }
     Ok(out)
 }
@@ -408,40 +517,50 @@ fn apply_verdict(group: &mut Group, r: &Value, outcomes: &mut [Outcome]) -> ApiR
     Ok(())
 }
 
-/// Partition ids of every (queue, partition) pushed to, in one query.
-async fn resolve_partitions(
+/// (queue, partition) → id of every group pushed to. Known partitions come from the
+/// lookup before the push; only partitions this push created are looked up again.
+async fn partition_ids<'a>(
     db: &deadpool_postgres::Object,
     tenant: Uuid,
-    items: &[Item],
-) -> ApiResult<HashMap<(String, String), Uuid>> {
-    // One lookup per distinct (queue, partition), not per item: a 500-item push into
-    // one partition is one row.
-    let mut seen = std::collections::HashSet::new();
-    let (mut qs, mut ps): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
-    for it in items
-        .iter()
-        .filter(|it| seen.insert((&it.queue, &it.partition)))
-    {
-        qs.push(&it.queue);
-        ps.push(&it.partition);
+    groups: &'a [Group],
+    known: &HashMap<usize, (Uuid, bool)>,
+) -> ApiResult<PartitionIds<'a>> {
+    let key = |g: &'a Group| (g.queue.as_str(), g.partition.as_str());
+    let mut out: PartitionIds<'a> = HashMap::new();
+    let mut new: Vec<&'a Group> = Vec::new();
+    for (i, g) in groups.iter().enumerate() {
+        match known.get(&i) {
+            Some(&(pid, _)) => {
+                out.insert(key(g), pid);
+            }
+            None => new.push(g),
+        }
     }
+    if new.is_empty() {
+        return Ok(out);
+    }
+    let qs: Vec<&str> = new.iter().map(|g| g.queue.as_str()).collect();
+    let ps: Vec<&str> = new.iter().map(|g| g.partition.as_str()).collect();
     let rows = db
         .query(
             &db.prepare_cached(
-                "SELECT q.name::text, p.name, p.id
-               FROM unnest($2::text[], $3::text[]) AS t(qn, pn)
-               JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
-               JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn",
+                "SELECT t.i::int, p.id
+                   FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(qn, pn, i)
+                   JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
+                   JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn",
             )
             .await?,
             &[&tenant, &qs, &ps],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
-        .collect())
+    for r in rows {
+        out.insert(key(new[r.get::<_, i32>(0) as usize - 1]), r.get(1));
+    }
+    Ok(out)
 }
+
+/// Partition ids by (queue, partition) name.
+type PartitionIds<'a> = HashMap<(&'a str, &'a str), Uuid>;
 
 /// A database duplicate answers with the ORIGINAL message id: read it from the frame at
 /// the original offset (unknown if that segment was retained away). In-request
@@ -450,11 +569,11 @@ async fn resolve_originals(
     db: &deadpool_postgres::Object,
     items: &mut [Item],
     outcomes: &[Outcome],
-    pids: &HashMap<(String, String), Uuid>,
+    pids: &PartitionIds<'_>,
 ) -> ApiResult<()> {
     let mut want: Vec<(usize, Uuid, i64)> = Vec::new();
     for (i, (it, o)) in items.iter().zip(outcomes).enumerate() {
-        let pid = pids.get(&(it.queue.clone(), it.partition.clone()));
+        let pid = pids.get(&(it.queue.as_str(), it.partition.as_str()));
         if let (Some(off), Some(pid)) = (o.original_off, pid) {
             want.push((i, *pid, off));
         }
@@ -506,27 +625,106 @@ async fn original_ids(
     Ok(out)
 }
 
-fn render(items: &[Item], outcomes: &[Outcome], pids: &HashMap<(String, String), Uuid>) -> Value {
-    let rows: Vec<Value> = items
+/// One item of the push answer.
+#[derive(Serialize)]
+struct Pushed<'a> {
+    index: usize,
+    message_id: Uuid,
+    transaction_id: &'a str,
+    #[serde(rename = "queueName")]
+    queue_name: &'a str,
+    partition_id: Option<Uuid>,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<i64>,
+}
+
+fn render<'a>(items: &'a [Item], outcomes: &[Outcome], pids: &PartitionIds<'_>) -> Vec<Pushed<'a>> {
+    items
         .iter()
         .enumerate()
         .map(|(i, it)| {
             let o = outcomes[it.dup_of.unwrap_or(i)];
-            let queued = outcomes[i].queued;
-            let pid = pids.get(&(it.queue.clone(), it.partition.clone()));
-            let mut v = json!({
-                "index": i,
-                "message_id": it.message_id,
-                "transaction_id": it.txn,
-                "queueName": it.queue,
-                "partition_id": pid,
-                "status": if queued { "queued" } else { "duplicate" },
-            });
-            if let Some(off) = o.offset.or(o.original_off) {
-                v["offset"] = json!(off);
+            Pushed {
+                index: i,
+                message_id: it.message_id,
+                transaction_id: &it.txn,
+                queue_name: &it.queue,
+                partition_id: pids
+                    .get(&(it.queue.as_str(), it.partition.as_str()))
+                    .copied(),
+                status: if outcomes[i].queued {
+                    "queued"
+                } else {
+                    "duplicate"
+                },
+                offset: o.offset.or(o.original_off),
             }
-            v
         })
-        .collect();
-    Value::Array(rows)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both item readers (raw for push, `Value` for transactions) apply the same rules.
+    fn both(src: &str) -> (ApiResult<Item>, ApiResult<Item>) {
+        let raw: &RawValue = serde_json::from_str(src).unwrap();
+        let val: Value = serde_json::from_str(src).unwrap();
+        (parse_raw_item(3, raw), parse_item(3, &val))
+    }
+
+    fn fields(r: &ApiResult<Item>) -> Result<(String, String, Option<[u8; 16]>, Value), String> {
+        match r {
+            Ok(it) => Ok((
+                it.queue.clone(),
+                it.partition.clone(),
+                it.trace,
+                serde_json::from_slice(&it.payload).unwrap(),
+            )),
+            Err(e) => Err(format!("{e:?}")),
+        }
+    }
+
+    #[test]
+    fn raw_and_value_items_follow_the_same_rules() {
+        let cases = [
+            r#"{"queue":"q","payload":{"a":[1,2]}}"#,
+            r#"{"queue":"q","partition":"p\u00e9","transactionId":"t\"x","payload":1}"#,
+            r#"{"queue":"q","partition":null,"payload":null,"data":{"d":true}}"#,
+            r#"{"queue":"q","partition":"","transactionId":"","traceId":""}"#,
+            r#"{"queue":"q","traceId":"0190d6a8-8b2c-7cc1-9b1e-3f3c0a6a1e01","extra":[1]}"#,
+            r#"{"payload":1}"#,
+            r#"{"queue":7}"#,
+            r#"{"queue":""}"#,
+            r#"{"queue":"q","partition":5}"#,
+            r#"{"queue":"q","transactionId":{"x":1}}"#,
+            r#"{"queue":"q","traceId":"not-a-uuid"}"#,
+            r#"{"queue":"q","traceId":12}"#,
+            r#"[1,2]"#,
+            r#""q""#,
+        ];
+        for src in cases {
+            let (raw, val) = both(src);
+            assert_eq!(fields(&raw), fields(&val), "{src}");
+            if let (Ok(r), Ok(v)) = (&raw, &val) {
+                assert_eq!(r.txn.is_empty(), v.txn.is_empty(), "{src}");
+            }
+        }
+    }
+
+    #[test]
+    fn raw_payload_is_stored_as_written() {
+        let src =
+            r#"{"queue":"q","transactionId":"t","payload":{"big":123456789012345678901234567890}}"#;
+        let (raw, _) = both(src);
+        let it = raw.unwrap();
+        assert_eq!(it.txn, "t");
+        assert_eq!(
+            std::str::from_utf8(&it.payload).unwrap(),
+            r#"{"big":123456789012345678901234567890}"#,
+            "no float rounding of a big integer"
+        );
+    }
 }
