@@ -675,7 +675,10 @@ mod tests {
         (parse_raw_item(3, raw), parse_item(3, &val))
     }
 
-    fn fields(r: &ApiResult<Item>) -> Result<(String, String, Option<[u8; 16]>, Value), String> {
+    /// What an item reader made of an item: (queue, partition, trace, payload) or the error.
+    type Read = Result<(String, String, Option<[u8; 16]>, Value), String>;
+
+    fn fields(r: &ApiResult<Item>) -> Read {
         match r {
             Ok(it) => Ok((
                 it.queue.clone(),
