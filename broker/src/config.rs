@@ -27,6 +27,9 @@ pub struct Config {
     pub ack_fusion: bool,
     /// `QUEEN_ACK_FUSION_SHARDS`: number of fusion shards.
     pub ack_fusion_shards: usize,
+    /// `QUEEN_ACK_FUSION_MAX_INFLIGHT`: fusion flushes running at once across all shards
+    /// (default: the CPU count; see fusion.rs for why).
+    pub ack_fusion_max_inflight: usize,
     /// `QUEEN_ACK_FUSION_HOLD_MS`: the fusion liveness backstop tick (broker.md §4; see
     /// fusion.rs), not a latency floor.
     pub ack_fusion_hold_ms: u64,
@@ -68,6 +71,12 @@ impl Config {
             ack_registry_mb: num(&get, "QUEEN_ACK_REGISTRY_MB", 64)?,
             ack_fusion: flag(&get, "QUEEN_ACK_FUSION", true)?,
             ack_fusion_shards: num(&get, "QUEEN_ACK_FUSION_SHARDS", 8)?.max(1),
+            ack_fusion_max_inflight: num(
+                &get,
+                "QUEEN_ACK_FUSION_MAX_INFLIGHT",
+                crate::fusion::default_max_inflight(),
+            )?
+            .max(1),
             ack_fusion_hold_ms: num(&get, "QUEEN_ACK_FUSION_HOLD_MS", 3)?,
             pool_timeout_ms: num(&get, "QUEEN_POOL_TIMEOUT_MS", 5_000)?.max(1),
             jwt_secret: get("QUEEN_JWT_SECRET").filter(|v| !v.is_empty()),
@@ -103,7 +112,7 @@ impl fmt::Display for Config {
             f,
             "database_url={} listen={} pool_size={} body_limit_mb={} statement_timeout_ms={} \
              ack_registry={} ack_registry_mb={} ack_fusion={} ack_fusion_shards={} \
-             ack_fusion_hold_ms={} pool_timeout_ms={} tenancy={} max_batch={} \
+             ack_fusion_max_inflight={} ack_fusion_hold_ms={} pool_timeout_ms={} tenancy={} max_batch={} \
              max_push_items={} dedup_cache_mb={}",
             mask_password(&self.database_url),
             self.listen,
@@ -114,6 +123,7 @@ impl fmt::Display for Config {
             self.ack_registry_mb,
             self.ack_fusion,
             self.ack_fusion_shards,
+            self.ack_fusion_max_inflight,
             self.ack_fusion_hold_ms,
             self.pool_timeout_ms,
             // Never the secret itself.
@@ -186,6 +196,18 @@ mod tests {
         assert_eq!(c.pool_timeout_ms, 5_000);
         assert_eq!(c.max_batch, 10_000);
         assert_eq!(c.max_push_items, 10_000);
+        assert_eq!(c.ack_fusion_shards, 8, "broker.md §4 default");
+        assert_eq!(
+            c.ack_fusion_max_inflight,
+            std::thread::available_parallelism().unwrap().get()
+        );
+        let capped =
+            Config::from_lookup(|k| (k == "QUEEN_ACK_FUSION_MAX_INFLIGHT").then(|| "0".into()));
+        assert_eq!(
+            capped.unwrap().ack_fusion_max_inflight,
+            1,
+            "at least one flush"
+        );
         assert!(!c.tenancy());
         let c =
             Config::from_lookup(|k| (k == "QUEEN_JWT_SECRET").then(|| "s3cret".into())).unwrap();

@@ -58,6 +58,7 @@ impl AppState {
                 pool.clone(),
                 config.ack_fusion_shards,
                 Duration::from_millis(config.ack_fusion_hold_ms),
+                config.ack_fusion_max_inflight,
             )
         });
         Ok(AppState(Arc::new(Inner {

@@ -585,6 +585,67 @@ async fn a_lone_ack_is_not_held_for_the_backstop_tick() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushes_of_all_shards_share_the_in_flight_cap() {
+    let b = start_with(|c| {
+        c.ack_fusion_shards = 8;
+        c.ack_fusion_max_inflight = 1;
+    })
+    .await;
+    let mut db = admin().await;
+    let q = unique("cap");
+    let x = pushed_and_popped(&b, &q, "x", &["x1"]).await;
+    let mut others: Vec<Value> = Vec::new();
+    for i in 0..6 {
+        others.push(pushed_and_popped(&b, &q, &format!("o{i}"), &["t"]).await);
+    }
+    let fusion = b.state.fusion.as_ref().expect("fusion on");
+    let before = fusion.stats();
+    // X's flush takes the only slot and blocks on its cursor row.
+    let tx = lock_cursor(&mut db, &pid_of(&x)).await;
+    let hx = spawn_ack(&b, acks_for(&x, "completed", None));
+    let probe = admin().await;
+    wait_for_blocked_flush(&probe).await;
+    // Acks of six other partitions (other shards, almost surely) must wait for the slot.
+    let hs: Vec<_> = others
+        .iter()
+        .map(|o| spawn_ack(&b, acks_for(o, "completed", None)))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.state.registry.stats().hits < 7 {
+        assert!(
+            Instant::now() < deadline,
+            "the other acks never hit the registry"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        hs.iter().all(|h| !h.is_finished()),
+        "a flush ran past the cap"
+    );
+    assert_eq!(fusion.stats().commits, before.commits);
+    assert_eq!(metric(&metrics(&b).await, "queen_db_pool_in_use"), 1.0);
+    tx.commit().await.unwrap();
+    for h in std::iter::once(hx).chain(hs) {
+        let (s, v) = tokio::time::timeout(Duration::from_secs(20), h)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(s, 200);
+        assert!(all_ok_released(&v), "{v}");
+    }
+    let after = fusion.stats();
+    assert_eq!(after.acks - before.acks, 7);
+    assert!(after.commits - before.commits <= 7, "{after:?}");
+    for o in &others {
+        assert_eq!(
+            cursor(&db, &pid_of(o), QM).await,
+            (last_offset(o), None, None, 0)
+        );
+    }
+}
+
 /// `n` concurrent full-batch acks over `n` partitions through a pool of `pool`
 /// connections: parked handlers hold no connection, so the flushes always get one.
 async fn parked_acks_complete(pool: usize, n: usize) {
