@@ -8,13 +8,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio_postgres::Client;
 
 use crate::broker_proc::{metric_sum, Broker, RssSampler};
 use crate::common::{drop_queues, fmt_ms, fmt_num, progress, to_s, BResult, Ctx, Summary};
 use crate::report::{Chart, Section};
 use crate::svg::{LineChart, Series};
+use crate::wire::{AckBatch, AckItem, Acked, Popped};
 
 /// (label, env) of the three broker modes.
 pub const MODES: [(&str, &[(&str, &str)]); 3] = [
@@ -83,63 +84,71 @@ pub async fn consume(
             ));
             continue;
         }
-        let body: Value = match resp.json().await {
+        let popped: Popped = match resp.bytes().await.map_err(to_s).and_then(|b| {
+            serde_json::from_slice(&b).map_err(|e| format!("{e}: {}", String::from_utf8_lossy(&b)))
+        }) {
             Ok(v) => v,
             Err(e) => {
-                out.errors.push(format!("pop body: {}", to_s(&e)));
+                out.errors.push(format!("pop body: {e}"));
                 continue;
             }
         };
-        let lease = body.get("leaseId").cloned().unwrap_or(Value::Null);
-        let acks: Vec<Value> = body
-            .get("messages")
-            .and_then(Value::as_array)
-            .map(|ms| {
-                ms.iter()
-                    .map(|m| {
-                        json!({"transactionId": m.get("transactionId"),
-                               "partitionId": m.get("partitionId"),
-                               "leaseId": lease, "status": "completed"})
-                    })
-                    .collect()
+        let acks: Vec<AckItem<'_>> = popped
+            .messages
+            .iter()
+            .map(|m| AckItem {
+                transaction_id: &m.transaction_id,
+                partition_id: &m.partition_id,
+                lease_id: popped.lease_id.as_deref(),
+                status: "completed",
             })
-            .unwrap_or_default();
+            .collect();
         if acks.is_empty() {
             continue;
         }
         let n = acks.len() as u64;
         let t = Instant::now();
+        let body = serde_json::to_vec(&AckBatch {
+            acknowledgments: acks,
+        })
+        .expect("an ack batch serializes");
         let r = http
             .post(&ack_url)
-            .json(&json!({ "acknowledgments": acks }))
+            .header("content-type", "application/json")
+            .body(body)
             .send()
             .await;
         let r = match r {
-            Ok(r) if r.status().is_success() => r.json::<Value>().await.map_err(to_s),
+            Ok(r) if r.status().is_success() => r.bytes().await.map_err(to_s),
             Ok(r) => Err(format!("ack: HTTP {}", r.status())),
             Err(e) => Err(format!("ack: {}", to_s(&e))),
         };
         out.lat_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        let r = r.and_then(|b| match serde_json::from_slice::<Vec<Acked>>(&b) {
+            Ok(items) => Ok((items, b)),
+            Err(_) => Err(format!(
+                "ack: unexpected body {}",
+                String::from_utf8_lossy(&b)
+            )),
+        });
         match r {
-            Ok(Value::Array(items)) => {
-                let ok = items
-                    .iter()
-                    .filter(|i| i.get("success") == Some(&Value::Bool(true)))
-                    .count() as u64;
+            Ok((items, body)) => {
+                let ok = items.iter().filter(|i| i.success).count() as u64;
                 if ok < n && out.errors.len() < 5 {
-                    let bad = items
-                        .iter()
-                        .find(|i| i.get("success") != Some(&Value::Bool(true)));
-                    out.errors.push(format!(
-                        "ack item failed: {}",
-                        bad.cloned().unwrap_or(Value::Null)
-                    ));
+                    // Only a failure is worth walking the whole answer for.
+                    let all: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let bad = all.as_array().and_then(|a| {
+                        a.iter()
+                            .find(|i| i.get("success") != Some(&Value::Bool(true)))
+                            .cloned()
+                    });
+                    out.errors
+                        .push(format!("ack item failed: {}", bad.unwrap_or(Value::Null)));
                 }
                 out.acks += 1;
                 out.msgs += ok;
                 out.failed_items += n - ok;
             }
-            Ok(v) => out.errors.push(format!("ack: unexpected body {v}")),
             Err(e) => out.errors.push(e),
         }
     }

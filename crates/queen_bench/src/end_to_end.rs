@@ -5,13 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use tokio_postgres::Client;
 
 use crate::broker_proc::{Broker, RssSampler};
 use crate::broker_throughput::consume;
 use crate::common::{drop_queues, fmt_ms, fmt_num, progress, to_s, BResult, Ctx, Summary};
 use crate::report::Section;
+use crate::wire::{BenchPayload, PushBody, PushItem, Pushed};
 
 const PARTITIONS: usize = 8;
 const PRODUCERS: usize = 4;
@@ -37,33 +37,39 @@ async fn produce(
     let mut part = k;
     let mut n = 0u64;
     while Instant::now() < deadline && out.errors.len() < 5 {
-        let items: Vec<Value> = (0..batch)
-            .map(|i| {
-                json!({"queue": QUEUE, "partition": format!("p{}", part % PARTITIONS),
-                       "payload": {"producer": k, "n": n + i as u64, "body": "end-to-end bench payload"}})
+        let partition = format!("p{}", part % PARTITIONS);
+        let items: Vec<PushItem<'_>> = (0..batch)
+            .map(|i| PushItem {
+                queue: QUEUE,
+                partition: &partition,
+                payload: BenchPayload {
+                    producer: k,
+                    n: n + i as u64,
+                    body: "end-to-end bench payload",
+                },
             })
             .collect();
+        let body = serde_json::to_vec(&PushBody { items }).expect("a push body serializes");
         n += batch as u64;
         part += PRODUCERS;
         let t = Instant::now();
         match http
             .post(&url)
-            .json(&json!({ "items": items }))
+            .header("content-type", "application/json")
+            .body(body)
             .send()
             .await
         {
             Ok(r) if r.status().is_success() => {
                 out.lat_ms.push(t.elapsed().as_secs_f64() * 1000.0);
                 out.requests += 1;
-                match r.json::<Value>().await {
-                    Ok(Value::Array(a)) => {
-                        out.pushed += a
-                            .iter()
-                            .filter(|x| x.get("status") == Some(&json!("queued")))
-                            .count() as u64
-                    }
-                    Ok(v) => out.errors.push(format!("push: unexpected body {v}")),
-                    Err(e) => out.errors.push(format!("push body: {}", to_s(&e))),
+                let answer = r.bytes().await.map_err(to_s).and_then(|b| {
+                    serde_json::from_slice::<Vec<Pushed>>(&b)
+                        .map_err(|_| format!("unexpected body {}", String::from_utf8_lossy(&b)))
+                });
+                match answer {
+                    Ok(a) => out.pushed += a.iter().filter(|x| x.status == "queued").count() as u64,
+                    Err(e) => out.errors.push(format!("push: {e}")),
                 }
             }
             Ok(r) => out.errors.push(format!("push: HTTP {}", r.status())),

@@ -15,6 +15,7 @@ mod report;
 mod scaling;
 mod sql_paths;
 mod svg;
+mod wire;
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -1,0 +1,70 @@
+//! The client side of the broker's HTTP wire, typed: the load generators run on the same
+//! two cores as the broker and PostgreSQL, so every cycle they spend building or walking
+//! `serde_json::Value` trees is taken from the system under test. Unknown fields of an
+//! answer are skipped, not stored.
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /api/v1/push` body.
+#[derive(Serialize)]
+pub struct PushBody<'a> {
+    pub items: Vec<PushItem<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct PushItem<'a> {
+    pub queue: &'a str,
+    pub partition: &'a str,
+    pub payload: BenchPayload,
+}
+
+/// The payload every generated message carries.
+#[derive(Serialize)]
+pub struct BenchPayload {
+    pub producer: usize,
+    pub n: u64,
+    pub body: &'static str,
+}
+
+/// One item of a push answer: only its status is read.
+#[derive(Deserialize)]
+pub struct Pushed {
+    pub status: String,
+}
+
+/// A pop answer: the lease and, per message, what an ack needs.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Popped {
+    pub lease_id: Option<String>,
+    #[serde(default)]
+    pub messages: Vec<PoppedMsg>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoppedMsg {
+    pub transaction_id: String,
+    pub partition_id: String,
+}
+
+/// `POST /api/v1/ack/batch` body.
+#[derive(Serialize)]
+pub struct AckBatch<'a> {
+    pub acknowledgments: Vec<AckItem<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AckItem<'a> {
+    pub transaction_id: &'a str,
+    pub partition_id: &'a str,
+    pub lease_id: Option<&'a str>,
+    pub status: &'static str,
+}
+
+/// One item of an ack answer: whether it succeeded.
+#[derive(Deserialize)]
+pub struct Acked {
+    pub success: bool,
+}
