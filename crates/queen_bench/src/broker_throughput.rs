@@ -239,6 +239,8 @@ pub struct CellOut {
     pub rss_kb: u64,
     pub peak_rss_kb: u64,
     pub errors: Vec<String>,
+    /// acks/s of every repeat of this cell (this run is the median one).
+    pub reps: Vec<f64>,
 }
 
 impl CellOut {
@@ -364,6 +366,7 @@ async fn cell(
         rss_kb: broker.status_kb("VmRSS").unwrap_or(0),
         peak_rss_kb: peak,
         errors,
+        reps: Vec::new(),
     };
     progress(
         ctx,
@@ -382,6 +385,19 @@ async fn cell(
         ),
     );
     Ok(out)
+}
+
+/// Runs of every cell; the table shows the median one by acks/s, with min and max.
+const REPEATS: usize = 3;
+
+/// The run with the median acks/s, carrying every run's acks/s.
+fn median_run(mut runs: Vec<CellOut>) -> Option<CellOut> {
+    runs.sort_by(|a, b| a.acks_per_s().total_cmp(&b.acks_per_s()));
+    let reps: Vec<f64> = runs.iter().map(CellOut::acks_per_s).collect();
+    let mid = runs.len().checked_sub(1)? / 2;
+    let mut m = runs.swap_remove(mid);
+    m.reps = reps;
+    Some(m)
 }
 
 /// The (consumers, batch) grid.
@@ -438,15 +454,19 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
     }
     let mut failure = None;
     'grid: for (c, b) in grid(ctx) {
-        for (mode, broker) in &brokers {
-            match cell(ctx, db, broker, pgss.as_deref(), mode, c, b).await {
-                Ok(o) => cells.push(o),
-                Err(e) => {
-                    failure = Some(format!("{mode} C={c} B={b}: {e}"));
-                    break 'grid;
+        let mut runs: Vec<Vec<CellOut>> = brokers.iter().map(|_| Vec::new()).collect();
+        for _ in 0..REPEATS {
+            for ((mode, broker), runs) in brokers.iter().zip(runs.iter_mut()) {
+                match cell(ctx, db, broker, pgss.as_deref(), mode, c, b).await {
+                    Ok(o) => runs.push(o),
+                    Err(e) => {
+                        failure = Some(format!("{mode} C={c} B={b}: {e}"));
+                        break 'grid;
+                    }
                 }
             }
         }
+        cells.extend(runs.into_iter().filter_map(median_run));
     }
     for (_, b) in brokers {
         b.stop().await;
@@ -461,6 +481,60 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
     Ok(sec)
 }
 
+fn range(reps: &[f64]) -> String {
+    match (reps.first(), reps.last()) {
+        (Some(lo), Some(hi)) => format!("{} – {}", fmt_num(*lo), fmt_num(*hi)),
+        _ => "–".into(),
+    }
+}
+
+/// Fusion against fusion off per grid point: the ratio of median acks/s and what fusion
+/// did to the ack commits.
+fn ratio_table(sec: &mut Section, cells: &[CellOut]) {
+    let find = |mode: &str, c: usize, b: usize| {
+        cells
+            .iter()
+            .find(|x| x.mode == mode && x.consumers == c && x.batch == b)
+    };
+    let mut rows = Vec::new();
+    for on in cells.iter().filter(|x| x.mode == MODES[0].0) {
+        let Some(off) = find(MODES[1].0, on.consumers, on.batch) else {
+            continue;
+        };
+        let per_s = |x: &CellOut| x.ack_commits().map(|k| k / x.secs.max(1e-9));
+        rows.push(vec![
+            on.consumers.to_string(),
+            on.batch.to_string(),
+            fmt_num(on.acks_per_s()),
+            fmt_num(off.acks_per_s()),
+            format!("{:.2}×", on.acks_per_s() / off.acks_per_s().max(1e-9)),
+            per_s(on).map(fmt_num).unwrap_or("n/a".into()),
+            per_s(off).map(fmt_num).unwrap_or("n/a".into()),
+            on.rows_per_commit()
+                .map(|r| format!("{r:.2}"))
+                .unwrap_or("–".into()),
+        ]);
+    }
+    sec.para(
+        "Fusion against fusion off (median runs above; targets at 64 consumers: rows/commit ≥ 5 \
+         and acks/s ≥ 2× fusion off):"
+            .to_string(),
+    );
+    sec.table(
+        &[
+            "C",
+            "B",
+            "fusion acks/s",
+            "fusion off acks/s",
+            "ratio",
+            "ack commits/s, fusion",
+            "ack commits/s, fusion off",
+            "rows/commit",
+        ],
+        &rows,
+    );
+}
+
 fn write_section(ctx: &Ctx, sec: &mut Section, cells: &[CellOut], logs: &Path) {
     sec.para(format!(
         "Each of C consumers owns one partition of queue `bench_bt`, prefilled through `queen.push` \
@@ -470,6 +544,8 @@ fn write_section(ctx: &Ctx, sec: &mut Section, cells: &[CellOut], logs: &Path) {
          The broker is the release binary started as a child process per mode (env \
          `QUEEN_ACK_REGISTRY` / `QUEEN_ACK_FUSION`, other knobs at their defaults unless set in \
          the bench's environment; logs in `{}`). \
+         Every cell runs {REPEATS} times (modes interleaved); the row is the run with the median \
+         acks/s, min – max over the runs next to it. \
          **Client-side timing**: acks/s and messages/s over the wall time of the cell, ack latency = \
          one `/ack/batch` request. **ack commits/s** = top-level ack statements in \
          pg_stat_statements (each is one transaction; a fusion flush counts once). \
@@ -493,6 +569,7 @@ fn write_section(ctx: &Ctx, sec: &mut Section, cells: &[CellOut], logs: &Path) {
             c.consumers.to_string(),
             c.batch.to_string(),
             fmt_num(c.acks_per_s()),
+            range(&c.reps),
             fmt_num(c.msgs_per_s()),
             format!("{} / {}", c.msgs, c.prefilled),
             format!("{:.2}", c.secs),
@@ -523,7 +600,8 @@ fn write_section(ctx: &Ctx, sec: &mut Section, cells: &[CellOut], logs: &Path) {
             "mode",
             "C",
             "B",
-            "acks/s",
+            "acks/s (median)",
+            "acks/s min – max",
             "msgs/s",
             "acked / prefilled",
             "wall s",
@@ -542,6 +620,7 @@ fn write_section(ctx: &Ctx, sec: &mut Section, cells: &[CellOut], logs: &Path) {
         ],
         &rows,
     );
+    ratio_table(sec, cells);
     let errs: Vec<String> = cells
         .iter()
         .flat_map(|c| {
