@@ -4,9 +4,10 @@
 //!
 //! Each shard is one task with at most one flush in flight: an arrival at an idle shard
 //! flushes at once (a lone ack costs one round trip), arrivals during a flush ride the
-//! next one, so the batch size emerges from load. `QUEEN_ACK_FUSION_HOLD_MS` is only a
-//! liveness backstop tick while a shard has work (a missed completion or wake-up is
-//! noticed within one tick), never a latency floor; an idle shard does not tick.
+//! next one (they queue in the shard's channel while it awaits the flush inline), so the
+//! batch size emerges from load. `QUEEN_ACK_FUSION_HOLD_MS` is only a liveness backstop
+//! tick while a shard waits for a flush slot, never a latency floor; an idle shard does
+//! not tick.
 //!
 //! Flushes of all shards together are capped by `QUEEN_ACK_FUSION_MAX_INFLIGHT` (default:
 //! the broker's CPU count). Measured on 2 cores, 64 consumers: eight shards flushing ~2
@@ -16,7 +17,7 @@
 //! into bigger flushes; with a free slot an arrival still flushes at once. Entries
 //! with the same (partition, group, worker) fold to max(batch_end) and share that row's
 //! verdict; different workers never fold. Verdicts map back by input ordinal. A reply is
-//! sent only after the flush committed, so a 200 means durable. The flush task, not the
+//! sent only after the flush committed, so a 200 means durable. The shard task, not the
 //! waiting handler, holds the pooled connection. [`Fusion::shutdown`] finishes pending and
 //! in-flight flushes and answers every parked ack before it returns.
 
@@ -204,9 +205,10 @@ struct Flusher {
     slots: Arc<Semaphore>,
 }
 
-/// One shard: collect arrivals; whenever no flush of its own is in flight, something is
-/// pending and a flush slot is free, start a flush with everything pending. On stop,
-/// drain and flush what is left.
+/// One shard: wait for an arrival, wait for a flush slot (arrivals meanwhile join the
+/// batch), flush everything pending, repeat. The flush runs inline: arrivals during it
+/// queue in the channel and ride the next flush, and no task hop stands between an ack
+/// and its flush. On stop, what is pending or queued is flushed before the task ends.
 async fn shard_loop(
     mut rx: mpsc::UnboundedReceiver<Job>,
     f: Flusher,
@@ -214,51 +216,58 @@ async fn shard_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut pending: Vec<Job> = Vec::new();
-    let mut inflight: Option<JoinHandle<()>> = None;
-    let mut slot: Option<OwnedSemaphorePermit> = None;
     let mut stopping = *stop.borrow();
     let mut open = true;
     loop {
-        let busy = inflight.is_some() || !pending.is_empty();
-        let want_slot = inflight.is_none() && !pending.is_empty() && slot.is_none();
+        drain(&mut rx, &mut pending);
+        if pending.is_empty() {
+            if stopping || !open {
+                return;
+            }
+            tokio::select! {
+                j = rx.recv() => match j {
+                    Some(j) => pending.push(j),
+                    None => open = false,
+                },
+                _ = stop.changed() => stopping = true,
+            }
+            continue;
+        }
+        let slot = acquire_slot(&f.slots, &mut rx, &mut pending, hold).await;
+        drain(&mut rx, &mut pending);
+        flush(
+            f.pool.clone(),
+            std::mem::take(&mut pending),
+            f.stats.clone(),
+        )
+        .await;
+        drop(slot);
+    }
+}
+
+/// Everything already queued on the shard.
+fn drain(rx: &mut mpsc::UnboundedReceiver<Job>, pending: &mut Vec<Job>) {
+    while let Ok(j) = rx.try_recv() {
+        pending.push(j);
+    }
+}
+
+/// A flush slot; while waiting for one, arrivals join `pending`. `hold` is the liveness
+/// backstop: the wait is re-armed at least that often.
+async fn acquire_slot(
+    slots: &Arc<Semaphore>,
+    rx: &mut mpsc::UnboundedReceiver<Job>,
+    pending: &mut Vec<Job>,
+    hold: Duration,
+) -> OwnedSemaphorePermit {
+    loop {
+        if let Ok(p) = slots.clone().try_acquire_owned() {
+            return p;
+        }
         tokio::select! {
-            j = rx.recv(), if open => match j {
-                Some(j) => pending.push(j),
-                None => open = false,
-            },
-            r = async { inflight.as_mut().expect("guarded").await }, if inflight.is_some() => {
-                inflight = None;
-                if let Err(e) = r {
-                    // Its parked acks saw their reply senders dropped: FlushFailed → SQL path.
-                    tracing::error!("ack fusion flush task failed: {e}");
-                }
-            }
-            p = f.slots.clone().acquire_owned(), if want_slot => slot = p.ok(),
-            _ = stop.changed(), if !stopping => stopping = true,
-            // The backstop: only while there is work, never while idle.
-            _ = tokio::time::sleep(hold), if busy => {}
-        }
-        while let Ok(j) = rx.try_recv() {
-            pending.push(j);
-        }
-        if inflight.as_ref().is_some_and(JoinHandle::is_finished) {
-            inflight = None;
-        }
-        if inflight.is_none() && !pending.is_empty() {
-            if slot.is_none() {
-                slot = f.slots.clone().try_acquire_owned().ok();
-            }
-            if let Some(permit) = slot.take() {
-                let batch = std::mem::take(&mut pending);
-                let (pool, stats) = (f.pool.clone(), f.stats.clone());
-                inflight = Some(tokio::spawn(async move {
-                    flush(pool, batch, stats).await;
-                    drop(permit); // the slot frees when the flush has answered its acks
-                }));
-            }
-        }
-        if (stopping || !open) && inflight.is_none() && pending.is_empty() {
-            break;
+            p = slots.clone().acquire_owned() => return p.expect("flush slots are never closed"),
+            Some(j) = rx.recv() => pending.push(j),
+            _ = tokio::time::sleep(hold) => {}
         }
     }
 }
