@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 use crate::broker_proc::{Broker, RssSampler};
-use crate::broker_throughput::consume;
+use crate::broker_throughput::{consume, AckMode};
 use crate::common::{drop_queues, fmt_ms, fmt_num, progress, to_s, BResult, Ctx, Summary};
 use crate::report::Section;
 use crate::wire::{BenchPayload, PushBody, PushItem, Pushed};
@@ -143,6 +143,7 @@ async fn one_run(
                 format!("p{i}"),
                 batch,
                 true,
+                AckMode::Batch,
                 start,
                 deadline,
             ))
