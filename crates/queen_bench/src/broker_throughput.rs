@@ -555,8 +555,7 @@ fn ratio_table(sec: &mut Section, cells: &[CellOut]) {
         "Fusion against fusion off (median runs above; targets at 64 consumers: rows/commit ≥ 5 \
          and acks/s ≥ 2× fusion off). The ceiling is the same consumers popping with `autoAck` \
          and sending no ack at all: what remains of a cycle if an ack cost nothing, so no ack \
-         path can beat fusion off by more than that ratio:"
-            .to_string(),
+         path can beat fusion off by more than that ratio:",
     );
     sec.table(
         &[
