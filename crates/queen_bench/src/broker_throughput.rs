@@ -427,7 +427,9 @@ fn median_run(mut runs: Vec<CellOut>) -> Option<CellOut> {
 
 /// The (consumers, batch) grid.
 fn grid(ctx: &Ctx) -> Vec<(usize, usize)> {
-    if ctx.quick {
+    if let Some(cells) = &ctx.cells {
+        cells.clone()
+    } else if ctx.quick {
         vec![(1, 10), (8, 10), (64, 10), (8, 1), (8, 100)]
     } else {
         let mut g = Vec::new();

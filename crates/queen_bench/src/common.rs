@@ -13,6 +13,8 @@ pub struct Ctx {
     pub out: PathBuf,
     pub broker_bin: PathBuf,
     pub started: Instant,
+    /// Section 2's (consumers, batch) points when given on the command line.
+    pub cells: Option<Vec<(usize, usize)>>,
 }
 
 impl Ctx {

@@ -1,6 +1,7 @@
 //! `queen-bench`: the benchmark harness of queen_ack.
 //!
 //!     queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4]
+//!                 [--cells CxB,...]
 //!
 //! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
 //! 2 broker ack throughput per mode, 3 end to end through the broker, 4 scaling curves.
@@ -23,7 +24,7 @@ use std::time::Instant;
 use common::{connect, install_helpers, progress, BResult, Ctx};
 use report::Section;
 
-const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4]";
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4] [--cells CxB,...]";
 
 struct Args {
     database_url: String,
@@ -31,6 +32,7 @@ struct Args {
     out: PathBuf,
     broker_bin: Option<PathBuf>,
     sections: Vec<u8>,
+    cells: Option<Vec<(usize, usize)>>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -41,6 +43,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::new(),
         broker_bin: None,
         sections: vec![1, 2, 3, 4],
+        cells: None,
     };
     let mut out = None;
     while let Some(arg) = it.next() {
@@ -66,6 +69,7 @@ fn parse_args() -> Result<Args, String> {
                     .collect::<Option<Vec<_>>>()
                     .ok_or_else(|| format!("--sections takes numbers 1-4\n{USAGE}"))?
             }
+            "--cells" => a.cells = Some(parse_cells(&value("--cells")?)?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -78,6 +82,17 @@ fn parse_args() -> Result<Args, String> {
     }
     a.out = out.unwrap_or_else(|| workspace_root().join("results").join("bench"));
     Ok(a)
+}
+
+/// `--cells 64x10,8x1`: (consumers, batch) points of section 2 instead of its grid.
+fn parse_cells(v: &str) -> Result<Vec<(usize, usize)>, String> {
+    v.split(',')
+        .map(|c| {
+            let (n, b) = c.trim().split_once('x')?;
+            Some((n.parse().ok()?, b.parse().ok()?)).filter(|&(n, b)| n > 0 && b > 0)
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| format!("--cells takes CxB pairs like 64x10,8x1\n{USAGE}"))
 }
 
 /// The workspace root: two levels above this crate's manifest.
@@ -223,6 +238,7 @@ async fn run(args: Args) -> BResult<()> {
         out: args.out.clone(),
         broker_bin: args.broker_bin.clone().unwrap_or_else(default_broker_bin),
         started: Instant::now(),
+        cells: args.cells.clone(),
     };
     std::fs::create_dir_all(&ctx.out).map_err(|e| format!("{}: {e}", ctx.out.display()))?;
     progress(
