@@ -102,6 +102,33 @@ pub fn resolve_or_create(
     })
 }
 
+/// Resolve every segment's partition, creating the missing ones in one global order
+/// (tenant, queue, partition). An uncommitted new partition row makes a concurrent
+/// creator of the same name wait for its transaction; created in input order, two
+/// pushes naming the same new partitions in different orders each held one and waited
+/// for the other (40P01, found by the soak test).
+fn resolve_all(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<(Uuid, i32)> {
+    let found: Vec<Option<(Uuid, i32)>> = segs
+        .iter()
+        .map(|s| resolve(client, s.tenant, s.queue, s.partition, None))
+        .collect();
+    let mut missing: Vec<(&[u8; 16], &str, &str)> = segs
+        .iter()
+        .zip(&found)
+        .filter(|(_, f)| f.is_none())
+        .map(|(s, _)| (s.tenant.as_bytes(), s.queue, s.partition))
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    for (tenant, queue, partition) in missing {
+        provision(client, Uuid::from_bytes(*tenant), queue, partition);
+    }
+    segs.iter()
+        .zip(found)
+        .map(|(s, f)| f.unwrap_or_else(|| resolve_or_create(client, s, None)))
+        .collect()
+}
+
 /// Push one segment into a resolved partition. With a window, the partition row is
 /// locked first so the probe and the allocation see the same log.
 pub fn push_resolved(
@@ -293,10 +320,7 @@ pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<Valu
     for s in segs {
         check_segment(s.msg_count, s.hashes);
     }
-    let targets: Vec<(Uuid, i32)> = segs
-        .iter()
-        .map(|s| resolve_or_create(client, s, None))
-        .collect();
+    let targets = resolve_all(client, segs);
     let mut ids: Vec<[u8; 16]> = targets.iter().map(|t| *t.0.as_bytes()).collect();
     ids.sort_unstable();
     ids.dedup();

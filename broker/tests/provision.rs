@@ -28,3 +28,73 @@ async fn concurrent_first_pushes_to_new_partitions_all_queue() {
         }
     }
 }
+
+/// `log_push_multi_v1` over `partitions` of `queue` (one dummy frame each; push does not
+/// decode blobs).
+fn multi_push_sql(queue: &str, partitions: &[&str]) -> String {
+    let arr = |f: &dyn Fn(usize, &str) -> String| {
+        partitions
+            .iter()
+            .enumerate()
+            .map(|(i, p)| f(i, p))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!(
+        "SELECT queen.log_push_multi_v1(ARRAY[{}], ARRAY[{}], ARRAY[{}], ARRAY[{}], ARRAY[{}]::bigint[], ARRAY[{}])",
+        arr(&|_, _| format!("'{queue}'")),
+        arr(&|_, p| format!("'{p}'")),
+        arr(&|_, _| "1".into()),
+        arr(&|i, p| format!("queen.xxh3_128('{p}-{i}')")),
+        arr(&|_, _| "-1".into()),
+        arr(&|_, _| "'\\x00'::bytea".into()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_pushes_provision_new_partitions_in_one_order() {
+    let q = unique("provorder");
+    let setup = admin().await;
+    // The queue exists; partitions a and b do not.
+    setup
+        .batch_execute(&multi_push_sql(&q, &["seed"]))
+        .await
+        .unwrap();
+    let t1 = admin().await;
+    let t2 = admin().await;
+    t1.batch_execute("BEGIN").await.unwrap();
+    t1.batch_execute(&multi_push_sql(&q, &["a"])).await.unwrap();
+    // T2 wants b and a: creating them in input order it would hold b while waiting for
+    // T1's a, and T1's next push of b would close the cycle (40P01).
+    let sql2 = multi_push_sql(&q, &["b", "a"]);
+    let h2 = tokio::spawn(async move {
+        t2.batch_execute("BEGIN").await?;
+        t2.batch_execute(&sql2).await?;
+        t2.batch_execute("COMMIT").await
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let n: i64 = setup
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                  WHERE query LIKE 'SELECT queen.log_push_multi_v1%' AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "T2 never blocked on T1"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let r1 = t1.batch_execute(&multi_push_sql(&q, &["b"])).await;
+    assert!(r1.is_ok(), "T1: {r1:?}");
+    t1.batch_execute("COMMIT").await.unwrap();
+    let r2 = h2.await.unwrap();
+    assert!(r2.is_ok(), "T2: {r2:?}");
+}
