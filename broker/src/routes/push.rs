@@ -133,7 +133,8 @@ pub async fn push(
     let mut groups = group_items(&items);
     let mut outcomes = vec![Outcome::default(); items.len()];
     let db = state.db().await?;
-    let known = known_partitions(&db, tenant, &groups).await?;
+    let all: Vec<&Group> = groups.iter().collect();
+    let known = known_partitions(&db, tenant, &all).await?;
     let cached = dedup_targets(&db, &state.dedup, &known).await?;
     // Each round retires at least one item, so this terminates.
     for _ in 0..=items.len() {
@@ -319,7 +320,7 @@ pub(crate) fn frame_of(it: &Item) -> Frame {
 async fn known_partitions(
     db: &deadpool_postgres::Object,
     tenant: Uuid,
-    groups: &[Group],
+    groups: &[&Group],
 ) -> ApiResult<HashMap<usize, (Uuid, bool)>> {
     let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
     let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
@@ -539,22 +540,8 @@ async fn partition_ids<'a>(
     if new.is_empty() {
         return Ok(out);
     }
-    let qs: Vec<&str> = new.iter().map(|g| g.queue.as_str()).collect();
-    let ps: Vec<&str> = new.iter().map(|g| g.partition.as_str()).collect();
-    let rows = db
-        .query(
-            &db.prepare_cached(
-                "SELECT t.i::int, p.id
-                   FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(qn, pn, i)
-                   JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
-                   JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn",
-            )
-            .await?,
-            &[&tenant, &qs, &ps],
-        )
-        .await?;
-    for r in rows {
-        out.insert(key(new[r.get::<_, i32>(0) as usize - 1]), r.get(1));
+    for (i, (pid, _)) in known_partitions(db, tenant, &new).await? {
+        out.insert(key(new[i]), pid);
     }
     Ok(out)
 }
