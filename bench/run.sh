@@ -10,7 +10,7 @@ export QUEEN_TEST_PG_PORT=${QUEEN_TEST_PG_PORT:-5490}
 QUEEN_TEST_SKIP_INSTALL=${QUEEN_TEST_SKIP_INSTALL:-0}
 if [ "$QUEEN_TEST_SKIP_INSTALL" != 1 ]; then
     # tests/cluster.sh would install a debug build; a benchmark wants the release one.
-    cargo pgrx install --release --pg-config /usr/lib/postgresql/15/bin/pg_config >/dev/null
+    bash scripts/install-extension.sh --release
 fi
 cargo build --release -p queen_broker -p queen_bench
 trap 'bash tests/cluster.sh stop' EXIT

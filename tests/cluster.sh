@@ -15,13 +15,11 @@ as_pg() { sudo -u postgres "$@"; }
 
 case "${1:-}" in
 start)
-    # `cargo pgrx test` leaves its test build installed: put the real one back
-    # (QUEEN_TEST_SKIP_INSTALL=1 reuses what is installed).
-    # pgrx copies over the installed library in place; unlinking it first gives the new
-    # build a new inode, so backends still running the old one are not disturbed.
+    # `cargo pgrx test` leaves its test build installed: put the real one back, with
+    # the frozen scripts of earlier releases (QUEEN_TEST_SKIP_INSTALL=1 reuses what is
+    # installed).
     if [ "${QUEEN_TEST_SKIP_INSTALL:-0}" != 1 ]; then
-        rm -f "$("$PGBIN/pg_config" --pkglibdir)/queen_ack.so"
-        cargo pgrx install --pg-config "$PGBIN/pg_config" >/dev/null
+        PG_CONFIG=$PGBIN/pg_config bash scripts/install-extension.sh
     fi
     as_pg "$PGBIN/pg_ctl" -D "$DATA" stop -m fast >/dev/null 2>&1 || true
     rm -rf "$DATA" "$SOCK"

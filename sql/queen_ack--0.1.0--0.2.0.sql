@@ -1,0 +1,13 @@
+-- queen_ack 0.1.0 → 0.2.0, run by ALTER EXTENSION queen_ack UPDATE.
+--
+-- Written by hand, in the same commit as each SQL change of 0.2.0 (new functions,
+-- changed signatures, new tables, columns, indexes, grants). tests/upgrade.sh proves that
+-- 0.1.0 plus this script has exactly the catalog of a fresh 0.2.0 install and keeps
+-- every row. Rules (README "Upgrading"):
+--   - never DROP a table or column that holds user data; add, backfill, then constrain;
+--   - a C function keeps its SQL signature and its symbol forever: an install of an older
+--     version runs against the newest library. A new signature is a new Rust function (a
+--     new symbol); the old one stays exported (`#[pg_extern(sql = false)]` shim);
+--   - CREATE OR REPLACE bodies exactly as the fresh install writes them (the test
+--     compares them token for token);
+--   - grants to queen_broker are repeated for every new function (see sql/grants.sql).
