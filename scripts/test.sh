@@ -6,6 +6,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 LOG_DIR=$ROOT/target/test-logs
+# Start clean: the summary line counts every *.log here, and an earlier run's passes
+# must never be counted into this one's.
+rm -rf "$LOG_DIR"
 mkdir -p "$LOG_DIR"
 
 bash scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
@@ -25,12 +28,14 @@ run_suite pure cargo test -p queen_log
 PGDATA_DIR=/tmp/qa-pgt
 rm -rf "$PGDATA_DIR"
 install -d -o postgres -g postgres "$PGDATA_DIR"
-rm -f "$(/usr/lib/postgresql/15/bin/pg_config --pkglibdir)/queen_ack.so" # see tests/cluster.sh
+rm -f "$(/usr/lib/postgresql/15/bin/pg_config --pkglibdir)/queen_ack.so" # see scripts/install-extension.sh
 run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
 
 # Suites that need a running server: a short-lived cluster with the real extension.
 if PG_URL=$(bash tests/cluster.sh start); then
     run_suite smoke bash tests/sql_smoke.sh "$PG_URL"
+    # Every frozen release upgrades in place to this build, rows and catalog intact.
+    run_suite upgrade bash tests/upgrade.sh "$PG_URL"
     QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker
     # The real Python SDK (queen-mq from PyPI, in target/py-venv) against the broker.
     run_suite python bash tests/python_e2e.sh "$PG_URL"

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# The upgrade test (issue 10): a database created at every frozen version keeps every row
+# through ALTER EXTENSION queen_ack UPDATE, goes on working, and ends with exactly the
+# catalog of a fresh CREATE EXTENSION of the default version.
+#
+#   tests/upgrade.sh <postgres-url>      (a superuser URL of a cluster with the extension
+#                                          installed by scripts/install-extension.sh)
+#
+# For each frozen install script sql/install/queen_ack--V.sql:
+#   1. CREATE EXTENSION queen_ack VERSION 'V' in a fresh database, then push, pop, ack,
+#      nack and dead-letter messages through V's own functions, leaving a live lease and
+#      unconsumed messages behind;
+#   2. snapshot every table (the columns V had), ALTER EXTENSION queen_ack UPDATE;
+#   3. (a) every row is still there, column for column; the extension reports the default
+#      version; the queue goes on working: pop the rest and ack it, the lease left behind
+#      is still honoured;
+#   4. (b) the catalog (tests/upgrade/catalog.sql: functions with arguments, results,
+#      volatility, SECURITY DEFINER, search_path, bodies; tables, columns, defaults,
+#      indexes, constraints, grants) equals a fresh install's; the diff is printed if not.
+# Also checks that every C symbol a shipped SQL script names exists in the library.
+# Prints cargo-style "test upgrade::... ok" lines and a "test result:" line.
+set -uo pipefail
+export PGOPTIONS="-c client_min_messages=warning"
+cd "$(dirname "$0")/.."
+URL=${1:?usage: tests/upgrade.sh <postgres-url>}
+BASE=${URL%/*}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+WORK=$(mktemp -d /tmp/queen-upgrade.XXXXXX)
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "test upgrade::$1 ... ok"; }
+fail() { failed=$((failed + 1)); echo "test upgrade::$1 ... FAILED${2:+: $2}"; }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$2]"; fi; }
+psql_db() { local db=$1; shift; psql "$BASE/$db" -X -qAt -v ON_ERROR_STOP=1 "$@"; }
+recreate_db() {
+    psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null
+}
+
+DEFAULT=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$("$PG_CONFIG" --sharedir)/extension/queen_ack.control")
+
+# --- C symbols: every 'MODULE_PATHNAME', 'sym' of a shipped script exists in the library
+LIB=$("$PG_CONFIG" --pkglibdir)/queen_ack.so
+missing=$(cat sql/install/*.sql sql/queen_ack--*--*.sql 2>/dev/null |
+    grep -o "'MODULE_PATHNAME', '[a-z0-9_]*'" | sed "s/.*, '\(.*\)'/\1/" | sort -u |
+    comm -23 - <(nm -D --defined-only "$LIB" | awk '{print $3}' | sort -u))
+check c_symbols_of_every_shipped_script_exist "$missing" ""
+
+# The workload run at the old version: only functions every frozen version has.
+workload() { # db
+    psql_db "$1" <<'SQL'
+SELECT queen.configure_queue_v1('up.orders', NULL, NULL, '{"retryLimit": 1, "leaseTime": 300}');
+SELECT queen.push('up.orders', '[{"n":0},{"n":1},{"n":2},{"n":3},{"n":4},{"n":5},{"n":6},{"n":7},{"n":8},{"n":9}]',
+                  ARRAY['t0','t1','t2','t3','t4','t5','t6','t7','t8','t9']);
+SELECT queen.push('up.orders', '[{"p":"b"}]', ARRAY['b0'], 'B');
+-- pop 3, ack them by transactionId
+SELECT queen.ack(r_partition_id, r_lease_id, array_agg(r_transaction_id))
+  FROM queen.pop('up.orders', 'Default', p_batch => 3, p_lease_seconds => 300)
+ GROUP BY r_partition_id, r_lease_id;
+-- pop 2, nack one: one retry of the budget (retryLimit 1) is spent, the batch redelivers
+SELECT queen.ack(r_partition_id, r_lease_id, ARRAY['t3','t4'], ARRAY['failed', NULL])
+  FROM queen.pop('up.orders', 'Default', p_batch => 2, p_lease_seconds => 300)
+ GROUP BY r_partition_id, r_lease_id;
+-- redelivered, nacked again: the budget is spent, so the head goes to the DLQ
+CREATE TEMP TABLE leased AS
+SELECT r_partition_id AS pid, r_lease_id AS lease, array_agg(r_transaction_id) AS txns
+  FROM queen.pop('up.orders', 'Default', p_batch => 2, p_lease_seconds => 300)
+ GROUP BY 1, 2;
+CREATE TEMP TABLE verdict AS
+SELECT queen.ack(pid, lease, ARRAY['t3'], ARRAY['failed']) AS r FROM leased;
+SELECT queen.log_dlq_head_v1(l.pid, '__QUEUE_MODE__', l.lease, (v.r->>'off')::bigint,
+                             NULL, NULL, NULL, 'poison at upgrade time')
+  FROM leased l, verdict v WHERE (v.r->>'dlq')::bool;
+-- a named group with a subscription record, part way through partition B
+SELECT count(*) FROM queen.log_pop_queue_v1('up.orders', 'g1', 5, 60, 'w-g1', true, 'all', '', 2);
+-- a live lease left behind across the upgrade
+SELECT count(*) FROM queen.pop('up.orders', 'Default', p_batch => 2, p_lease_seconds => 600);
+SQL
+}
+
+# Per table: the old version's columns of every row, as sorted text.
+snapshot() { # db file
+    local tables
+    tables=$(psql_db "$1" -c "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                               WHERE n.nspname = 'queen' AND c.relkind = 'r' ORDER BY 1")
+    : >"$2"
+    for t in $tables; do
+        local cols
+        cols=$(psql_db "$1" -c "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attname)
+                                  FROM pg_attribute WHERE attrelid = 'queen.$t'::regclass
+                                   AND attnum > 0 AND NOT attisdropped")
+        echo "$t $cols" >>"$2.cols"
+        psql_db "$1" -c "SELECT '$t', t::text FROM (SELECT $cols FROM queen.$t) t ORDER BY 2" >>"$2"
+    done
+}
+
+# The same columns after the upgrade (a column the upgrade dropped shows up as an error).
+snapshot_again() { # db colsfile file
+    : >"$3"
+    while read -r t cols; do
+        psql_db "$1" -c "SELECT '$t', t::text FROM (SELECT $cols FROM queen.$t) t ORDER BY 2" >>"$3" 2>&1
+    done <"$2"
+}
+
+psql "$URL" -X -qAt -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS queen_fresh" \
+    -c "CREATE DATABASE queen_fresh" >/dev/null
+psql_db queen_fresh -c "CREATE EXTENSION queen_ack" >/dev/null
+psql_db queen_fresh -f tests/upgrade/catalog.sql >"$WORK/fresh.catalog"
+[ -s "$WORK/fresh.catalog" ] && ok fresh_install_of_default_version || fail fresh_install_of_default_version
+
+for script in sql/install/queen_ack--*.sql; do
+    v=${script##*--}
+    v=${v%.sql}
+    tag=from_${v//./_}
+    db=queen_up_${v//./_}
+    if [ "$v" = "$DEFAULT" ]; then
+        continue # the default version itself: covered by the fresh install
+    fi
+    recreate_db "$db"
+    if psql_db "$db" -c "CREATE EXTENSION queen_ack VERSION '$v'" >/dev/null 2>"$WORK/$db.create.err"; then
+        ok "${tag}_installs_with_the_current_library"
+    else
+        fail "${tag}_installs_with_the_current_library" "$(cat "$WORK/$db.create.err")"
+        continue
+    fi
+    if workload "$db" >"$WORK/$db.workload" 2>&1; then ok "${tag}_workload_runs"; else
+        fail "${tag}_workload_runs" "$(tail -3 "$WORK/$db.workload")"; continue; fi
+    snapshot "$db" "$WORK/$db.before"
+    check "${tag}_has_dlq_row_and_live_lease" \
+        "$(psql_db "$db" -c "SELECT (SELECT count(*) FROM queen.log_dlq), (SELECT count(*) FROM queen.log_consumers WHERE worker_id IS NOT NULL)")" \
+        "1|1"
+    lease=$(psql_db "$db" -c "SELECT worker_id FROM queen.log_consumers WHERE worker_id IS NOT NULL")
+    if psql_db "$db" -c "ALTER EXTENSION queen_ack UPDATE" >"$WORK/$db.update" 2>&1; then
+        ok "${tag}_alter_extension_update"
+    else
+        fail "${tag}_alter_extension_update" "$(cat "$WORK/$db.update")"
+        continue
+    fi
+    check "${tag}_reports_default_version" \
+        "$(psql_db "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'queen_ack'")" "$DEFAULT"
+    snapshot_again "$db" "$WORK/$db.before.cols" "$WORK/$db.after"
+    if diff -u "$WORK/$db.before" "$WORK/$db.after" >"$WORK/$db.rows.diff"; then
+        ok "${tag}_every_row_is_still_there"
+    else
+        fail "${tag}_every_row_is_still_there"
+        head -40 "$WORK/$db.rows.diff"
+    fi
+    # The lease taken before the upgrade is still honoured: ack it by transactionId.
+    check "${tag}_lease_from_before_still_acks" \
+        "$(psql_db "$db" -c "SELECT r->>'ok', r->>'acked', r->>'leaseReleased' FROM (
+              SELECT queen.ack(c.partition_id, c.worker_id, ARRAY['t4','t5']) r
+                FROM queen.log_consumers c WHERE c.worker_id = '$lease') s")" "true|2|true"
+    # The queue goes on working: pop the rest and ack it.
+    check "${tag}_pop_and_ack_the_rest" \
+        "$(psql_db "$db" -c "SELECT sum((r->>'acked')::int) FROM (
+              SELECT queen.ack(r_partition_id, r_lease_id, array_agg(r_transaction_id)) r
+                FROM queen.pop('up.orders', 'Default', p_batch => 100, p_lease_seconds => 60)
+               GROUP BY r_partition_id, r_lease_id) s")" "4"
+    check "${tag}_every_message_accounted_for" \
+        "$(psql_db "$db" -c "SELECT c.committed, c.total_consumed, c.worker_id IS NULL
+              FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+             WHERE p.name = 'Default' AND c.consumer_group = '__QUEUE_MODE__'")" "9|10|t"
+    check "${tag}_push_after_upgrade" \
+        "$(psql_db "$db" -c "SELECT queen.push('up.orders', '[{\"n\":10}]', ARRAY['t10'])->>'status'")" "queued"
+    check "${tag}_dedup_still_sees_old_hashes" \
+        "$(psql_db "$db" -c "SELECT queen.push('up.orders', '[{\"n\":0}]', ARRAY['t0'])->>'status'")" "duplicate"
+    psql_db "$db" -f tests/upgrade/catalog.sql >"$WORK/$db.catalog"
+    if diff -u "$WORK/fresh.catalog" "$WORK/$db.catalog" >"$WORK/$db.catalog.diff"; then
+        ok "${tag}_catalog_equals_fresh_install"
+    else
+        fail "${tag}_catalog_equals_fresh_install" \
+            "catalog of $v + ALTER EXTENSION UPDATE differs from a fresh $DEFAULT (- fresh, + upgraded):"
+        cat "$WORK/$db.catalog.diff"
+    fi
+    psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS $db" >/dev/null
+done
+psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS queen_fresh" >/dev/null
+rm -rf "$WORK"
+echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"
+[ $failed -eq 0 ]
