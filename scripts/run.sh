@@ -3,7 +3,8 @@
 # local PostgreSQL 15 cluster owned by the unprivileged `postgres` user under
 # target/qa-cluster, create database `queen` with the extension, start the broker
 # (release) against it as a least-privilege role, and print how to connect.
-# Idempotent: a second run reinstalls the builds, reuses the cluster, restarts the broker.
+# Idempotent: a second run reinstalls the builds, reuses the cluster and its data (the
+# extension is upgraded in place, never dropped), restarts the broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -13,10 +14,7 @@ DATA=$ROOT/target/qa-cluster
 SOCK=/tmp/qa-run-sock
 
 bash scripts/setup.sh
-# pgrx copies over the installed library in place; unlinking it first gives the new
-# build a new inode, so backends still running the old one are not disturbed.
-rm -f "$("$PGBIN/pg_config" --pkglibdir)/queen_ack.so"
-cargo pgrx install --release --pg-config "$PGBIN/pg_config" >/dev/null
+PG_CONFIG=$PGBIN/pg_config bash scripts/install-extension.sh --release
 echo "run: extension installed"
 
 as_pg() { sudo -u postgres "$@"; }
@@ -30,20 +28,31 @@ if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
     as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w \
         -o "-p $PORT -k $SOCK -c listen_addresses=127.0.0.1" start >/dev/null
 fi
+export PGOPTIONS="-c client_min_messages=warning"
 PSQL=(psql -h "$SOCK" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 -q)
 "${PSQL[@]}" -d postgres -tc "SELECT 1 FROM pg_database WHERE datname = 'queen'" | grep -q 1 ||
     "${PSQL[@]}" -d postgres -c "CREATE DATABASE queen"
-# One version (0.1.0) so far, so ALTER EXTENSION UPDATE cannot carry a changed build:
-# when the installed script differs from the one this database was created from, the
-# dev database's extension is recreated (its queue data is dropped; said out loud).
-SQL_MD5=$(md5sum "$("$PGBIN/pg_config" --sharedir)/extension/queen_ack--0.1.0.sql" | cut -d' ' -f1)
-STAMP=$ROOT/target/qa-cluster.ext-md5
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" != "$SQL_MD5" ]; then
-    echo "run: extension build changed: recreating queen_ack in database queen (dev data dropped)"
-    "${PSQL[@]}" -d queen -c "DROP EXTENSION IF EXISTS queen_ack CASCADE" -c "DROP SCHEMA IF EXISTS queen CASCADE"
+# The data stays: a database created by an earlier release is upgraded in place, never
+# dropped and recreated.
+"${PSQL[@]}" -d queen -c "CREATE EXTENSION IF NOT EXISTS queen_ack" -c "ALTER EXTENSION queen_ack UPDATE"
+echo "run: database queen at queen_ack $("${PSQL[@]}" -d queen -tAc "SELECT extversion FROM pg_extension WHERE extname = 'queen_ack'")"
+# A development build may change the SQL of a version that is not released yet, which
+# ALTER EXTENSION cannot see. Compare with a fresh install and say so; the data is kept.
+"${PSQL[@]}" -d postgres -c "DROP DATABASE IF EXISTS queen_catalog_probe" -c "CREATE DATABASE queen_catalog_probe"
+"${PSQL[@]}" -d queen_catalog_probe -c "CREATE EXTENSION queen_ack"
+"${PSQL[@]}" -d queen -f tests/upgrade/catalog.sql >"$ROOT/target/qa-cluster.catalog"
+"${PSQL[@]}" -d queen_catalog_probe -f tests/upgrade/catalog.sql >"$ROOT/target/qa-cluster.catalog.fresh"
+"${PSQL[@]}" -d postgres -c "DROP DATABASE queen_catalog_probe"
+if ! diff -q "$ROOT/target/qa-cluster.catalog.fresh" "$ROOT/target/qa-cluster.catalog" >/dev/null; then
+    cat <<WARN
+run: WARNING: database queen's queen_ack differs from a fresh install of this build (an
+     unreleased development version changed its SQL after this database was created).
+     Your data is kept and the database keeps its SQL. What differs (- fresh, + queen):
+$(diff "$ROOT/target/qa-cluster.catalog.fresh" "$ROOT/target/qa-cluster.catalog" | grep '^[<>]' | head -20 | sed 's/^</     -/; s/^>/     +/')
+     To take this build's SQL, write the step into the upgrade script, or, DROPPING every
+     queue and message: DROP EXTENSION queen_ack CASCADE; CREATE EXTENSION queen_ack;
+WARN
 fi
-"${PSQL[@]}" -d queen -c "CREATE EXTENSION IF NOT EXISTS queen_ack"
-echo "$SQL_MD5" >"$STAMP"
 
 # The broker logs in as a member of queen_broker: EXECUTE on the functions, no table writes.
 "${PSQL[@]}" -d queen -c "DO \$\$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'queen_broker_login')
