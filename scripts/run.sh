@@ -8,13 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-PGBIN=/usr/lib/postgresql/15/bin
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PGBIN=$("$PG_CONFIG" --bindir)
 PORT=${QUEEN_PG_PORT:-5499}
 DATA=$ROOT/target/qa-cluster
 SOCK=/tmp/qa-run-sock
 
 bash scripts/setup.sh
-PG_CONFIG=$PGBIN/pg_config bash scripts/install-extension.sh --release
+bash scripts/install-extension.sh --release
 echo "run: extension installed"
 
 as_pg() { sudo -u postgres "$@"; }

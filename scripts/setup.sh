@@ -6,7 +6,8 @@ set -euo pipefail
 PKGS=(build-essential pkg-config libssl-dev clang libclang-dev sudo
       postgresql-15 postgresql-server-dev-15 postgresql-contrib python3-venv curl)
 PGRX_VERSION=0.18.1
-PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+# PG_CONFIG selects another PostgreSQL 15 installation (default: Debian's).
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 
 missing=()
 for p in "${PKGS[@]}"; do

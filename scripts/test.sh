@@ -25,10 +25,11 @@ run_suite() { # name, command...
 run_suite pure cargo test -p queen_log
 # PostgreSQL refuses to run as root: the test cluster runs as postgres in a short path
 # (its unix socket lives there).
-PGDATA_DIR=/tmp/qa-pgt
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PGDATA_DIR=${QUEEN_PGTEST_DATA:-/tmp/qa-pgt}
 rm -rf "$PGDATA_DIR"
 install -d -o postgres -g postgres "$PGDATA_DIR"
-rm -f "$(/usr/lib/postgresql/15/bin/pg_config --pkglibdir)/queen_ack.so" # see scripts/install-extension.sh
+rm -f "$("$PG_CONFIG" --pkglibdir)/queen_ack.so" # see scripts/install-extension.sh
 run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
 
 # Suites that need a running server: a short-lived cluster with the real extension.

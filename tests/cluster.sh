@@ -6,7 +6,8 @@
 # Runs as the unprivileged postgres user (PostgreSQL refuses root) with pg_test_config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PGBIN=/usr/lib/postgresql/15/bin
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PGBIN=$("$PG_CONFIG" --bindir)
 PORT=${QUEEN_TEST_PG_PORT:-5498}
 # Several clusters can run side by side: give each its own port (dir and socket follow).
 DATA=${QUEEN_TEST_CLUSTER_DIR:-/tmp/qa-test-cluster-$PORT}
@@ -19,7 +20,7 @@ start)
     # the frozen scripts of earlier releases (QUEEN_TEST_SKIP_INSTALL=1 reuses what is
     # installed).
     if [ "${QUEEN_TEST_SKIP_INSTALL:-0}" != 1 ]; then
-        PG_CONFIG=$PGBIN/pg_config bash scripts/install-extension.sh
+        bash scripts/install-extension.sh
     fi
     as_pg "$PGBIN/pg_ctl" -D "$DATA" stop -m fast >/dev/null 2>&1 || true
     rm -rf "$DATA" "$SOCK"

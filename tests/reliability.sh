@@ -82,7 +82,7 @@ if [ $built != 0 ]; then
 fi
 
 if [ "$LONG" = 1 ]; then t_soak=1200; t_crash=600; t_hostile=1200; else t_soak=180; t_crash=120; t_hostile=120; fi
-LIB=/usr/lib/postgresql/15/lib/queen_ack.so
+LIB=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --pkglibdir)/queen_ack.so
 lib_stamp() { stat -c '%Y.%s' "$LIB" 2>/dev/null || echo missing; }
 run_py() { # name timeout script args...
     local name=$1 secs=$2 rc attempt before

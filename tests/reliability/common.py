@@ -32,7 +32,8 @@ import time
 import urllib.parse
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-PGBIN = "/usr/lib/postgresql/15/bin"
+PG_CONFIG = os.environ.get("PG_CONFIG", "/usr/lib/postgresql/15/bin/pg_config")
+PGBIN = subprocess.run([PG_CONFIG, "--bindir"], capture_output=True, text=True, check=True).stdout.strip()
 
 DB_URL = os.environ.get("QUEEN_DATABASE_URL", "")
 if not DB_URL.startswith("postgres"):
@@ -374,7 +375,7 @@ def wait_extension(seconds=180):
     return False
 
 
-LIB_PATH = "/usr/lib/postgresql/15/lib/queen_ack.so"
+LIB_PATH = subprocess.run([PG_CONFIG, "--pkglibdir"], capture_output=True, text=True, check=True).stdout.strip() + "/queen_ack.so"
 
 
 def lib_stat():
