@@ -31,6 +31,16 @@ impl Status {
         }
     }
 
+    /// The status as the SQL API spells it (`p_statuses` elements).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Retry => "retry",
+            Status::Dlq => "dlq",
+        }
+    }
+
     pub fn is_signal(self) -> bool {
         self != Status::Completed
     }
@@ -297,14 +307,47 @@ pub fn release_only(state: &CursorState) -> (CursorState, bool) {
     (next, state.under_lease())
 }
 
-/// DLQ filing (contract §7): refuses offsets at or below the cursor so one poison frame
-/// is never filed twice.
-pub fn file_dlq(state: &CursorState, off: i64) -> Result<CursorState, &'static str> {
+/// The partition's live offsets: segments hold `[log_start, last_offset]` (contract §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogBounds {
+    pub log_start: i64,
+    pub last_offset: i64,
+}
+
+/// Why a DLQ filing was refused (contract §7, §14); the texts are interface facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DlqRefusal {
+    AlreadyCommitted,
+    NoSuchMessage,
+    BeyondBatch,
+}
+
+impl DlqRefusal {
+    pub fn message(self) -> &'static str {
+        match self {
+            DlqRefusal::AlreadyCommitted => "already committed",
+            DlqRefusal::NoSuchMessage => "no such message: offset outside the partition's log",
+            DlqRefusal::BeyondBatch => "offset beyond leased batch",
+        }
+    }
+}
+
+/// DLQ filing (contract §7, §14): retires one real message the caller may retire — above
+/// the cursor (so one poison frame is never filed twice), inside the log, and under a
+/// lease inside the leased batch. Anything else would move the cursor past messages that
+/// were never delivered (or past the end of the log, starving every later push).
+pub fn file_dlq(state: &CursorState, log: LogBounds, off: i64) -> Result<CursorState, DlqRefusal> {
     if off <= state.committed {
-        return Err("already committed");
+        return Err(DlqRefusal::AlreadyCommitted);
+    }
+    if off > log.last_offset || off < log.log_start {
+        return Err(DlqRefusal::NoSuchMessage);
+    }
+    if state.batch_end.is_some_and(|end| off > end) {
+        return Err(DlqRefusal::BeyondBatch);
     }
     let mut next = state.clone();
-    next.committed = state.committed.max(off);
+    next.committed = off;
     next.release();
     next.reset_attempts();
     next.total_consumed += 1;

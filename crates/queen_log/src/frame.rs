@@ -94,6 +94,18 @@ pub enum CodecError {
     Zstd(String),
     /// The decompressed segment exceeds the given cap (see `segment::MAX_SEGMENT_BYTES`).
     TooLarge(usize),
+    /// The segment holds another number of frames than its row says.
+    FrameCountMismatch {
+        /// Frames the segment row (msg_count, or the offset looked up) needs.
+        expected: usize,
+        /// Frames the blob holds.
+        found: usize,
+    },
+    /// A frame's transactionId does not hash to the sidecar hash stored for it.
+    HashMismatch {
+        /// Index of the frame.
+        frame: usize,
+    },
 }
 
 impl fmt::Display for CodecError {
@@ -136,6 +148,14 @@ impl fmt::Display for CodecError {
             Self::TooLarge(cap) => {
                 write!(f, "corrupt segment: decompressed size exceeds {cap} bytes")
             }
+            Self::FrameCountMismatch { expected, found } => write!(
+                f,
+                "corrupt segment: {found} frames where {expected} are expected"
+            ),
+            Self::HashMismatch { frame } => write!(
+                f,
+                "corrupt segment: frame {frame} transactionId does not match its sidecar hash"
+            ),
         }
     }
 }

@@ -3,14 +3,26 @@
 //! - [`hash`]: xxh3-128 transactionId hashes (big-endian, 16 bytes) and their hex tokens.
 //! - [`frame`]: the frame codec of contract §3.
 //! - [`segment`]: zstd segment blobs (one zstd frame over concatenated frames).
+//! - [`payload`]: how a stored payload reads back as JSON (one rule for every reader).
 //! - [`ack`]: the ack decision procedure of contract §6 as a pure function.
+//! - [`pop`]: the pop's decisions of contract §5 (seeding, slices, lease transitions).
 //! - [`dedup`]: the push dedup probe of contract §4 as a pure scan.
+//! - [`dlq`]: the error text a dead-lettered frame is filed with.
+//! - [`order`]: the global lock order.
+//! - [`sqlstate`]: what an error's SQLSTATE means to a caller.
+//! - [`wire`]: the typed JSON results the extension returns and the broker reads.
 //!
 //! Shared by the extension (`queen_ack`) and the broker (`queen_broker`), so that both
-//! encode, hash and decide exactly alike.
+//! encode, hash, decide and read results exactly alike.
 
 pub mod ack;
 pub mod dedup;
+pub mod dlq;
 pub mod frame;
 pub mod hash;
+pub mod order;
+pub mod payload;
+pub mod pop;
 pub mod segment;
+pub mod sqlstate;
+pub mod wire;

@@ -105,6 +105,48 @@ fn zstd_error(e: std::io::Error) -> CodecError {
     CodecError::Zstd(e.to_string())
 }
 
+/// Decodes a segment that must hold exactly `msg_count` frames (its row's count).
+pub fn decode_segment_exact(blob: &[u8], msg_count: usize) -> Result<Vec<Frame>, CodecError> {
+    let frames = decode_segment(blob)?;
+    if frames.len() != msg_count {
+        return Err(CodecError::FrameCountMismatch {
+            expected: msg_count,
+            found: frames.len(),
+        });
+    }
+    Ok(frames)
+}
+
+/// Checks a segment as pushed: it decodes, holds `hashes.len() / 16` frames, and frame
+/// `i`'s transactionId hashes to hash `i`. A segment that passes can always be served.
+pub fn verify_segment(blob: &[u8], hashes: &[u8]) -> Result<(), CodecError> {
+    let frames = decode_segment_exact(blob, hashes.len() / 16)?;
+    for (i, (f, h)) in frames.iter().zip(hashes.chunks_exact(16)).enumerate() {
+        if txn_hash(&f.transaction_id) != h {
+            return Err(CodecError::HashMismatch { frame: i });
+        }
+    }
+    Ok(())
+}
+
+/// Frames `start .. start + take` of a segment with their index in it: the slice a pop
+/// serves. The segment must hold `msg_count` frames and the slice must lie inside it.
+pub fn decode_slice(
+    blob: &[u8],
+    msg_count: usize,
+    start: usize,
+    take: usize,
+) -> Result<impl Iterator<Item = (usize, Frame)>, CodecError> {
+    let frames = decode_segment_exact(blob, msg_count)?;
+    if start + take > frames.len() {
+        return Err(CodecError::FrameCountMismatch {
+            expected: start + take,
+            found: frames.len(),
+        });
+    }
+    Ok(frames.into_iter().enumerate().skip(start).take(take))
+}
+
 /// The packed hashes of a segment: `txn_hash` of each frame's transactionId, 16 bytes
 /// each, in frame order, so hash `i` always belongs to frame `i`.
 pub fn segment_hashes(frames: &[Frame]) -> Vec<u8> {
@@ -144,6 +186,52 @@ mod tests {
                 ..frame("ccc", "c2VjcmV0")
             },
         ]
+    }
+
+    #[test]
+    fn exact_decoding_checks_the_frame_count() {
+        let blob = encode_segment(&sample()).unwrap();
+        let n = sample().len();
+        assert_eq!(decode_segment_exact(&blob, n).unwrap(), sample());
+        assert_eq!(
+            decode_segment_exact(&blob, n + 1),
+            Err(CodecError::FrameCountMismatch {
+                expected: n + 1,
+                found: n
+            })
+        );
+    }
+
+    #[test]
+    fn verify_checks_count_and_every_hash() {
+        let frames = sample();
+        let blob = encode_segment(&frames).unwrap();
+        let hashes = segment_hashes(&frames);
+        assert_eq!(verify_segment(&blob, &hashes), Ok(()));
+        let mut wrong = hashes.clone();
+        wrong[16] ^= 1;
+        assert_eq!(
+            verify_segment(&blob, &wrong),
+            Err(CodecError::HashMismatch { frame: 1 })
+        );
+        assert!(matches!(
+            verify_segment(&blob, &hashes[16..]),
+            Err(CodecError::FrameCountMismatch { .. })
+        ));
+        assert!(verify_segment(b"\x00", &hashes[..16]).is_err());
+    }
+
+    #[test]
+    fn slices_are_checked_against_the_segment() {
+        let frames = sample();
+        let blob = encode_segment(&frames).unwrap();
+        let got: Vec<usize> = decode_slice(&blob, frames.len(), 1, 1)
+            .unwrap()
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(got, vec![1]);
+        assert!(decode_slice(&blob, frames.len(), 1, frames.len()).is_err());
+        assert!(decode_slice(&blob, frames.len() + 3, 0, 1).is_err());
     }
 
     #[test]

@@ -245,12 +245,17 @@ fn release_only_reports_whether_a_lease_was_held() {
     assert!(!release_only(&unleased).1);
 }
 
+const LOG: LogBounds = LogBounds {
+    log_start: 0,
+    last_offset: 20,
+};
+
 #[test]
 fn dlq_filing_refuses_committed_offsets_and_resets() {
     let mut s = leased(9, 14);
     s.batch_retry_count = 3;
-    assert_eq!(file_dlq(&s, 9), Err("already committed"));
-    let n = file_dlq(&s, 11).unwrap();
+    assert_eq!(file_dlq(&s, LOG, 9), Err(DlqRefusal::AlreadyCommitted));
+    let n = file_dlq(&s, LOG, 11).unwrap();
     assert_eq!(
         (
             n.committed,
@@ -261,6 +266,40 @@ fn dlq_filing_refuses_committed_offsets_and_resets() {
         (11, None, 0, 1)
     );
     assert_eq!((n.attempt_offset, n.attempt_count), (None, 0));
+}
+
+#[test]
+fn dlq_filing_refuses_offsets_beyond_the_leased_batch() {
+    assert_eq!(
+        file_dlq(&leased(9, 14), LOG, 15),
+        Err(DlqRefusal::BeyondBatch)
+    );
+    assert!(file_dlq(&leased(9, 14), LOG, 14).is_ok());
+}
+
+#[test]
+fn dlq_filing_refuses_offsets_outside_the_log() {
+    let lease_less = CursorState {
+        batch_end: None,
+        ..leased(9, 14)
+    };
+    assert_eq!(
+        file_dlq(&lease_less, LOG, 21),
+        Err(DlqRefusal::NoSuchMessage)
+    );
+    assert_eq!(
+        file_dlq(&lease_less, LOG, i64::MAX),
+        Err(DlqRefusal::NoSuchMessage)
+    );
+    assert_eq!(file_dlq(&lease_less, LOG, 20).unwrap().committed, 20);
+    let retained = LogBounds {
+        log_start: 12,
+        last_offset: 20,
+    };
+    assert_eq!(
+        file_dlq(&lease_less, retained, 11),
+        Err(DlqRefusal::NoSuchMessage)
+    );
 }
 
 #[test]

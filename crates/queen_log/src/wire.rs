@@ -1,0 +1,482 @@
+//! The JSON the extension returns and the broker reads, as types.
+//!
+//! Every `jsonb` result of a SQL function that the broker reads has a type here. The
+//! extension builds the value and serialises it once; the broker deserialises it
+//! (`tokio_postgres::types::Json<T>`); neither side looks anything up by key. Field names
+//! are the contract's JSON keys (contract §4–§10, §13) and are interface facts: renaming a
+//! field here is a breaking change of the SQL API. Results built by SQL functions
+//! (configure, DLQ listing, renewal) have their types here too; a #[pg_test] per function
+//! proves the SQL still produces exactly this shape.
+
+use serde::de::{self, Deserializer};
+use serde::ser::Serializer;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// `{"ok":true, ...fields of T}` or `{"ok":false,"error":"..."}` (contract conventions:
+/// a refusal changes nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply<T> {
+    Done(T),
+    Refused(String),
+}
+
+impl<T> Reply<T> {
+    /// The refusal text, if refused.
+    pub fn refusal(&self) -> Option<&str> {
+        match self {
+            Reply::Done(_) => None,
+            Reply::Refused(e) => Some(e),
+        }
+    }
+
+    pub fn done(self) -> Option<T> {
+        match self {
+            Reply::Done(t) => Some(t),
+            Reply::Refused(_) => None,
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for Reply<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Done<'a, T> {
+            ok: bool,
+            #[serde(flatten)]
+            inner: &'a T,
+        }
+        #[derive(Serialize)]
+        struct Refused<'a> {
+            ok: bool,
+            error: &'a str,
+        }
+        match self {
+            Reply::Done(inner) => Done { ok: true, inner }.serialize(s),
+            Reply::Refused(error) => Refused { ok: false, error }.serialize(s),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Reply<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr<T> {
+            Refused {
+                #[allow(dead_code)] // only its value matters: it must be `false`
+                ok: False,
+                error: String,
+            },
+            Done {
+                #[allow(dead_code)] // only its value matters: it must be `true`
+                ok: True,
+                #[serde(flatten)]
+                inner: T,
+            },
+        }
+        Ok(match Repr::deserialize(d)? {
+            Repr::Refused { error, .. } => Reply::Refused(error),
+            Repr::Done { inner, .. } => Reply::Done(inner),
+        })
+    }
+}
+
+/// A JSON `true` and nothing else (tags the success form of [`Reply`]).
+struct True;
+/// A JSON `false` and nothing else.
+struct False;
+
+impl<'de> Deserialize<'de> for True {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match bool::deserialize(d)? {
+            true => Ok(True),
+            false => Err(de::Error::custom("expected ok: true")),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for False {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match bool::deserialize(d)? {
+            false => Ok(False),
+            true => Err(de::Error::custom("expected ok: false")),
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Distinguishes a JSON `null` (Some(None)) from an absent key (None).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// A push verdict (contract §4): one per segment, in input order for multi pushes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum PushVerdict {
+    #[serde(rename_all = "camelCase")]
+    Queued {
+        base_offset: i64,
+        /// UTC with microseconds.
+        created_at: String,
+    },
+    /// Nothing was written for this segment.
+    Duplicate { dups: Vec<Duplicate> },
+}
+
+/// One incoming frame that is already in the dedup window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Duplicate {
+    /// Index of the incoming frame in its segment.
+    pub i: usize,
+    /// The MIN offset at which the transactionId was pushed before.
+    pub off: i64,
+    /// The original message's id, read from its frame (our addition: absent when that
+    /// segment was retained away or does not decode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Uuid>,
+}
+
+/// `log_ack_by_hash_v1` done (contract §6.1), also an ack entry of the transaction wire.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HashAck {
+    pub acked: i64,
+    pub off: i64,
+    pub noop_hashes: Vec<String>,
+    pub stale_hashes: Vec<String>,
+    pub unresolved_hashes: Vec<String>,
+    pub lease_released: bool,
+    /// Branch 1 (or 2b): the frame at `off` must be filed to the DLQ by the caller.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dlq: bool,
+    /// Branch 2c: the poison frame at `off` was dropped.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dropped: bool,
+    /// Input index of the head signal that chose the branch (our addition), so the
+    /// caller can take a DLQ row's error text from that element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_index: Option<usize>,
+    /// With `dlq`, and on every ack entry of the transaction wire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// With `dlq`: the worker as given (null when none was).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub worker: Option<Option<String>>,
+    /// Transaction wire only: the DLQ row filed for a dlq hand-off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dlq_id: Option<Uuid>,
+}
+
+/// `log_ack_at_v1` / `log_ack_v1` done (contract §6.2), also a positional entry of the
+/// transaction wire.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PositionalAck {
+    pub acked: i64,
+    pub lease_released: bool,
+    /// Transaction wire only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+/// `log_ack_multi_v1` (contract §6.2): one row per input position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultiAck {
+    pub ok: bool,
+    pub results: Vec<MultiRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultiRow {
+    pub ok: bool,
+    pub acked: i64,
+    pub error: Option<String>,
+}
+
+/// `log_dlq_head_v1` done (contract §7).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DlqFiled {
+    pub id: Uuid,
+}
+
+/// An ack entry of the transaction wire's result, in execution order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum WireAck {
+    /// Hash form (it has the hex lists).
+    Hash(HashAck),
+    Positional(PositionalAck),
+}
+
+/// `log_transaction_wire_v1` (contract §9): all or nothing, so it is always `ok: true`
+/// and every ack entry is done (any refusal raises and rolls back).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnWire {
+    pub ok: bool,
+    pub pushes: Vec<PushVerdict>,
+    pub acks: Vec<Reply<WireAck>>,
+}
+
+/// `log_transaction_wire_v1`'s input (contract §9): built by the broker, read by the
+/// extension.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TxnWireRequest {
+    #[serde(default)]
+    pub pushes: Vec<WirePush>,
+    #[serde(default)]
+    pub acks: Vec<WireAckOp>,
+    #[serde(rename = "_tenant", default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+}
+
+/// One segment of the wire, pre-encoded: `count` frames, their hashes as concatenated
+/// 32-hex-digit tokens, the blob in standard base64.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WirePush {
+    pub queue: String,
+    pub partition: String,
+    pub count: i32,
+    pub hashes_hex: String,
+    pub blob_b64: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<i64>,
+}
+
+/// One ack of the wire: positional (`uptoOff`, `ok`, `count`) or by hash (`acks`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireAckOp {
+    pub partition_id: String,
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub worker: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upto_off: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// Accepted for compatibility, never trusted for counting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acks: Option<Vec<WireHashElem>>,
+}
+
+/// One element of a hash-form wire ack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireHashElem {
+    /// The transactionId's hash, 32 lowercase hex digits.
+    pub h: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// `log_renew_lease_v1` / `log_renew_lease_tenant_v1` (contract §8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Renewed {
+    pub renewed: i64,
+    /// The earliest new expiry, UTC with microseconds; null when nothing was renewed.
+    pub expires_at: Option<String>,
+}
+
+/// `configure_queue_v1` (sql/broker_api.sql).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Configured {
+    pub queue_id: Uuid,
+    pub partition_id: Uuid,
+    pub queue: String,
+    pub namespace: Option<String>,
+    pub task: Option<String>,
+    pub lease_time: i32,
+    pub retry_limit: i32,
+}
+
+/// `queue_info_v1` (sql/broker_api.sql); SQL NULL when the queue does not exist.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueInfo {
+    pub queue_id: Uuid,
+    pub lease_time: i32,
+    pub retry_limit: i32,
+}
+
+/// `delete_queue_v1` (sql/broker_api.sql).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deleted {
+    pub deleted: bool,
+    pub queue: String,
+    pub existed: bool,
+}
+
+/// `dlq_list_v1` (sql/broker_api.sql): one page, newest failure first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DlqPage {
+    pub total: i64,
+    pub messages: Vec<DlqEntry>,
+}
+
+/// One DLQ row as listed; timestamps in milliseconds (the HTTP wire's form).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DlqEntry {
+    /// The message id (the DLQ row's own id when the message id was not captured).
+    pub id: Uuid,
+    pub dlq_id: Uuid,
+    pub transaction_id: Option<String>,
+    pub partition_id: Uuid,
+    pub queue: String,
+    pub partition: String,
+    pub consumer_group: String,
+    pub offset: i64,
+    pub error_message: Option<String>,
+    pub retry_count: Option<i32>,
+    pub data: Option<serde_json::Value>,
+    pub created_at: Option<String>,
+    pub failed_at: String,
+}
+
+/// `log_txns_purge_step_v1` (contract §10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurgeStep {
+    pub deleted: i64,
+    pub new_txns_start: i64,
+    pub done: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reply_done_flattens_its_fields_beside_ok() {
+        let r: Reply<PositionalAck> = Reply::Done(PositionalAck {
+            acked: 3,
+            lease_released: true,
+            ..Default::default()
+        });
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v, json!({"ok": true, "acked": 3, "leaseReleased": true}));
+        assert_eq!(
+            serde_json::from_value::<Reply<PositionalAck>>(v).unwrap(),
+            r
+        );
+    }
+
+    #[test]
+    fn reply_refused_is_ok_false_and_error_only() {
+        let r: Reply<HashAck> = Reply::Refused("consumer not found".into());
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v, json!({"ok": false, "error": "consumer not found"}));
+        assert_eq!(serde_json::from_value::<Reply<HashAck>>(v).unwrap(), r);
+    }
+
+    #[test]
+    fn reply_rejects_a_done_body_marked_not_ok() {
+        let v = json!({"ok": false, "acked": 1, "leaseReleased": true});
+        assert!(serde_json::from_value::<Reply<PositionalAck>>(v).is_err());
+    }
+
+    #[test]
+    fn hash_ack_dlq_branch_keeps_a_null_worker() {
+        let a = HashAck {
+            off: 7,
+            dlq: true,
+            partition_id: Some(Uuid::nil()),
+            group: Some("g".into()),
+            worker: Some(None),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(Reply::Done(a.clone())).unwrap();
+        assert_eq!(v["worker"], serde_json::Value::Null);
+        assert!(v.as_object().unwrap().contains_key("worker"));
+        assert!(!v.as_object().unwrap().contains_key("dropped"));
+        assert_eq!(
+            serde_json::from_value::<Reply<HashAck>>(v).unwrap(),
+            Reply::Done(a)
+        );
+    }
+
+    #[test]
+    fn hash_ack_plain_branch_has_only_the_contract_keys() {
+        let v = serde_json::to_value(Reply::Done(HashAck::default())).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "acked",
+                "leaseReleased",
+                "noopHashes",
+                "off",
+                "ok",
+                "staleHashes",
+                "unresolvedHashes"
+            ]
+        );
+    }
+
+    #[test]
+    fn push_verdicts_are_tagged_by_status() {
+        let q = PushVerdict::Queued {
+            base_offset: 5,
+            created_at: "2026-01-01T00:00:00.000000Z".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&q).unwrap(),
+            json!({"status": "queued", "baseOffset": 5, "createdAt": "2026-01-01T00:00:00.000000Z"})
+        );
+        let d: PushVerdict =
+            serde_json::from_value(json!({"status": "duplicate", "dups": [{"i": 0, "off": 3}]}))
+                .unwrap();
+        assert_eq!(
+            d,
+            PushVerdict::Duplicate {
+                dups: vec![Duplicate {
+                    i: 0,
+                    off: 3,
+                    id: None
+                }]
+            }
+        );
+    }
+
+    #[test]
+    fn wire_acks_tell_hash_from_positional_entries() {
+        let v = json!([
+            {"ok": true, "acked": 1, "leaseReleased": true, "partitionId": Uuid::nil(), "group": "g"},
+            {"ok": true, "acked": 1, "off": 4, "noopHashes": [], "staleHashes": [],
+             "unresolvedHashes": [], "leaseReleased": true, "dlq": true, "dlqId": Uuid::nil()}
+        ]);
+        let acks: Vec<Reply<WireAck>> = serde_json::from_value(v.clone()).unwrap();
+        assert!(matches!(acks[0], Reply::Done(WireAck::Positional(_))));
+        let Reply::Done(WireAck::Hash(h)) = &acks[1] else {
+            panic!("hash entry: {:?}", acks[1])
+        };
+        assert!(h.dlq && h.dlq_id == Some(Uuid::nil()));
+        assert_eq!(serde_json::to_value(&acks).unwrap(), v, "round trip");
+    }
+}
