@@ -153,3 +153,28 @@ AS $$
             'failedAt', to_char(pg.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
             ORDER BY pg.failed_at DESC, pg.id) FROM page pg), '[]'::jsonb))
 $$;
+
+-- The partitions of (queue, partition) name pairs that exist for the tenant, with their
+-- queue's dedup window: what a push needs before it pushes (one round trip per request).
+-- r_index is the 1-based position in the input arrays.
+CREATE FUNCTION queen.partitions_lookup_v1(p_tenant uuid, p_queues text[], p_partitions text[])
+RETURNS TABLE(r_index int, r_partition_id uuid, r_dedup_window int)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT t.i::int, p.id, q.dedup_window_seconds
+      FROM unnest(p_queues, p_partitions) WITH ORDINALITY AS t(qn, pn, i)
+      JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = t.qn
+      JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn
+$$;
+
+-- The worker holding the (partition, group) cursor's lease, NULL when none (or no such
+-- cursor): the transaction wire's fallback worker for an ack sent without a leaseId.
+CREATE FUNCTION queen.cursor_worker_v1(p_partition_id uuid, p_group text)
+RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT worker_id FROM queen.log_consumers
+     WHERE partition_id = p_partition_id AND consumer_group = p_group
+$$;

@@ -11,17 +11,13 @@ use queen_log::ack::{
     Policy, Status,
 };
 use queen_log::hash::{hash_hex, TxnHash};
-use serde_json::{json, Value};
+use queen_log::order::cursor_lock_order;
+use queen_log::wire::{HashAck, MultiAck, MultiRow, PositionalAck, Reply};
 
 use crate::db::{
-    bad_param, bytea_array, default_tenant, find_partition, lock_checked, parse_uuid, q, raise,
-    raise_q, required, write_cursor, OrRaise,
+    bad_param, bytea_array, col, default_tenant, find_partition, jsonb, lock_checked, parse_uuid,
+    q, raise, raise_q, required, write_cursor, OrRaise,
 };
-
-/// A failed ack that changes nothing: `{"ok":false,"error":...}`.
-pub fn not_ok(error: &str) -> Value {
-    json!({"ok": false, "error": error})
-}
 
 /// Validate hashes and statuses (before any lock): misaligned arrays, NULL or non-16-byte
 /// hashes and unknown statuses are errors.
@@ -93,8 +89,8 @@ fn read_txns(
         .or_raise()
         .map(|r| {
             (
-                r.get::<i64>(1).or_raise().unwrap(),
-                r.get::<Vec<u8>>(2).or_raise().unwrap(),
+                col(&r, 1, "log_txns.base_offset"),
+                col(&r, 2, "log_txns.hashes"),
             )
         })
         .collect()
@@ -145,7 +141,9 @@ fn resolve(
         .collect()
 }
 
-/// The authority (contract §6.1), shared by the SQL function and the transaction wire.
+/// The authority (contract §6.1), shared by the SQL function, the psql helper and the
+/// transaction wire. Done results carry `headIndex`: the input element whose signal
+/// chose the branch (a DLQ row takes its error text from it).
 pub fn ack_by_hash(
     client: &mut SpiClient<'_>,
     pid: Uuid,
@@ -153,23 +151,10 @@ pub fn ack_by_hash(
     worker: Option<&str>,
     hashes: &[TxnHash],
     statuses: &[Status],
-) -> Value {
-    ack_by_hash_detail(client, pid, group, worker, hashes, statuses).0
-}
-
-/// The authority, also returning the input index of the head signal that chose the
-/// branch (the transaction wire takes a dlq hand-off's error text from that element).
-pub fn ack_by_hash_detail(
-    client: &mut SpiClient<'_>,
-    pid: Uuid,
-    group: &str,
-    worker: Option<&str>,
-    hashes: &[TxnHash],
-    statuses: &[Status],
-) -> (Value, Option<usize>) {
+) -> Reply<HashAck> {
     let cur = match lock_checked(client, pid, group, worker) {
         Ok(c) => c,
-        Err(e) => return (not_ok(e), None),
+        Err(e) => return Reply::Refused(e.into()),
     };
     let (lo, hi) = ackable_span(&cur.state, cur.txns_start);
     let elements = resolve(client, pid, hashes, statuses, lo, hi, cur.state.committed);
@@ -181,22 +166,22 @@ pub fn ack_by_hash_detail(
     write_cursor(client, pid, group, &cur.state, &d.state);
     let hex =
         |idx: &[usize]| -> Vec<String> { idx.iter().map(|&i| hash_hex(&hashes[i])).collect() };
-    let mut out = json!({
-        "ok": true, "acked": d.acked, "off": d.off,
-        "noopHashes": hex(&d.noop), "staleHashes": hex(&d.stale),
-        "unresolvedHashes": hex(&d.unresolved), "leaseReleased": d.lease_released,
-    });
-    match d.branch {
-        Branch::Dlq => {
-            out["dlq"] = json!(true);
-            out["partitionId"] = json!(pid.to_string());
-            out["group"] = json!(group);
-            out["worker"] = json!(worker);
-        }
-        Branch::Dropped => out["dropped"] = json!(true),
-        _ => {}
-    }
-    (out, d.head_index)
+    let dlq = d.branch == Branch::Dlq;
+    Reply::Done(HashAck {
+        acked: d.acked,
+        off: d.off,
+        noop_hashes: hex(&d.noop),
+        stale_hashes: hex(&d.stale),
+        unresolved_hashes: hex(&d.unresolved),
+        lease_released: d.lease_released,
+        dlq,
+        dropped: d.branch == Branch::Dropped,
+        head_index: d.head_index,
+        partition_id: dlq.then(|| uuid::Uuid::from_bytes(*pid.as_bytes())),
+        group: dlq.then(|| group.to_string()),
+        worker: dlq.then(|| worker.map(str::to_string)),
+        dlq_id: None,
+    })
 }
 
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
@@ -212,13 +197,12 @@ fn log_ack_by_hash_v1(
     let group = required(p_group, "p_group");
     let raw = bytea_array(required(p_hashes, "p_hashes"));
     let (hashes, statuses) = parse_ack_input(&raw, p_statuses.as_deref());
-    JsonB(Spi::connect_mut(|c| {
+    jsonb(&Spi::connect_mut(|c| {
         ack_by_hash(c, pid, group, p_worker, &hashes, &statuses)
     }))
 }
 
 /// The positional procedure (contract §6.2), shared by ack_at, ack_v1, multi and the wire.
-/// Returns the result object; `acked` and `error` are what multi reports per row.
 pub fn ack_at(
     client: &mut SpiClient<'_>,
     pid: Uuid,
@@ -226,15 +210,15 @@ pub fn ack_at(
     worker: Option<&str>,
     upto: Option<i64>,
     ok: bool,
-) -> Value {
+) -> Reply<PositionalAck> {
     let cur = match lock_checked(client, pid, group, worker) {
         Ok(c) => c,
-        Err(e) => return not_ok(e),
+        Err(e) => return Reply::Refused(e.into()),
     };
     let (next, acked, released) = match upto.filter(|_| ok) {
         Some(upto) => match ack_upto(&cur.state, upto) {
             Ok((next, acked)) => (next, acked, true),
-            Err(e) => return not_ok(e.message()),
+            Err(e) => return Reply::Refused(e.message().into()),
         },
         None => {
             let (next, released) = release_only(&cur.state);
@@ -242,7 +226,11 @@ pub fn ack_at(
         }
     };
     write_cursor(client, pid, group, &cur.state, &next);
-    json!({"ok": true, "acked": acked, "leaseReleased": released})
+    Reply::Done(PositionalAck {
+        acked,
+        lease_released: released,
+        ..Default::default()
+    })
 }
 
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
@@ -258,7 +246,7 @@ fn log_ack_at_v1(
     let _ = p_acked_count; // accepted for compatibility, never trusted for counting
     let pid = required(p_partition_id, "p_partition_id");
     let group = required(p_group, "p_group");
-    JsonB(Spi::connect_mut(|c| {
+    jsonb(&Spi::connect_mut(|c| {
         ack_at(c, pid, group, p_worker, p_upto, p_ok.unwrap_or(false))
     }))
 }
@@ -273,10 +261,10 @@ pub fn ack_by_name(
     worker: Option<&str>,
     upto: Option<i64>,
     ok: bool,
-) -> Value {
+) -> Reply<PositionalAck> {
     match find_partition(client, tenant, queue, partition) {
         Some(pid) => ack_at(client, pid, group, worker, upto, ok),
-        None => not_ok("partition not found"),
+        None => Reply::Refused("partition not found".into()),
     }
 }
 
@@ -298,13 +286,13 @@ fn log_ack_v1(
     let group = required(p_group, "p_group");
     let tenant = p_tenant.unwrap_or_else(default_tenant);
     let ok = p_ok.unwrap_or(false);
-    JsonB(Spi::connect_mut(|c| {
+    jsonb(&Spi::connect_mut(|c| {
         ack_by_name(c, tenant, queue, partition, group, p_worker, p_upto, ok)
     }))
 }
 
 /// One multi row after validation.
-struct MultiRow<'a> {
+struct MultiIn<'a> {
     pid: Uuid,
     group: &'a str,
     end: i64,
@@ -339,24 +327,34 @@ fn log_ack_multi_v1(
             counts.len()
         ));
     }
-    let rows: Vec<MultiRow<'_>> = (0..n)
+    let rows: Vec<MultiIn<'_>> = (0..n)
         .map(|i| multi_row(i, &pids, &groups, &ends, &workers, &counts))
         .collect();
-    // Global lock order: (partition_id, consumer_group bytewise), ties in input order.
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| {
-        (rows[a].pid.as_bytes(), rows[a].group.as_bytes())
-            .cmp(&(rows[b].pid.as_bytes(), rows[b].group.as_bytes()))
-    });
-    let mut results = vec![Value::Null; n];
+    let keys: Vec<([u8; 16], &str)> = rows.iter().map(|r| (*r.pid.as_bytes(), r.group)).collect();
+    let mut results: Vec<Option<MultiRow>> = vec![None; n];
     Spi::connect_mut(|c| {
-        for i in order {
+        for i in cursor_lock_order(&keys) {
             let r = &rows[i];
-            let v = ack_at(c, r.pid, r.group, Some(r.worker), Some(r.end), true);
-            results[i] = json!({"ok": v["ok"], "acked": v.get("acked").cloned().unwrap_or(json!(0)), "error": v.get("error").cloned().unwrap_or(Value::Null)});
+            results[i] = Some(
+                match ack_at(c, r.pid, r.group, Some(r.worker), Some(r.end), true) {
+                    Reply::Done(a) => MultiRow {
+                        ok: true,
+                        acked: a.acked,
+                        error: None,
+                    },
+                    Reply::Refused(e) => MultiRow {
+                        ok: false,
+                        acked: 0,
+                        error: Some(e),
+                    },
+                },
+            );
         }
     });
-    JsonB(json!({"ok": true, "results": results}))
+    jsonb(&MultiAck {
+        ok: true,
+        results: results.into_iter().flatten().collect(),
+    })
 }
 
 fn multi_row<'a>(
@@ -366,7 +364,7 @@ fn multi_row<'a>(
     ends: &[Option<i64>],
     workers: &'a [Option<String>],
     counts: &[Option<i32>],
-) -> MultiRow<'a> {
+) -> MultiIn<'a> {
     let null = |what: &str| -> ! {
         raise(
             PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
@@ -381,7 +379,7 @@ fn multi_row<'a>(
         ))
     });
     counts[i].unwrap_or_else(|| null("count"));
-    MultiRow {
+    MultiIn {
         pid,
         group: groups[i].as_deref().unwrap_or_else(|| null("group")),
         end: ends[i].unwrap_or_else(|| null("end")),

@@ -1,7 +1,7 @@
 //! Small helpers shared by every SQL entry point: raising errors with the contract's
 //! SQLSTATEs, unwrapping SPI results, and reading/writing the cursor row.
 
-use pgrx::datum::Uuid;
+use pgrx::datum::{FromDatum, IntoDatum, TimestampWithTimeZone, Uuid};
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::PgOid;
-use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult, SpiTupleTable};
-use queen_log::ack::CursorState;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiHeapTupleData, SpiResult, SpiTupleTable};
+use queen_log::ack::{CursorState, LogBounds};
 
 pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
@@ -95,6 +95,58 @@ pub fn parse_uuid(s: &str) -> Option<Uuid> {
     Some(Uuid::from_bytes(b))
 }
 
+/// A result as jsonb, serialised once from its wire type (queen_log::wire).
+pub fn jsonb<T: serde::Serialize>(v: &T) -> pgrx::JsonB {
+    pgrx::JsonB(serde_json::to_value(v).unwrap_or_else(|e| {
+        raise(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("result does not serialise: {e}"),
+        )
+    }))
+}
+
+/// The current time (clock_timestamp()), read here and passed to statements as a value:
+/// a statement that calls a volatile function on its own rows cannot be distributed.
+pub fn now() -> TimestampWithTimeZone {
+    pgrx::datum::clock_timestamp()
+}
+
+/// `t + secs` seconds.
+pub fn plus_seconds(t: TimestampWithTimeZone, secs: i64) -> TimestampWithTimeZone {
+    let micros = pg_sys::TimestampTz::from(t).saturating_add(secs.saturating_mul(1_000_000));
+    TimestampWithTimeZone::try_from(micros).unwrap_or_else(|_| {
+        raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!("timestamp out of range: now + {secs} s"),
+        )
+    })
+}
+
+/// UTC with microseconds, the timestamp form of every JSON result (contract conventions).
+pub fn iso_utc(t: TimestampWithTimeZone) -> String {
+    let u = t.to_utc();
+    // The fourth field counts the whole seconds too.
+    let (h, m, s, micros) = u.to_hms_micro();
+    let micros = micros % 1_000_000;
+    format!(
+        "{:04}-{:02}-{:02}T{h:02}:{m:02}:{s:02}.{micros:06}Z",
+        u.year(),
+        u.month(),
+        u.day()
+    )
+}
+
+/// Column `i` (1-based) of a row, which the schema guarantees is not NULL: a NULL there
+/// is a broken invariant, reported as an internal error naming the column.
+pub fn col<T: FromDatum + IntoDatum>(row: &SpiHeapTupleData<'_>, i: usize, what: &str) -> T {
+    row.get::<T>(i).or_raise().unwrap_or_else(|| {
+        raise(
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("queen_ack: {what} is unexpectedly NULL"),
+        )
+    })
+}
+
 /// SPI failures are internal errors (bad SQL or types on our side), not user errors.
 pub trait OrRaise<T> {
     fn or_raise(self) -> T;
@@ -112,6 +164,7 @@ pub struct LockedCursor {
     pub worker_id: Option<String>,
     pub lease_live: bool,
     pub txns_start: i64,
+    pub log: LogBounds,
     pub retry_limit: i32,
     pub dlq_enabled: bool,
 }
@@ -122,34 +175,45 @@ pub fn lock_cursor(client: &mut SpiClient<'_>, pid: Uuid, group: &str) -> Option
         client,
         "SELECT c.committed, c.batch_end, c.batch_retry_count, c.attempt_offset,
                     c.attempt_count, c.total_consumed, c.worker_id,
-                    COALESCE(c.lease_expires_at >= clock_timestamp(), false),
+                    COALESCE(c.lease_expires_at >= $3, false),
                     p.txns_start, COALESCE(q.retry_limit, 3),
-                    COALESCE(q.dead_letter_queue, true) OR COALESCE(q.dlq_after_max_retries, true)
+                    COALESCE(q.dead_letter_queue, true) OR COALESCE(q.dlq_after_max_retries, true),
+                    p.log_start, p.last_offset
                FROM queen.log_consumers c
                JOIN queen.log_partitions p ON p.id = c.partition_id
                JOIN queen.queues q ON q.id = p.queue_id
               WHERE c.partition_id = $1 AND c.consumer_group = $2
                 FOR UPDATE OF c",
-        &[pid.into(), group.into()],
+        &[pid.into(), group.into(), now().into()],
     )
     .or_raise();
     let row = tbl.into_iter().next()?;
-    let get_i64 = |i| row.get::<i64>(i).or_raise();
     Some(LockedCursor {
-        state: CursorState {
-            committed: get_i64(1).unwrap_or(-1),
-            batch_end: get_i64(2),
-            batch_retry_count: row.get::<i32>(3).or_raise().unwrap_or(0),
-            attempt_offset: get_i64(4),
-            attempt_count: row.get::<i32>(5).or_raise().unwrap_or(0),
-            total_consumed: get_i64(6).unwrap_or(0),
-        },
+        state: cursor_state(&row),
         worker_id: row.get::<String>(7).or_raise(),
-        lease_live: row.get::<bool>(8).or_raise().unwrap_or(false),
-        txns_start: get_i64(9).unwrap_or(0),
-        retry_limit: row.get::<i32>(10).or_raise().unwrap_or(3),
-        dlq_enabled: row.get::<bool>(11).or_raise().unwrap_or(true),
+        lease_live: col(&row, 8, "lease liveness"),
+        txns_start: col(&row, 9, "log_partitions.txns_start"),
+        retry_limit: col(&row, 10, "retry limit"),
+        dlq_enabled: col(&row, 11, "dlq policy"),
+        log: LogBounds {
+            log_start: col(&row, 12, "log_partitions.log_start"),
+            last_offset: col(&row, 13, "log_partitions.last_offset"),
+        },
     })
+}
+
+/// The ack-visible part of a cursor row from the first six columns of a statement that
+/// selects `committed, batch_end, batch_retry_count, attempt_offset, attempt_count,
+/// total_consumed` in that order.
+pub fn cursor_state(row: &SpiHeapTupleData<'_>) -> CursorState {
+    CursorState {
+        committed: col(row, 1, "log_consumers.committed"),
+        batch_end: row.get::<i64>(2).or_raise(),
+        batch_retry_count: col(row, 3, "log_consumers.batch_retry_count"),
+        attempt_offset: row.get::<i64>(4).or_raise(),
+        attempt_count: col(row, 5, "log_consumers.attempt_count"),
+        total_consumed: col(row, 6, "log_consumers.total_consumed"),
+    }
 }
 
 /// The common lease check (contract §6): NULL or '' worker passes; otherwise the row
@@ -211,6 +275,37 @@ pub fn write_cursor(
     .or_raise();
 }
 
+/// A partition resolved by names, with what pops need of its queue.
+pub struct PartitionRef {
+    pub id: Uuid,
+    pub queue_id: Uuid,
+    /// COALESCE(queues.lease_time, 60), at least 1.
+    pub lease_time: i32,
+}
+
+/// Resolve a partition by (tenant, queue name, partition name), without locking.
+pub fn find_partition_ref(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    queue: &str,
+    partition: &str,
+) -> Option<PartitionRef> {
+    q(
+        client,
+        "SELECT p.id, q.id, GREATEST(COALESCE(q.lease_time, 60), 1)
+               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
+        &[tenant.into(), queue.into(), partition.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|row| PartitionRef {
+        id: col(&row, 1, "log_partitions.id"),
+        queue_id: col(&row, 2, "queues.id"),
+        lease_time: col(&row, 3, "lease time"),
+    })
+}
+
 /// Resolve a partition id by (tenant, queue name, partition name), without locking.
 pub fn find_partition(
     client: &SpiClient<'_>,
@@ -218,15 +313,25 @@ pub fn find_partition(
     queue: &str,
     partition: &str,
 ) -> Option<Uuid> {
+    find_partition_ref(client, tenant, queue, partition).map(|p| p.id)
+}
+
+/// A queue resolved by name: (id, lease time as for [`PartitionRef`]).
+pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<(Uuid, i32)> {
     q(
         client,
-        "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-              WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
-        &[tenant.into(), queue.into(), partition.into()],
+        "SELECT id, GREATEST(COALESCE(lease_time, 60), 1) FROM queen.queues
+          WHERE tenant_id = $1 AND name = $2",
+        &[tenant.into(), queue.into()],
     )
     .or_raise()
     .next()
-    .and_then(|row| row.get::<Uuid>(1).or_raise())
+    .map(|row| (col(&row, 1, "queues.id"), col(&row, 2, "lease time")))
+}
+
+/// Raise an internal error: a broken invariant on our side (SQLSTATE XX000).
+pub fn raise_internal(msg: impl Into<String>) -> ! {
+    raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, msg)
 }
 
 /// bytea[] arrives as a borrowed array; copy it out so elements outlive the call frame.

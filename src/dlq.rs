@@ -1,15 +1,16 @@
-//! DLQ filing (contract §7): snapshot the poison frame into queen.log_dlq and retire it.
+//! DLQ filing (contract §7, §14): snapshot the poison frame into queen.log_dlq and retire it.
 
 use pgrx::datum::Uuid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::ack::file_dlq;
+use queen_log::payload;
 use queen_log::segment::decode_segment;
-use serde_json::{json, Value};
+use queen_log::wire::{DlqFiled, Reply};
+use serde_json::Value;
 
-use crate::ack::not_ok;
-use crate::db::{lock_checked, q, required, write_cursor, OrRaise};
+use crate::db::{col, jsonb, lock_checked, q, required, write_cursor, OrRaise};
 
 /// The row to file; `None` fields are extracted from the covering segment.
 pub struct DlqEntry {
@@ -19,8 +20,24 @@ pub struct DlqEntry {
     pub error: Option<String>,
 }
 
-/// Read message id, transactionId and payload of frame `off` from its segment. When the
-/// segment was retained away (or cannot be decoded), say so in the error text.
+impl DlqEntry {
+    /// Nothing given: everything is read from the frame (native extraction).
+    pub fn extracted(error: Option<String>) -> Self {
+        DlqEntry {
+            message_id: None,
+            txn: None,
+            payload: None,
+            error,
+        }
+    }
+
+    fn wants_extraction(&self) -> bool {
+        self.message_id.is_none() && self.txn.is_none() && self.payload.is_none()
+    }
+}
+
+/// Read message id, transactionId and payload of frame `off` from its segment. When no
+/// segment covers it or it cannot be decoded, say so in the error text.
 fn extract(client: &SpiClient<'_>, pid: Uuid, off: i64, error: Option<String>) -> DlqEntry {
     let seg = q(
         client,
@@ -31,12 +48,22 @@ fn extract(client: &SpiClient<'_>, pid: Uuid, off: i64, error: Option<String>) -
     .next()
     .map(|r| {
         (
-            r.get::<i64>(1).or_raise().unwrap(),
-            r.get::<Vec<u8>>(2).or_raise().unwrap(),
+            col::<i64>(&r, 1, "segment base"),
+            col::<Vec<u8>>(&r, 2, "segment blob"),
         )
     });
     let frame = seg.as_ref().map(|(base, blob)| {
-        decode_segment(blob).map(|mut frames| frames.swap_remove((off - base) as usize))
+        decode_segment(blob).and_then(|mut frames| {
+            let k = (off - base) as usize;
+            if k < frames.len() {
+                Ok(frames.swap_remove(k))
+            } else {
+                Err(queen_log::frame::CodecError::FrameCountMismatch {
+                    expected: k + 1,
+                    found: frames.len(),
+                })
+            }
+        })
     });
     let with_note = |note: String| {
         Some(match &error {
@@ -47,32 +74,20 @@ fn extract(client: &SpiClient<'_>, pid: Uuid, off: i64, error: Option<String>) -
     match frame {
         Some(Ok(f)) => DlqEntry {
             message_id: Some(Uuid::from_bytes(f.message_id)),
-            payload: Some(payload_value(&f)),
+            payload: Some(payload::json_value(&f)),
             txn: Some(f.transaction_id),
             error,
         },
         Some(Err(e)) => DlqEntry {
-            message_id: None,
-            txn: None,
-            payload: None,
             error: with_note(format!("payload not captured: {e}")),
+            ..DlqEntry::extracted(None)
         },
         None => DlqEntry {
-            message_id: None,
-            txn: None,
-            payload: None,
             error: with_note(format!(
-                "payload not captured: offset {off} was retained away"
+                "payload not captured: no segment holds offset {off} any more"
             )),
+            ..DlqEntry::extracted(None)
         },
-    }
-}
-
-/// The payload as JSON; a payload that is not JSON text (e.g. encrypted) is kept as a string.
-fn payload_value(f: &queen_log::frame::Frame) -> Value {
-    match f.payload_json() {
-        Ok(text) => serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string())),
-        Err(_) => Value::String(queen_log::hash::hash_hex(&f.payload)),
     }
 }
 
@@ -84,25 +99,25 @@ pub fn dlq_head(
     worker: Option<&str>,
     off: i64,
     entry: DlqEntry,
-) -> Value {
+) -> Reply<DlqFiled> {
     let cur = match lock_checked(client, pid, group, worker) {
         Ok(c) => c,
-        Err(e) => return not_ok(e),
+        Err(e) => return Reply::Refused(e.into()),
     };
-    let next = match file_dlq(&cur.state, off) {
+    let next = match file_dlq(&cur.state, cur.log, off) {
         Ok(n) => n,
-        Err(e) => return not_ok(e),
+        Err(e) => return Reply::Refused(e.message().into()),
     };
-    let entry = if entry.message_id.is_none() && entry.txn.is_none() && entry.payload.is_none() {
+    let entry = if entry.wants_extraction() {
         extract(client, pid, off, entry.error)
     } else {
         entry
     };
-    let id: Uuid = q(
+    let row = q(
         client,
         "INSERT INTO queen.log_dlq (partition_id, consumer_group, \"offset\", message_id,
-                                        transaction_id, payload, error, retry_count)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+                                    transaction_id, payload, error, retry_count)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
         &[
             pid.into(),
             group.into(),
@@ -116,11 +131,13 @@ pub fn dlq_head(
     )
     .or_raise()
     .first()
-    .get_one()
-    .or_raise()
-    .expect("INSERT RETURNING id");
+    .get_one::<Uuid>()
+    .or_raise();
     write_cursor(client, pid, group, &cur.state, &next);
-    json!({"ok": true, "id": id.to_string()})
+    let id = row.unwrap_or_else(|| crate::db::raise_internal("INSERT RETURNING id gave nothing"));
+    Reply::Done(DlqFiled {
+        id: uuid::Uuid::from_bytes(*id.as_bytes()),
+    })
 }
 
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
@@ -144,7 +161,7 @@ fn log_dlq_head_v1(
         payload: p_payload.map(|j| j.0),
         error: p_error,
     };
-    JsonB(Spi::connect_mut(|c| {
+    jsonb(&Spi::connect_mut(|c| {
         dlq_head(c, pid, group, p_worker, off, entry)
     }))
 }

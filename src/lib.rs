@@ -12,6 +12,7 @@
 use pgrx::prelude::*;
 
 mod ack;
+mod broker_api;
 mod db;
 mod dlq;
 mod native;
@@ -28,6 +29,7 @@ mod tests {
     include!("tests/push_pop.rs");
     include!("tests/acks.rs");
     include!("tests/broker_api.rs");
+    include!("tests/broker_functions.rs");
 }
 
 ::pgrx::pg_module_magic!();

@@ -6,11 +6,16 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 use queen_log::frame::Frame;
 use queen_log::hash::{hash_hex, txn_hash};
-use queen_log::segment::{decode_segment, encode_segment, segment_hashes};
-use serde_json::{json, Value};
+use queen_log::payload;
+use queen_log::segment::{decode_segment, decode_slice, encode_segment, segment_hashes};
+use queen_log::wire::PushVerdict;
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::ack::ack_by_hash;
-use crate::db::{bad_param, default_tenant, find_partition, q, required, OrRaise, QUEUE_MODE};
+use crate::db::{
+    bad_param, default_tenant, find_partition_ref, find_queue, jsonb, required, QUEUE_MODE,
+};
 use crate::pop::{pop_partition, pop_queue, request, Slice};
 use crate::push::{push_one, SegmentIn};
 
@@ -24,10 +29,9 @@ fn xxh3_128_hex(p_text: &str) -> String {
     hash_hex(&txn_hash(p_text))
 }
 
-/// A frame's payload as jsonb: JSON text as is; anything else (encrypted) as a string.
+/// A frame's payload as jsonb, by the one rule of `queen_log::payload`.
 fn payload_jsonb(f: &Frame) -> JsonB {
-    let text = f.payload_json().unwrap_or("");
-    JsonB(serde_json::from_str(text).unwrap_or_else(|_| Value::String(hash_hex(&f.payload))))
+    JsonB(payload::json_value(f))
 }
 
 fn decode_or_raise(blob: &[u8]) -> Vec<Frame> {
@@ -134,17 +138,37 @@ fn push(
         blob: &blob,
         tenant: p_tenant.unwrap_or_else(default_tenant),
     };
-    let mut out = Spi::connect_mut(|c| push_one(c, &seg, None, None));
-    let base = out["baseOffset"].as_i64();
-    out["messages"] = frames
+    let verdict = Spi::connect_mut(|c| push_one(c, &seg, None, None));
+    let base = match &verdict {
+        PushVerdict::Queued { base_offset, .. } => Some(*base_offset),
+        PushVerdict::Duplicate { .. } => None,
+    };
+    let messages = frames
         .iter()
         .enumerate()
-        .map(|(i, f)| {
-            json!({"messageId": uuid::Uuid::from_bytes(f.message_id).to_string(),
-                   "transactionId": f.transaction_id, "offset": base.map(|b| b + i as i64)})
+        .map(|(i, f)| NativeMessage {
+            message_id: uuid::Uuid::from_bytes(f.message_id),
+            transaction_id: &f.transaction_id,
+            offset: base.map(|b| b + i as i64),
         })
         .collect();
-    JsonB(out)
+    jsonb(&NativePush { verdict, messages })
+}
+
+/// `queen.push`'s result: the push verdict plus what each message became.
+#[derive(Serialize)]
+struct NativePush<'a> {
+    #[serde(flatten)]
+    verdict: PushVerdict,
+    messages: Vec<NativeMessage<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NativeMessage<'a> {
+    message_id: uuid::Uuid,
+    transaction_id: &'a str,
+    offset: Option<i64>,
 }
 
 type Decoded = (
@@ -159,19 +183,23 @@ type Decoded = (
 
 fn decode_slices(pid: Uuid, lease: &str, slices: Vec<Slice>, out: &mut Vec<Decoded>) {
     for s in slices {
-        let frames = decode_or_raise(&s.blob);
-        let start = s.start_idx as usize;
-        for (k, f) in frames.iter().enumerate().skip(start).take(s.take as usize) {
-            let row = (
+        let frames = decode_slice(
+            &s.blob,
+            s.msg_count as usize,
+            s.start_idx as usize,
+            s.take as usize,
+        )
+        .unwrap_or_else(|e| bad_param(e.to_string()));
+        for (k, f) in frames {
+            out.push((
                 s.base + k as i64,
                 Uuid::from_bytes(f.message_id),
                 f.transaction_id.clone(),
-                payload_jsonb(f),
+                payload_jsonb(&f),
                 s.created_at,
                 pid,
                 lease.to_string(),
-            );
-            out.push(row);
+            ));
         }
     }
 }
@@ -207,62 +235,60 @@ fn pop(
     } else {
         uuid::Uuid::new_v4().to_string()
     };
+    let group = p_group.or(Some(QUEUE_MODE));
+    // Bad arguments are refused whether or not the queue exists.
+    request(
+        group,
+        p_batch,
+        p_lease_seconds.or(Some(1)),
+        Some(&lease_id),
+        p_auto_ack,
+        None,
+        None,
+        false,
+    );
     let mut out = Vec::new();
-    Spi::connect_mut(|c| {
-        let lease = p_lease_seconds.or_else(|| queue_lease_time(c, tenant, queue));
-        let group = p_group.or(Some(QUEUE_MODE));
-        let req = request(
-            group,
-            p_batch,
-            lease,
-            Some(&lease_id),
-            p_auto_ack,
-            None,
-            None,
-            false,
-        );
-        match p_partition {
-            Some(part) => {
-                let Some(pid) = find_partition(c, tenant, queue, part) else {
-                    return;
-                };
-                let qid: Uuid = q(
-                    c,
-                    "SELECT queue_id FROM queen.log_partitions WHERE id = $1",
-                    &[pid.into()],
-                )
-                .or_raise()
-                .first()
-                .get_one()
-                .or_raise()
-                .unwrap();
-                decode_slices(
-                    pid,
-                    &lease_id,
-                    pop_partition(c, pid, Some(qid), tenant, &req),
-                    &mut out,
-                );
+    Spi::connect_mut(|c| match p_partition {
+        Some(part) => {
+            let Some(p) = find_partition_ref(c, tenant, queue, part) else {
+                return;
+            };
+            let lease = p_lease_seconds.or(Some(p.lease_time));
+            let req = request(
+                group,
+                p_batch,
+                lease,
+                Some(&lease_id),
+                p_auto_ack,
+                None,
+                None,
+                false,
+            );
+            if let Some(served) = pop_partition(c, p.id, p.queue_id, tenant, &req) {
+                decode_slices(p.id, &lease_id, served.slices, &mut out);
             }
-            None => {
-                for (pid, _, s) in pop_queue(c, tenant, queue, 1, &req) {
-                    decode_slices(pid, &lease_id, vec![s], &mut out);
-                }
+        }
+        None => {
+            let Some((queue_id, lease_time)) = find_queue(c, tenant, queue) else {
+                return;
+            };
+            let lease = p_lease_seconds.or(Some(lease_time));
+            let req = request(
+                group,
+                p_batch,
+                lease,
+                Some(&lease_id),
+                p_auto_ack,
+                None,
+                None,
+                false,
+            );
+            for p in pop_queue(c, tenant, queue_id, 1, &req) {
+                decode_slices(p.partition_id, &lease_id, p.served.slices, &mut out);
             }
         }
     });
     TableIterator::new(out)
-}
-
-fn queue_lease_time(c: &pgrx::spi::SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<i32> {
-    q(
-        c,
-        "SELECT COALESCE(lease_time, 60) FROM queen.queues WHERE tenant_id = $1 AND name = $2",
-        &[tenant.into(), queue.into()],
-    )
-    .or_raise()
-    .next()
-    .and_then(|r| r.get::<i32>(1).or_raise())
-    .or(Some(60))
 }
 
 /// Plain-SQL ack by transactionId: hashes natively, then runs the authority.
@@ -289,7 +315,7 @@ fn ack(
         .collect();
     let (hashes, statuses) = crate::ack::parse_ack_input(&hashes, p_statuses.as_deref());
     let group = p_group.unwrap_or(QUEUE_MODE);
-    JsonB(Spi::connect_mut(|c| {
+    jsonb(&Spi::connect_mut(|c| {
         ack_by_hash(c, pid, group, p_lease_id, &hashes, &statuses)
     }))
 }

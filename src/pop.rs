@@ -1,11 +1,20 @@
-//! Leasing pop (contract §5): claim the cursor row without waiting, seed it on first
-//! contact, serve up to a budget of frames across segments, then lease or auto-ack.
+//! Leasing pop (contract §5), the glue: load the cursor and segment rows, ask
+//! `queen_log::pop` where a new cursor starts, which slices a budget serves and what state
+//! the claim leaves, then write the claim. A pop never waits for a lock.
 
 use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
+use queen_log::ack::CursorState;
+use queen_log::pop::{
+    auto_acked, leased, parsed, plan, recorded_start, requested_start, seal_hole, seed_offset,
+    Budget, Span, Start,
+};
 
-use crate::db::{bad_param, default_tenant, find_partition, q, raise, OrRaise, QUEUE_MODE};
+use crate::db::{
+    bad_param, col, cursor_state, default_tenant, find_partition_ref, find_queue, now,
+    plus_seconds, q, raise, write_cursor, OrRaise, QUEUE_MODE,
+};
 
 /// What the caller asked for, validated.
 #[derive(Clone, Copy)]
@@ -15,8 +24,8 @@ pub struct PopRequest<'a> {
     pub lease_seconds: i32,
     pub worker: &'a str,
     pub auto_ack: bool,
-    pub sub_mode: &'a str,
-    pub sub_from: &'a str,
+    /// Where a new cursor starts when the group has no subscription record.
+    pub start: Start<&'a str>,
 }
 
 /// One served slice of a segment, as log_pop_v1 returns it.
@@ -30,9 +39,24 @@ pub struct Slice {
 }
 
 impl Slice {
-    fn last_offset(&self) -> i64 {
-        self.base + i64::from(self.start_idx) + i64::from(self.take) - 1
+    fn first_offset(&self) -> i64 {
+        self.base + i64::from(self.start_idx)
     }
+
+    fn last_offset(&self) -> i64 {
+        self.first_offset() + i64::from(self.take) - 1
+    }
+}
+
+/// Frames served by some slices.
+pub fn frames(slices: &[Slice]) -> i64 {
+    slices.iter().map(|s| i64::from(s.take)).sum()
+}
+
+/// What a pop served from one partition, and the delivery attempt it counts as.
+pub struct Served {
+    pub slices: Vec<Slice>,
+    pub attempt: i32,
 }
 
 /// Validate the pop arguments (contract §5): budget and lease below 1 are 22023, a
@@ -74,50 +98,47 @@ pub fn request<'a>(
         lease_seconds,
         worker,
         auto_ack,
-        sub_mode: sub_mode.unwrap_or("all"),
-        sub_from: sub_from.unwrap_or(""),
+        start: requested_start(sub_mode.unwrap_or("all"), sub_from.unwrap_or("")),
     }
 }
 
-/// The pop's own subscription arguments as a seed mode: 'new' or from 'now' start at the
-/// end; another non-empty `from` is a timestamp; anything else (unknown modes too) is 'all'.
-fn own_seed_mode<'a>(req: &PopRequest<'a>) -> (&'static str, &'a str) {
-    if req.sub_mode == "new" || req.sub_from.eq_ignore_ascii_case("now") {
-        ("new", "")
-    } else if !req.sub_from.is_empty() {
-        ("timestamp", req.sub_from)
-    } else {
-        ("all", "")
-    }
+/// A claimed cursor row: its state and the partition's last offset when claimed.
+struct Claim {
+    state: CursorState,
+    last_offset: i64,
 }
 
 /// Claim the (partition, group) row: FOR UPDATE SKIP LOCKED when no live lease is held
 /// and the partition has offsets above the cursor; create it (seeded) on first contact.
-/// Returns the committed offset, or None when the row is leased, locked elsewhere, caught
-/// up, or raced into existence by another pop.
+/// None when the row is leased, locked elsewhere, caught up, or raced into existence by
+/// another pop.
 ///
 /// A caught-up cursor is not locked: a row lock needs a transaction id, and so a WAL
 /// flush at commit, which every empty re-poll of a long-polling consumer used to pay.
-pub fn claim(
+fn claim(
     client: &mut SpiClient<'_>,
     pid: Uuid,
-    queue_id: Option<Uuid>,
+    queue_id: Uuid,
     tenant: Uuid,
     req: &PopRequest<'_>,
-) -> Option<i64> {
+) -> Option<Claim> {
     let free = q(
         client,
-        "SELECT c.committed FROM queen.log_consumers c
-              WHERE c.partition_id = $1 AND c.consumer_group = $2
-                AND (c.worker_id IS NULL OR c.lease_expires_at IS NULL
-                     OR c.lease_expires_at < clock_timestamp())
-                AND c.committed < (SELECT p.last_offset FROM queen.log_partitions p WHERE p.id = $1)
-                FOR UPDATE OF c SKIP LOCKED",
-        &[pid.into(), req.group.into()],
+        "SELECT c.committed, c.batch_end, c.batch_retry_count, c.attempt_offset,
+                c.attempt_count, c.total_consumed, p.last_offset
+           FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+          WHERE c.partition_id = $1 AND c.consumer_group = $2
+            AND (c.worker_id IS NULL OR c.lease_expires_at IS NULL OR c.lease_expires_at < $3)
+            AND c.committed < p.last_offset
+            FOR UPDATE OF c SKIP LOCKED",
+        &[pid.into(), req.group.into(), now().into()],
     )
     .or_raise();
     if let Some(row) = free.into_iter().next() {
-        return row.get::<i64>(1).or_raise();
+        return Some(Claim {
+            state: cursor_state(&row),
+            last_offset: col(&row, 7, "log_partitions.last_offset"),
+        });
     }
     let exists = q(
         client,
@@ -128,51 +149,107 @@ pub fn claim(
     if !exists.is_empty() {
         return None;
     }
-    let queue_id = queue_id.unwrap_or_else(|| queue_id_of(client, pid));
     create_cursor(client, pid, queue_id, tenant, req)
 }
 
+/// A named group's subscription record on the queue, as a start (queue mode has none).
+fn recorded(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    group: &str,
+    queue_id: Uuid,
+) -> Option<Start<TimestampWithTimeZone>> {
+    if group == QUEUE_MODE {
+        return None;
+    }
+    q(
+        client,
+        "SELECT subscription_mode, subscription_timestamp FROM queen.consumer_groups_metadata
+          WHERE tenant_id = $1 AND consumer_group = $2 AND queue_id = $3",
+        &[tenant.into(), group.into(), queue_id.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| {
+        let mode: String = col(&r, 1, "subscription_mode");
+        recorded_start(&mode, r.get::<TimestampWithTimeZone>(2).or_raise())
+    })
+}
+
+/// The pop's own start with its timestamp parsed by PostgreSQL (so every input format
+/// timestamptz accepts works); one that does not parse means 'all'.
+fn own_start(client: &SpiClient<'_>, req: &PopRequest<'_>) -> Start<TimestampWithTimeZone> {
+    parsed(req.start, |text| {
+        q(client, "SELECT queen.try_timestamptz($1)", &[text.into()])
+            .or_raise()
+            .first()
+            .get_one::<TimestampWithTimeZone>()
+            .or_raise()
+    })
+}
+
+/// `since` as a statement argument: only a `Since` start needs the segment lookup.
+fn since_of(start: &Start<TimestampWithTimeZone>) -> Option<TimestampWithTimeZone> {
+    match start {
+        Start::Since(ts) => Some(*ts),
+        _ => None,
+    }
+}
+
 /// First contact: seed from the group's subscription record if it has one for this queue,
-/// else from the pop's own mode (an unparseable timestamp falls back to 'all'). Queue mode
-/// has no record.
+/// else from the pop's own mode.
 fn create_cursor(
     client: &mut SpiClient<'_>,
     pid: Uuid,
     queue_id: Uuid,
     tenant: Uuid,
     req: &PopRequest<'_>,
-) -> Option<i64> {
-    let (mode, from) = own_seed_mode(req);
-    q(
+) -> Option<Claim> {
+    let start =
+        recorded(client, tenant, req.group, queue_id).unwrap_or_else(|| own_start(client, req));
+    let row = q(
         client,
-        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-             SELECT $1, $2, COALESCE(
-                 (SELECT queen.seed_offset($1, m.subscription_mode, m.subscription_timestamp)
-                    FROM queen.consumer_groups_metadata m
-                   WHERE m.tenant_id = $3 AND m.consumer_group = $2 AND m.queue_id = $4),
-                 queen.seed_offset($1,
-                     CASE WHEN $6 = 'timestamp' AND queen.try_timestamptz($5) IS NULL
-                          THEN 'all' ELSE $6 END,
-                     queen.try_timestamptz($5)))
-             ON CONFLICT DO NOTHING
-             RETURNING committed",
-        &[
-            pid.into(),
-            req.group.into(),
-            tenant.into(),
-            queue_id.into(),
-            from.into(),
-            mode.into(),
-        ],
+        "SELECT p.log_start, p.last_offset,
+                CASE WHEN $2::timestamptz IS NULL THEN NULL ELSE
+                    (SELECT s.base_offset FROM queen.log_segments s
+                      WHERE s.partition_id = p.id AND s.created_at >= $2
+                      ORDER BY s.base_offset LIMIT 1) END
+           FROM queen.log_partitions p WHERE p.id = $1",
+        &[pid.into(), since_of(&start).into()],
     )
     .or_raise()
-    .next()
-    .and_then(|r| r.get::<i64>(1).or_raise())
+    .next()?;
+    let last_offset: i64 = col(&row, 2, "log_partitions.last_offset");
+    let seed = seed_offset(
+        &start,
+        col(&row, 1, "log_partitions.log_start"),
+        last_offset,
+        row.get::<i64>(3).or_raise(),
+    );
+    let created = q(
+        client,
+        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+         VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING committed",
+        &[pid.into(), req.group.into(), seed.into()],
+    )
+    .or_raise();
+    (!created.is_empty()).then_some(Claim {
+        state: CursorState {
+            committed: seed,
+            batch_end: None,
+            batch_retry_count: 0,
+            attempt_offset: None,
+            attempt_count: 0,
+            total_consumed: 0,
+        },
+        last_offset,
+    })
 }
 
-/// Read up to `budget` frames from `next` onward across consecutive segments.
+/// Read up to `budget` frames from `next` onward across consecutive segments. Blobs are
+/// stored out of line (EXTERNAL): only the segments the plan serves are detoasted.
 pub fn serve(client: &SpiClient<'_>, pid: Uuid, next: i64, budget: i32) -> Vec<Slice> {
-    let rows = q(
+    let rows: Vec<_> = q(
         client,
         "SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments
               WHERE partition_id = $1 AND end_offset >= $2
@@ -181,117 +258,84 @@ pub fn serve(client: &SpiClient<'_>, pid: Uuid, next: i64, budget: i32) -> Vec<S
               ORDER BY base_offset LIMIT $3",
         &[pid.into(), next.into(), i64::from(budget).into()],
     )
-    .or_raise();
-    let mut left = i64::from(budget);
-    let mut out = Vec::new();
-    for row in rows {
-        if left == 0 {
-            break;
-        }
-        let base: i64 = row.get(1).or_raise().unwrap();
-        let end: i64 = row.get(2).or_raise().unwrap();
-        let start = next.max(base);
-        let take = (end - start + 1).min(left);
-        left -= take;
-        out.push(Slice {
-            base,
-            start_idx: (start - base) as i32,
-            take: take as i32,
-            msg_count: (end - base + 1) as i32,
-            created_at: row.get(3).or_raise().unwrap(),
-            blob: row.get(4).or_raise().unwrap(),
-        });
-    }
-    out
+    .or_raise()
+    .collect();
+    let spans: Vec<Span> = rows
+        .iter()
+        .map(|r| Span {
+            base: col(r, 1, "log_segments.base_offset"),
+            end: col(r, 2, "log_segments.end_offset"),
+        })
+        .collect();
+    plan(next, i64::from(budget), &spans)
+        .into_iter()
+        .map(|p| Slice {
+            base: p.base,
+            start_idx: p.start_idx,
+            take: p.take,
+            msg_count: p.msg_count,
+            created_at: col(&rows[p.seg], 3, "log_segments.created_at"),
+            blob: col(&rows[p.seg], 4, "log_segments.blob"),
+        })
+        .collect()
 }
 
-/// Nothing to serve but offsets were allocated: the segments are gone (retention), so
-/// seal the cursor at last_offset rather than starve on a hole.
-fn seal_if_hole(client: &mut SpiClient<'_>, pid: Uuid, group: &str, committed: i64) {
+/// Write a lease of `[first, last]` to the worker.
+fn write_lease(client: &mut SpiClient<'_>, pid: Uuid, req: &PopRequest<'_>, next: &CursorState) {
+    let at = now();
     q(
         client,
-        "UPDATE queen.log_consumers c SET committed = p.last_offset
-               FROM queen.log_partitions p
-              WHERE p.id = c.partition_id AND c.partition_id = $1 AND c.consumer_group = $2
-                AND p.last_offset > $3",
-        &[pid.into(), group.into(), committed.into()],
-    )
-    .or_raise();
-}
-
-/// Lease the delivered span to the worker, or auto-ack it.
-fn finish(
-    client: &mut SpiClient<'_>,
-    pid: Uuid,
-    req: &PopRequest<'_>,
-    first: i64,
-    last: i64,
-    taken: i64,
-) {
-    let sql = if req.auto_ack {
         "UPDATE queen.log_consumers
-            SET committed = $4, total_consumed = total_consumed + $6,
-                worker_id = NULL, batch_end = NULL, lease_expires_at = NULL
-          WHERE partition_id = $1 AND consumer_group = $2 AND $3::text IS NOT NULL
-            AND $5::bigint IS NOT NULL AND $7::int IS NOT NULL"
-    } else {
-        "UPDATE queen.log_consumers
-            SET worker_id = $3, batch_end = $4,
-                lease_expires_at = clock_timestamp() + make_interval(secs => $7),
-                lease_acquired_at = clock_timestamp(),
-                attempt_count = CASE WHEN attempt_offset = $5 THEN attempt_count + 1 ELSE 1 END,
-                attempt_offset = $5, lease_conflated = false
-          WHERE partition_id = $1 AND consumer_group = $2 AND $6::bigint IS NOT NULL"
-    };
-    q(
-        client,
-        sql,
+            SET worker_id = $3, batch_end = $4, lease_expires_at = $5, lease_acquired_at = $6,
+                attempt_offset = $7, attempt_count = $8, lease_conflated = false
+          WHERE partition_id = $1 AND consumer_group = $2",
         &[
             pid.into(),
             req.group.into(),
             req.worker.into(),
-            last.into(),
-            first.into(),
-            taken.into(),
-            req.lease_seconds.into(),
+            next.batch_end.into(),
+            plus_seconds(at, i64::from(req.lease_seconds)).into(),
+            at.into(),
+            next.attempt_offset.into(),
+            next.attempt_count.into(),
         ],
     )
     .or_raise();
 }
 
-/// Pop one partition: claim, serve, lease. Returns the slices served (possibly none).
+/// Pop one partition: claim, serve, lease (or auto-ack). None when nothing was claimed
+/// or served.
 pub fn pop_partition(
     client: &mut SpiClient<'_>,
     pid: Uuid,
-    queue_id: Option<Uuid>,
+    queue_id: Uuid,
     tenant: Uuid,
     req: &PopRequest<'_>,
-) -> Vec<Slice> {
-    let Some(committed) = claim(client, pid, queue_id, tenant, req) else {
-        return Vec::new();
-    };
-    let slices = serve(client, pid, committed + 1, req.budget);
+) -> Option<Served> {
+    let claim = claim(client, pid, queue_id, tenant, req)?;
+    let old = &claim.state;
+    let slices = serve(client, pid, old.committed + 1, req.budget);
     let (Some(first), Some(last)) = (slices.first(), slices.last()) else {
-        seal_if_hole(client, pid, req.group, committed);
-        return slices;
+        if let Some(sealed) = seal_hole(old.committed, claim.last_offset) {
+            let next = CursorState {
+                committed: sealed,
+                ..old.clone()
+            };
+            write_cursor(client, pid, req.group, old, &next);
+        }
+        return None;
     };
-    let first_off = first.base + i64::from(first.start_idx);
-    let taken: i64 = slices.iter().map(|s| i64::from(s.take)).sum();
-    finish(client, pid, req, first_off, last.last_offset(), taken);
-    slices
-}
-
-fn queue_id_of(client: &SpiClient<'_>, pid: Uuid) -> Uuid {
-    q(
-        client,
-        "SELECT queue_id FROM queen.log_partitions WHERE id = $1",
-        &[pid.into()],
-    )
-    .or_raise()
-    .first()
-    .get_one::<Uuid>()
-    .or_raise()
-    .expect("partition exists")
+    let (first_off, last_off) = (first.first_offset(), last.last_offset());
+    let attempt = if req.auto_ack {
+        let next = auto_acked(old, last_off, frames(&slices));
+        write_cursor(client, pid, req.group, old, &next);
+        1
+    } else {
+        let next = leased(old, first_off, last_off);
+        write_lease(client, pid, req, &next);
+        next.attempt_count
+    };
+    Some(Served { slices, attempt })
 }
 
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
@@ -321,7 +365,6 @@ fn log_pop_v1(
     ),
 > {
     let _ = p_skip_window_debounce; // accepted for compatibility: there is no window debounce here
-    let conflate = p_conflate.unwrap_or(false);
     let req = request(
         p_group,
         p_budget,
@@ -330,18 +373,17 @@ fn log_pop_v1(
         p_auto_ack,
         p_sub_mode,
         p_sub_from,
-        conflate,
+        p_conflate.unwrap_or(false),
     );
     let tenant = p_tenant.unwrap_or_else(default_tenant);
     let (Some(queue), Some(partition)) = (p_queue, p_partition) else {
         return TableIterator::new(Vec::new());
     };
-    let slices = Spi::connect_mut(|client| {
-        let Some(pid) = find_partition(client, tenant, queue, partition) else {
-            return Vec::new();
-        };
-        pop_partition(client, pid, None, tenant, &req)
+    let served = Spi::connect_mut(|client| {
+        let part = find_partition_ref(client, tenant, queue, partition)?;
+        pop_partition(client, part.id, part.queue_id, tenant, &req)
     });
+    let slices = served.map(|s| s.slices).unwrap_or_default();
     TableIterator::new(slices.into_iter().map(|s| {
         (
             s.base,
@@ -355,28 +397,69 @@ fn log_pop_v1(
 }
 
 /// The queue-level pop's first step for a named group: write its subscription record
-/// (ON CONFLICT DO NOTHING) and, when this call wrote it, seed every partition's cursor.
+/// (ON CONFLICT DO NOTHING) and, when this call wrote it, seed every partition's cursor
+/// from it. The record of a start: 'all' with no instant, 'new' with the registration
+/// instant, 'timestamp' with the parsed one.
 fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req: &PopRequest<'_>) {
     if req.group == QUEUE_MODE {
         return;
     }
-    let (mode, from) = own_seed_mode(req);
-    q(client, "WITH m AS (
-                 INSERT INTO queen.consumer_groups_metadata
-                        (tenant_id, consumer_group, queue_id, subscription_mode, subscription_timestamp)
-                 SELECT $1, $2, $3, mode, CASE WHEN mode = 'all' THEN NULL
-                                               WHEN mode = 'new' THEN clock_timestamp() ELSE ts END
-                   FROM (SELECT CASE WHEN $4 = 'timestamp' AND t IS NULL THEN 'all' ELSE $4 END AS mode,
-                                t AS ts
-                           FROM queen.try_timestamptz($5) AS t) s
-                 ON CONFLICT (tenant_id, consumer_group, queue_id) DO NOTHING
-                 RETURNING subscription_mode, subscription_timestamp)
-             INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-             SELECT p.id, $2, queen.seed_offset(p.id, m.subscription_mode, m.subscription_timestamp)
-               FROM m, queen.log_partitions p WHERE p.queue_id = $3
-              ORDER BY p.id
-             ON CONFLICT DO NOTHING", &[tenant.into(), req.group.into(), queue_id.into(), mode.into(), from.into()])
-        .or_raise();
+    let start = own_start(client, req);
+    let (mode, ts) = match start {
+        Start::Beginning => ("all", None),
+        Start::End => ("new", Some(now())),
+        Start::Since(ts) => ("timestamp", Some(ts)),
+    };
+    let written = q(
+        client,
+        "INSERT INTO queen.consumer_groups_metadata
+                (tenant_id, consumer_group, queue_id, subscription_mode, subscription_timestamp)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (tenant_id, consumer_group, queue_id) DO NOTHING RETURNING id",
+        &[
+            tenant.into(),
+            req.group.into(),
+            queue_id.into(),
+            mode.into(),
+            ts.into(),
+        ],
+    )
+    .or_raise();
+    if written.is_empty() {
+        return;
+    }
+    let start = recorded_start(mode, ts);
+    let rows = q(
+        client,
+        "SELECT p.id, p.log_start, p.last_offset,
+                CASE WHEN $2::timestamptz IS NULL THEN NULL ELSE
+                    (SELECT s.base_offset FROM queen.log_segments s
+                      WHERE s.partition_id = p.id AND s.created_at >= $2
+                      ORDER BY s.base_offset LIMIT 1) END
+           FROM queen.log_partitions p WHERE p.queue_id = $1 ORDER BY p.id",
+        &[queue_id.into(), since_of(&start).into()],
+    )
+    .or_raise();
+    let (ids, seeds): (Vec<Uuid>, Vec<i64>) = rows
+        .map(|r| {
+            let seed = seed_offset(
+                &start,
+                col(&r, 2, "log_partitions.log_start"),
+                col(&r, 3, "log_partitions.last_offset"),
+                r.get::<i64>(4).or_raise(),
+            );
+            (col::<Uuid>(&r, 1, "log_partitions.id"), seed)
+        })
+        .unzip();
+    q(
+        client,
+        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+         SELECT u.id, $1, u.seed FROM unnest($2::uuid[], $3::bigint[]) AS u(id, seed)
+          ORDER BY u.id
+         ON CONFLICT DO NOTHING",
+        &[req.group.into(), ids.into(), seeds.into()],
+    )
+    .or_raise();
 }
 
 /// Partitions of the queue that may have work for the group and hold no live lease,
@@ -395,64 +478,73 @@ fn candidates(
                 AND (c.partition_id IS NULL AND p.last_offset >= 0
                      OR p.last_offset > c.committed
                         AND (c.worker_id IS NULL OR c.lease_expires_at IS NULL
-                             OR c.lease_expires_at < clock_timestamp()))
+                             OR c.lease_expires_at < $4))
               ORDER BY c.lease_acquired_at NULLS FIRST, p.id
               LIMIT $3",
         &[
             queue_id.into(),
             group.into(),
             i64::from(want).saturating_mul(4).saturating_add(8).into(),
+            now().into(),
         ],
     )
     .or_raise()
     .map(|r| {
         (
-            r.get::<Uuid>(1).or_raise().unwrap(),
-            r.get::<String>(2).or_raise().unwrap(),
+            col(&r, 1, "log_partitions.id"),
+            col(&r, 2, "log_partitions.name"),
         )
     })
     .collect()
 }
 
+/// What a queue-level pop served from one partition.
+pub struct QueueServed {
+    pub partition_id: Uuid,
+    pub partition: String,
+    pub served: Served,
+}
+
 /// Pop across a queue: claim up to `max_partitions` ready partitions under one worker,
-/// with the budget as a global cap. Returns (partition id, partition name, slice).
+/// with the budget as a global cap.
 pub fn pop_queue(
     client: &mut SpiClient<'_>,
     tenant: Uuid,
-    queue: &str,
+    queue_id: Uuid,
     max_partitions: i32,
     req: &PopRequest<'_>,
-) -> Vec<(Uuid, String, Slice)> {
-    let Some(queue_id) = q(
-        client,
-        "SELECT id FROM queen.queues WHERE tenant_id = $1 AND name = $2",
-        &[tenant.into(), queue.into()],
-    )
-    .or_raise()
-    .next()
-    .and_then(|r| r.get::<Uuid>(1).or_raise()) else {
-        return Vec::new();
-    };
+) -> Vec<QueueServed> {
     register_group(client, queue_id, tenant, req);
     let mut out = Vec::new();
-    let (mut claimed, mut left) = (0, req.budget);
+    let mut budget = Budget::new(i64::from(req.budget));
     for (pid, name) in candidates(client, queue_id, req.group, max_partitions) {
-        if claimed >= max_partitions || left < 1 {
+        if out.len() >= max_partitions as usize || budget.is_spent() {
             break;
         }
         let part_req = PopRequest {
-            budget: left,
+            budget: budget.left() as i32,
             ..*req
         };
-        let slices = pop_partition(client, pid, Some(queue_id), tenant, &part_req);
-        if slices.is_empty() {
+        let Some(served) = pop_partition(client, pid, queue_id, tenant, &part_req) else {
             continue;
-        }
-        claimed += 1;
-        left -= slices.iter().map(|s| s.take).sum::<i32>();
-        out.extend(slices.into_iter().map(|s| (pid, name.clone(), s)));
+        };
+        budget.spend(frames(&served.slices));
+        out.push(QueueServed {
+            partition_id: pid,
+            partition: name,
+            served,
+        });
     }
     out
+}
+
+/// `p_max_partitions` of a queue-level pop: at least 1.
+pub fn max_partitions(p: Option<i32>) -> i32 {
+    let n = p.unwrap_or(1);
+    if n < 1 {
+        bad_param(format!("p_max_partitions must be >= 1, got {n}"));
+    }
+    n
 }
 
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
@@ -491,27 +583,28 @@ fn log_pop_queue_v1(
         p_sub_from,
         false,
     );
-    let max_partitions = p_max_partitions.unwrap_or(1);
-    if max_partitions < 1 {
-        bad_param(format!(
-            "p_max_partitions must be >= 1, got {max_partitions}"
-        ));
-    }
+    let max_partitions = max_partitions(p_max_partitions);
     let tenant = p_tenant.unwrap_or_else(default_tenant);
     let Some(queue) = p_queue else {
         return TableIterator::new(Vec::new());
     };
-    let rows = Spi::connect_mut(|c| pop_queue(c, tenant, queue, max_partitions, &req));
-    TableIterator::new(rows.into_iter().map(|(pid, name, s)| {
-        (
-            pid,
-            name,
-            s.base,
-            s.start_idx,
-            s.take,
-            s.msg_count,
-            s.created_at,
-            s.blob,
-        )
+    let popped = Spi::connect_mut(|c| {
+        let (queue_id, _) = find_queue(c, tenant, queue)?;
+        Some(pop_queue(c, tenant, queue_id, max_partitions, &req))
+    });
+    TableIterator::new(popped.unwrap_or_default().into_iter().flat_map(|p| {
+        let (pid, name) = (p.partition_id, p.partition);
+        p.served.slices.into_iter().map(move |s| {
+            (
+                pid,
+                name.clone(),
+                s.base,
+                s.start_idx,
+                s.take,
+                s.msg_count,
+                s.created_at,
+                s.blob,
+            )
+        })
     }))
 }

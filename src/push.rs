@@ -7,9 +7,11 @@ use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::dedup::find_duplicates;
 use queen_log::hash::split_hashes;
-use serde_json::{json, Value};
+use queen_log::order::partition_lock_order;
+use queen_log::segment::decode_segment;
+use queen_log::wire::{Duplicate, PushVerdict};
 
-use crate::db::{default_tenant, q, raise_q, required, OrRaise};
+use crate::db::{col, default_tenant, iso_utc, jsonb, now, q, raise_q, required, OrRaise};
 
 /// One segment to push, already encoded by the caller (or by `queen.push`).
 pub struct SegmentIn<'a> {
@@ -78,8 +80,8 @@ pub fn resolve(
     .next()
     .map(|r| {
         (
-            r.get::<Uuid>(1).or_raise().unwrap(),
-            r.get::<i32>(2).or_raise().unwrap_or(0),
+            col(&r, 1, "log_partitions.id"),
+            col(&r, 2, "dedup_window_seconds"),
         )
     })
 }
@@ -129,24 +131,23 @@ fn resolve_all(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<(Uuid,
         .collect()
 }
 
-/// Push one segment into a resolved partition. With a window, the partition row is
-/// locked first so the probe and the allocation see the same log.
+/// Push one segment into a resolved partition. The partition row is locked first: the
+/// probe and the allocation see the same log, and the write's timestamp, taken after the
+/// lock, is monotone in base_offset.
 pub fn push_resolved(
     client: &mut SpiClient<'_>,
     pid: Uuid,
     window: i32,
     seg: &SegmentIn<'_>,
-) -> Value {
+) -> PushVerdict {
+    let txns_start = lock_partition(client, pid);
     if window > 0 {
-        let txns_start = lock_partition(client, pid);
         let from = seg.verified.max(txns_start - 1);
         let dups = probe_duplicates(client, pid, window, from, seg.hashes);
         if !dups.is_empty() {
-            let dups: Vec<Value> = dups
-                .into_iter()
-                .map(|(i, off)| json!({"i": i, "off": off}))
-                .collect();
-            return json!({"status": "duplicate", "dups": dups});
+            return PushVerdict::Duplicate {
+                dups: with_original_ids(client, pid, dups),
+            };
         }
     }
     append(client, pid, seg)
@@ -164,10 +165,53 @@ fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> i64 {
         &[pid.into()],
     )
     .or_raise()
-    .first()
-    .get_one::<i64>()
-    .or_raise()
+    .next()
+    .map(|r| col(&r, 1, "log_partitions.txns_start"))
     .unwrap_or(0)
+}
+
+/// A duplicate verdict names the ORIGINAL messages: their ids are read from the frames at
+/// the original offsets (each covering segment decoded once). An id stays unknown when its
+/// segment was retained away or does not decode.
+fn with_original_ids(client: &SpiClient<'_>, pid: Uuid, dups: Vec<(usize, i64)>) -> Vec<Duplicate> {
+    let offs: Vec<i64> = dups.iter().map(|d| d.1).collect();
+    let segs: Vec<(i64, Vec<u8>)> = q(
+        client,
+        "SELECT DISTINCT ON (s.base_offset) s.base_offset, s.blob
+           FROM unnest($2::bigint[]) AS o(off)
+           CROSS JOIN LATERAL (SELECT base_offset, end_offset, blob FROM queen.log_segments
+                                WHERE partition_id = $1 AND base_offset <= o.off
+                                ORDER BY base_offset DESC LIMIT 1) s
+          WHERE s.end_offset >= o.off",
+        &[pid.into(), offs.into()],
+    )
+    .or_raise()
+    .map(|r| {
+        (
+            col(&r, 1, "log_segments.base_offset"),
+            col(&r, 2, "log_segments.blob"),
+        )
+    })
+    .collect();
+    let decoded: Vec<(i64, Vec<queen_log::frame::Frame>)> = segs
+        .into_iter()
+        .filter_map(|(base, blob)| decode_segment(&blob).ok().map(|f| (base, f)))
+        .collect();
+    let id_at = |off: i64| {
+        decoded
+            .iter()
+            .filter(|(base, _)| *base <= off)
+            .max_by_key(|(base, _)| *base)
+            .and_then(|(base, frames)| frames.get((off - base) as usize))
+            .map(|f| uuid::Uuid::from_bytes(f.message_id))
+    };
+    dups.into_iter()
+        .map(|(i, off)| Duplicate {
+            i,
+            off,
+            id: id_at(off),
+        })
+        .collect()
 }
 
 /// Sidecar rows ending above `from` (the verified watermark, or below txns_start) and
@@ -199,8 +243,8 @@ fn probe_duplicates(
     let rows: Vec<(i64, &[u8])> = rows
         .map(|r| {
             (
-                r.get::<i64>(1).or_raise().unwrap(),
-                r.get::<&[u8]>(2).or_raise().unwrap(),
+                col::<i64>(&r, 1, "log_txns.base_offset"),
+                col::<&[u8]>(&r, 2, "log_txns.hashes"),
             )
         })
         .collect();
@@ -208,25 +252,43 @@ fn probe_duplicates(
 }
 
 /// Allocate `[last_offset+1, last_offset+n]` and write segment and sidecar rows with one
-/// clock_timestamp() taken after the row lock (monotone in base_offset).
-fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> Value {
-    let row = q(client, "WITH p AS (
-                 UPDATE queen.log_partitions
-                    SET last_offset = last_offset + $2, last_write_at = clock_timestamp()
-                  WHERE id = $1
-                 RETURNING last_offset - $2 + 1 AS base, last_offset AS fin, clock_timestamp() AS ts),
-             s AS (
-                 INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
-                 SELECT $1, base, fin, ts, $3 FROM p)
-             INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
-             SELECT $1, base, fin, ts, $4 FROM p
-             RETURNING base_offset, queen.iso_utc(created_at)", &[pid.into(), i64::from(seg.msg_count).into(), seg.blob.into(), seg.hashes.into()])
-        .or_raise()
-        .next()
-        .unwrap_or_else(|| raise_q(format!("QPUSH unknown queue/partition {}/{}", seg.queue, seg.partition)));
-    let base: i64 = row.get(1).or_raise().unwrap();
-    let created: String = row.get(2).or_raise().unwrap();
-    json!({"status": "queued", "baseOffset": base, "createdAt": created})
+/// timestamp, taken after the partition row lock (monotone in base_offset).
+fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> PushVerdict {
+    let at = now();
+    let base = q(
+        client,
+        "WITH p AS (
+             UPDATE queen.log_partitions
+                SET last_offset = last_offset + $2, last_write_at = $5
+              WHERE id = $1
+             RETURNING last_offset - $2 + 1 AS base, last_offset AS fin),
+         s AS (
+             INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
+             SELECT $1, base, fin, $5, $3 FROM p)
+         INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
+         SELECT $1, base, fin, $5, $4 FROM p
+         RETURNING base_offset",
+        &[
+            pid.into(),
+            i64::from(seg.msg_count).into(),
+            seg.blob.into(),
+            seg.hashes.into(),
+            at.into(),
+        ],
+    )
+    .or_raise()
+    .next()
+    .map(|r| col::<i64>(&r, 1, "log_txns.base_offset"))
+    .unwrap_or_else(|| {
+        raise_q(format!(
+            "QPUSH unknown queue/partition {}/{}",
+            seg.queue, seg.partition
+        ))
+    });
+    PushVerdict::Queued {
+        base_offset: base,
+        created_at: iso_utc(at),
+    }
 }
 
 /// Validate, resolve (auto-create) and push one segment.
@@ -235,7 +297,7 @@ pub fn push_one(
     seg: &SegmentIn<'_>,
     pid: Option<Uuid>,
     window: Option<i32>,
-) -> Value {
+) -> PushVerdict {
     check_segment(seg.msg_count, seg.hashes);
     let (pid, queue_window) = resolve_or_create(client, seg, pid);
     push_resolved(client, pid, window.unwrap_or(queue_window), seg)
@@ -263,7 +325,7 @@ fn log_push_one_v1(
         blob: required(p_blob, "p_blob"),
         tenant: p_tenant.unwrap_or_else(default_tenant),
     };
-    JsonB(Spi::connect_mut(|client| {
+    jsonb(&Spi::connect_mut(|client| {
         push_one(client, &seg, p_pid, p_window)
     }))
 }
@@ -309,22 +371,17 @@ fn log_push_multi_v1(
             tenant: tenants[i].unwrap_or_else(default_tenant),
         })
         .collect();
-    JsonB(Spi::connect_mut(|client| {
-        Value::Array(push_many(client, &segs))
-    }))
+    jsonb(&Spi::connect_mut(|client| push_many(client, &segs)))
 }
 
 /// Many segments in one transaction: validate all, provision all, lock the partitions in
 /// ascending id, then push in input order. Shared with the transaction wire.
-pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<Value> {
+pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<PushVerdict> {
     for s in segs {
         check_segment(s.msg_count, s.hashes);
     }
     let targets = resolve_all(client, segs);
-    let mut ids: Vec<[u8; 16]> = targets.iter().map(|t| *t.0.as_bytes()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    for id in ids {
+    for id in partition_lock_order(targets.iter().map(|t| *t.0.as_bytes())) {
         lock_partition(client, Uuid::from_bytes(id));
     }
     segs.iter()

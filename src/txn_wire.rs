@@ -7,60 +7,21 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::ack::Status;
+use queen_log::dlq::error_text;
 use queen_log::hash::{parse_hash_hex, TxnHash};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use queen_log::order::cursor_lock_order;
+use queen_log::wire::{
+    HashAck, PositionalAck, PushVerdict, Reply, TxnWire, TxnWireRequest, WireAck, WireAckOp,
+    WireHashElem, WirePush,
+};
 
-use crate::ack::{ack_by_hash_detail, ack_by_name};
+use crate::ack::{ack_by_hash, ack_by_name};
 use crate::db::{
-    bad_param, default_tenant, parse_uuid, q, raise, raise_detail, raise_q, required, OrRaise,
-    QUEUE_MODE,
+    bad_param, col, default_tenant, jsonb, parse_uuid, q, raise, raise_detail, raise_q, required,
+    OrRaise, QUEUE_MODE,
 };
 use crate::dlq::{dlq_head, DlqEntry};
 use crate::push::{push_many, SegmentIn};
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Wire {
-    #[serde(default)]
-    pushes: Vec<PushOp>,
-    #[serde(default)]
-    acks: Vec<AckOp>,
-    #[serde(rename = "_tenant")]
-    tenant: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PushOp {
-    queue: String,
-    partition: String,
-    count: i32,
-    hashes_hex: String,
-    blob_b64: String,
-    verified: Option<i64>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AckOp {
-    partition_id: String,
-    group: Option<String>,
-    worker: Option<String>,
-    upto_off: Option<i64>,
-    ok: Option<bool>,
-    #[allow(dead_code)] // accepted for compatibility, never trusted for counting
-    count: Option<i64>,
-    acks: Option<Vec<HashAck>>,
-}
-
-#[derive(Deserialize)]
-struct HashAck {
-    h: String,
-    status: Option<String>,
-    ok: Option<bool>,
-    error: Option<String>,
-}
 
 /// A push op decoded into bytes.
 struct PushBytes {
@@ -68,7 +29,7 @@ struct PushBytes {
     blob: Vec<u8>,
 }
 
-fn decode_push(i: usize, p: &PushOp) -> PushBytes {
+fn decode_push(i: usize, p: &WirePush) -> PushBytes {
     let hashes = (0..p.hashes_hex.len() / 32)
         .map(|k| {
             p.hashes_hex
@@ -91,13 +52,12 @@ fn decode_push(i: usize, p: &PushOp) -> PushBytes {
     }
 }
 
-impl AckOp {
-    fn group(&self) -> &str {
-        self.group
-            .as_deref()
-            .filter(|g| !g.is_empty())
-            .unwrap_or(QUEUE_MODE)
-    }
+/// The op's consumer group; '' or absent is queue mode.
+fn group_of(op: &WireAckOp) -> &str {
+    op.group
+        .as_deref()
+        .filter(|g| !g.is_empty())
+        .unwrap_or(QUEUE_MODE)
 }
 
 /// Step 1: every ack partition must belong to a queue of the tenant. A partition that
@@ -120,7 +80,7 @@ fn check_ownership(client: &SpiClient<'_>, tenant: Uuid, pids: &[Uuid]) {
 }
 
 /// Steps 2–4: provision, lock in ascending id and push in input order.
-fn run_pushes(client: &mut SpiClient<'_>, tenant: Uuid, pushes: &[PushOp]) -> Vec<Value> {
+fn run_pushes(client: &mut SpiClient<'_>, tenant: Uuid, pushes: &[WirePush]) -> Vec<PushVerdict> {
     let bytes: Vec<PushBytes> = pushes
         .iter()
         .enumerate()
@@ -151,7 +111,7 @@ fn run_pushes(client: &mut SpiClient<'_>, tenant: Uuid, pushes: &[PushOp]) -> Ve
         .collect();
     let results = push_many(client, &segs);
     for (p, r) in pushes.iter().zip(&results) {
-        if r["status"] == "duplicate" {
+        if matches!(r, PushVerdict::Duplicate { .. }) {
             raise(
                 PgSqlErrorCode::ERRCODE_UNIQUE_VIOLATION,
                 format!(
@@ -165,7 +125,12 @@ fn run_pushes(client: &mut SpiClient<'_>, tenant: Uuid, pushes: &[PushOp]) -> Ve
 }
 
 /// A hash-form ack: the element status, else failed when "ok": false, else completed.
-fn run_hash_ack(client: &mut SpiClient<'_>, pid: Uuid, op: &AckOp, elems: &[HashAck]) -> Value {
+fn run_hash_ack(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    op: &WireAckOp,
+    elems: &[WireHashElem],
+) -> HashAck {
     let hashes: Vec<TxnHash> = elems
         .iter()
         .map(|e| {
@@ -181,75 +146,68 @@ fn run_hash_ack(client: &mut SpiClient<'_>, pid: Uuid, op: &AckOp, elems: &[Hash
             (None, _) => Status::Completed,
         })
         .collect();
-    let (mut r, head) = ack_by_hash_detail(
-        client,
+    let group = group_of(op);
+    let worker = op.worker.as_deref();
+    let mut r = done_or_raise(
         pid,
-        op.group(),
-        op.worker.as_deref(),
-        &hashes,
-        &statuses,
+        op,
+        ack_by_hash(client, pid, group, worker, &hashes, &statuses),
     );
-    fail_unless_ok(pid, op, &r);
-    if let Some(unresolved) = r["unresolvedHashes"].as_array().filter(|u| !u.is_empty()) {
+    if !r.unresolved_hashes.is_empty() {
         raise_detail(
             PgSqlErrorCode::ERRCODE_RAISE_EXCEPTION,
             "QTXN ack references unknown transactionId; transaction rolled back",
-            Value::Array(unresolved.clone()).to_string(),
+            serde_json::to_string(&r.unresolved_hashes).unwrap_or_default(),
         );
     }
-    if r["dlq"] == true {
-        let error = dlq_error(elems, &statuses, head);
-        let off = r["off"].as_i64().expect("dlq result has off");
+    if r.dlq {
+        let errors: Vec<(Status, Option<&str>)> = statuses
+            .iter()
+            .zip(elems)
+            .map(|(s, e)| (*s, e.error.as_deref()))
+            .collect();
+        let error = error_text(&errors, r.head_index);
         let filed = dlq_head(
             client,
             pid,
-            op.group(),
-            op.worker.as_deref(),
-            off,
-            DlqEntry {
-                message_id: None,
-                txn: None,
-                payload: None,
-                error: Some(error),
-            },
+            group,
+            worker,
+            r.off,
+            DlqEntry::extracted(Some(error)),
         );
-        fail_unless_ok(pid, op, &filed);
-        r["dlqId"] = filed["id"].clone();
-        r["leaseReleased"] = json!(true);
+        r.dlq_id = Some(done_or_raise(pid, op, filed).id);
+        r.lease_released = true;
     }
     r
 }
 
-/// The DLQ row's error: the head element's error, else the first nack's, else the default.
-fn dlq_error(elems: &[HashAck], statuses: &[Status], head: Option<usize>) -> String {
-    head.and_then(|i| elems[i].error.clone())
-        .or_else(|| {
-            elems
-                .iter()
-                .zip(statuses)
-                .find(|(e, s)| s.is_signal() && e.error.is_some())
-                .and_then(|(e, _)| e.error.clone())
-        })
-        .unwrap_or_else(|| "Retries exhausted".to_string())
-}
-
-fn fail_unless_ok(pid: Uuid, op: &AckOp, r: &Value) {
-    if r["ok"] != true {
-        raise_q(format!(
-            "QTXN ack failed for partition {pid} group \"{}\": {}; transaction rolled back",
-            op.group(),
-            r["error"].as_str().unwrap_or("unknown error")
-        ));
+/// The wire is all or nothing: a refused ack raises, rolling everything back.
+fn done_or_raise<T>(pid: Uuid, op: &WireAckOp, r: Reply<T>) -> T {
+    match r {
+        Reply::Done(t) => t,
+        Reply::Refused(e) => raise_q(format!(
+            "QTXN ack failed for partition {pid} group \"{}\": {e}; transaction rolled back",
+            group_of(op)
+        )),
     }
 }
 
 /// A positional ack through log_ack_v1 (by names); NULL uptoOff releases only.
-fn run_positional_ack(client: &mut SpiClient<'_>, tenant: Uuid, pid: Uuid, op: &AckOp) -> Value {
-    let names = q(client, "SELECT q.name::text, p.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-              WHERE p.id = $1", &[pid.into()])
-        .or_raise()
-        .next()
-        .map(|r| (r.get::<String>(1).or_raise().unwrap(), r.get::<String>(2).or_raise().unwrap()));
+fn run_positional_ack(
+    client: &mut SpiClient<'_>,
+    tenant: Uuid,
+    pid: Uuid,
+    op: &WireAckOp,
+) -> PositionalAck {
+    let names = q(
+        client,
+        "SELECT q.name::text, p.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+          WHERE p.id = $1",
+        &[pid.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| (col::<String>(&r, 1, "queues.name"), col::<String>(&r, 2, "log_partitions.name")));
     let Some((queue, partition)) = names else {
         raise_q(format!("QTXN ack references unknown partition {pid}"));
     };
@@ -259,16 +217,15 @@ fn run_positional_ack(client: &mut SpiClient<'_>, tenant: Uuid, pid: Uuid, op: &
         tenant,
         &queue,
         &partition,
-        op.group(),
+        group_of(op),
         op.worker.as_deref(),
         op.upto_off,
         ok,
     );
-    fail_unless_ok(pid, op, &r);
-    r
+    done_or_raise(pid, op, r)
 }
 
-fn wire(client: &mut SpiClient<'_>, w: Wire) -> Value {
+fn wire(client: &mut SpiClient<'_>, w: TxnWireRequest) -> TxnWire {
     let tenant = match &w.tenant {
         Some(t) => {
             parse_uuid(t).unwrap_or_else(|| bad_param(format!("_tenant \"{t}\" is not a uuid")))
@@ -289,32 +246,44 @@ fn wire(client: &mut SpiClient<'_>, w: Wire) -> Value {
         .collect();
     check_ownership(client, tenant, &pids);
     let pushes = run_pushes(client, tenant, &w.pushes);
-    // Global lock order: (partition_id, group bytewise), ties in input order.
-    let mut order: Vec<usize> = (0..w.acks.len()).collect();
-    order.sort_by(|&a, &b| {
-        (pids[a].as_bytes(), w.acks[a].group().as_bytes())
-            .cmp(&(pids[b].as_bytes(), w.acks[b].group().as_bytes()))
-    });
-    let acks: Vec<Value> = order
+    let keys: Vec<([u8; 16], &str)> = pids
+        .iter()
+        .zip(&w.acks)
+        .map(|(p, a)| (*p.as_bytes(), group_of(a)))
+        .collect();
+    let acks = cursor_lock_order(&keys)
         .into_iter()
         .map(|i| {
-            let op = &w.acks[i];
-            let mut r = match &op.acks {
-                Some(elems) => run_hash_ack(client, pids[i], op, elems),
-                None => run_positional_ack(client, tenant, pids[i], op),
-            };
-            r["partitionId"] = json!(pids[i].to_string());
-            r["group"] = json!(op.group());
-            r
+            let (op, pid) = (&w.acks[i], pids[i]);
+            let (partition_id, group) = (
+                Some(uuid::Uuid::from_bytes(*pid.as_bytes())),
+                Some(group_of(op).to_string()),
+            );
+            Reply::Done(match &op.acks {
+                Some(elems) => WireAck::Hash(HashAck {
+                    partition_id,
+                    group,
+                    ..run_hash_ack(client, pid, op, elems)
+                }),
+                None => WireAck::Positional(PositionalAck {
+                    partition_id,
+                    group,
+                    ..run_positional_ack(client, tenant, pid, op)
+                }),
+            })
         })
         .collect();
-    json!({"ok": true, "pushes": pushes, "acks": acks})
+    TxnWire {
+        ok: true,
+        pushes,
+        acks,
+    }
 }
 
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_transaction_wire_v1(p: Option<JsonB>) -> JsonB {
-    let w: Wire = serde_json::from_value(required(p, "p").0)
+    let w: TxnWireRequest = serde_json::from_value(required(p, "p").0)
         .unwrap_or_else(|e| bad_param(format!("transaction wire: {e}")));
-    JsonB(Spi::connect_mut(|c| wire(c, w)))
+    jsonb(&Spi::connect_mut(|c| wire(c, w)))
 }

@@ -241,13 +241,13 @@ fn ack_multi_bad_input_raises() {
 }
 
 #[pg_test]
-fn dlq_head_extracts_frame_or_says_it_was_retained_away() {
+fn dlq_head_extracts_frame_or_says_no_segment_holds_it() {
     let pid = leased_batch(2);
     Spi::run("DELETE FROM queen.log_segments").unwrap();
     let r = j(&format!("SELECT queen.log_dlq_head_v1('{pid}', 'g', 'w', 0, NULL, NULL, NULL, 'bad')"));
     assert_eq!(r["ok"], true);
     let err = text_of("SELECT error FROM queen.log_dlq WHERE payload IS NULL").unwrap();
-    assert!(err.contains("retained away"), "{err}");
+    assert_eq!(err, "bad (payload not captured: no segment holds offset 0 any more)");
 }
 
 #[pg_test]

@@ -49,7 +49,10 @@ fn push_dedup_hit_returns_original_offsets_and_writes_nothing() {
     let before = table_counts();
     let r = j("SELECT queen.log_push_one_v1('q', 'Default', 2, queen.xxh3_128('new') || queen.xxh3_128('x1'), -1, '\\x00'::bytea)");
     assert_eq!(r["status"], "duplicate");
-    assert_eq!(r["dups"], serde_json::json!([{"i": 1, "off": 1}]));
+    // The original's message id comes back with its offset (read from its frame).
+    let original = text_of("SELECT d.message_id::text FROM queen.log_segments s, queen.decode_segment_v1(s.blob) d
+                             WHERE d.transaction_id = 'x1'").unwrap();
+    assert_eq!(r["dups"], serde_json::json!([{"i": 1, "off": 1, "id": original}]));
     assert_eq!(table_counts(), before);
 }
 

@@ -1,0 +1,169 @@
+// #[pg_test]s for the broker-facing functions that replace direct table reads (issue 14),
+// the typed wire shapes every jsonb result must keep, and the one payload rule.
+
+use queen_log::wire;
+
+/// A jsonb result read into its wire type and written back must be the same JSON: no
+/// key missing, none extra, none renamed.
+fn same_shape<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) {
+    let typed: T = serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{e}: {v}"));
+    assert_eq!(&serde_json::to_value(&typed).unwrap(), v, "shape of {}", std::any::type_name::<T>());
+}
+
+#[pg_test]
+fn every_jsonb_result_has_its_wire_shape() {
+    let cfg = j("SELECT queen.configure_queue_v1('q', NULL, NULL, '{\"retryLimit\": 0}')");
+    same_shape::<wire::Configured>(&cfg);
+    same_shape::<wire::QueueInfo>(&j("SELECT queen.queue_info_v1('q')"));
+    let pushed = push_n("q", "Default", "t", 3);
+    same_shape::<wire::PushVerdict>(&serde_json::json!({"status": pushed["status"], "baseOffset": pushed["baseOffset"],
+                                                        "createdAt": pushed["createdAt"]}));
+    same_shape::<Vec<wire::PushVerdict>>(&j("SELECT queen.log_push_multi_v1(ARRAY['q'], ARRAY['Default'], ARRAY[1], ARRAY[queen.xxh3_128('t0')], ARRAY[-1]::bigint[], ARRAY['\\x00'::bytea])"));
+    lease("q", "g", "w", 3);
+    same_shape::<wire::Reply<wire::HashAck>>(&ack_hash("q", "g", "w", &["t0"], None));
+    same_shape::<wire::Reply<wire::HashAck>>(&ack_hash("q", "g", "w", &["t1"], Some(&["failed"])));
+    same_shape::<wire::Reply<wire::HashAck>>(&ack_hash("q", "nobody", "w", &["t1"], None));
+    lease("q", "g", "w", 3);
+    let pid = pid_of("q", "Default");
+    let dlq = ack_hash("q", "g", "w", &["t1"], Some(&["dlq"]));
+    same_shape::<wire::Reply<wire::HashAck>>(&dlq);
+    let filed = j(&format!("SELECT queen.log_dlq_head_v1('{pid}', 'g', 'w', 1, NULL, NULL, NULL, 'x')"));
+    same_shape::<wire::Reply<wire::DlqFiled>>(&filed);
+    same_shape::<wire::DlqPage>(&j("SELECT queen.dlq_list_v1('q', NULL, 10, 0)"));
+    lease("q", "g", "w", 3);
+    same_shape::<wire::Reply<wire::PositionalAck>>(&j(&format!("SELECT queen.log_ack_at_v1('{pid}', 'g', 'w', 2)")));
+    same_shape::<wire::MultiAck>(&j(&format!(
+        "SELECT queen.log_ack_multi_v1(ARRAY['{pid}'], ARRAY['g'], ARRAY[2]::bigint[], ARRAY['w'], ARRAY[1])")));
+    same_shape::<wire::Renewed>(&j("SELECT queen.log_renew_lease_v1('w', 10)"));
+    same_shape::<wire::PurgeStep>(&j(&format!("SELECT queen.log_txns_purge_step_v1('{pid}', clock_timestamp() - interval '1 day', 10)")));
+    same_shape::<wire::Deleted>(&j("SELECT queen.delete_queue_v1('q')"));
+}
+
+#[pg_test]
+fn wire_request_type_is_what_the_transaction_wire_reads() {
+    let req = wire::TxnWireRequest {
+        pushes: vec![wire::WirePush {
+            queue: "w".into(),
+            partition: "Default".into(),
+            count: 1,
+            hashes_hex: queen_log::hash::hash_hex(&queen_log::hash::txn_hash("a")),
+            blob_b64: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, frames_blob(&[("a", b"{}")])),
+            verified: None,
+        }],
+        acks: Vec::new(),
+        tenant: None,
+    };
+    let sql = format!("SELECT queen.log_transaction_wire_v1('{}'::jsonb)", serde_json::to_string(&req).unwrap());
+    same_shape::<wire::TxnWire>(&j(&sql));
+}
+
+/// A segment blob of frames (transactionId, payload bytes), encoded by the shared codec.
+fn frames_blob(frames: &[(&str, &[u8])]) -> Vec<u8> {
+    let frames: Vec<queen_log::frame::Frame> = frames
+        .iter()
+        .map(|(txn, payload)| queen_log::frame::Frame {
+            message_id: *uuid::Uuid::now_v7().as_bytes(),
+            trace_id: None,
+            transaction_id: txn.to_string(),
+            producer_sub: None,
+            encrypted: false,
+            payload: payload.to_vec(),
+        })
+        .collect();
+    queen_log::segment::encode_segment(&frames).unwrap()
+}
+
+/// Push pre-encoded frames through log_push_one_v1, as a foreign producer would.
+fn push_frames(queue: &str, frames: &[(&str, &[u8])]) {
+    let hashes: Vec<u8> = frames.iter().flat_map(|(t, _)| queen_log::hash::txn_hash(t)).collect();
+    Spi::get_one_with_args::<JsonB>(
+        "SELECT queen.log_push_one_v1($1, 'Default', $2, $3, -1, $4)",
+        &[queue.into(), (frames.len() as i32).into(), hashes.into(), frames_blob(frames).into()],
+    )
+    .unwrap();
+}
+
+#[pg_test]
+fn payloads_read_back_by_one_rule_in_every_psql_reader() {
+    push_frames("q", &[("json", br#"{"big": 123456789012345678901234567890}"#), ("text", b"not json"),
+                       ("bytes", &[0xff, 0x00]), ("empty", b"")]);
+    let decoded = text_of("SELECT string_agg(d.payload::text, ' | ' ORDER BY d.frame_index)
+                             FROM queen.log_segments s, queen.decode_segment_v1(s.blob) d").unwrap();
+    let popped = text_of("SELECT string_agg(r_payload::text, ' | ' ORDER BY r_offset)
+                            FROM queen.pop('q', p_batch => 10, p_lease_seconds => 30)").unwrap();
+    assert_eq!(decoded, r#"{"big": 123456789012345678901234567890} | "not json" | "/wA=" | null"#);
+    assert_eq!(popped, decoded);
+    // And a DLQ row snapshots the same rendering.
+    let pid = pid_of("q", "Default");
+    j(&format!("SELECT queen.log_dlq_head_v1('{pid}', '__QUEUE_MODE__', NULL, 1, NULL, NULL, NULL, 'x')"));
+    assert_eq!(text_of("SELECT payload::text FROM queen.log_dlq").unwrap(), "\"not json\"");
+}
+
+#[pg_test]
+fn ack_signal_results_name_the_head_element() {
+    leased_batch(3);
+    let r = ack_hash("q", "g", "w", &["t0", "t2", "t1"], Some(&["ok", "retry", "failed"]));
+    assert_eq!((r["headIndex"].as_u64(), r["off"].as_i64()), (Some(2), Some(0)), "{r}");
+    lease("q", "g", "w", 3);
+    let plain = ack_hash("q", "g", "w", &["t0"], None);
+    assert!(plain.get("headIndex").is_none(), "{plain}");
+}
+
+#[pg_test]
+fn dlq_head_refuses_an_offset_beyond_the_leased_batch() {
+    let pid = leased_batch(2);
+    push_n("q", "Default", "later", 2);
+    let before = table_counts();
+    let r = j(&format!("SELECT queen.log_dlq_head_v1('{pid}', 'g', 'w', 2, NULL, NULL, NULL, 'x')"));
+    assert_eq!(r, serde_json::json!({"ok": false, "error": "offset beyond leased batch"}));
+    assert_eq!(table_counts(), before, "nothing filed, cursor unchanged");
+}
+
+#[pg_test]
+fn dlq_head_refuses_an_offset_past_the_end_of_the_log() {
+    push_n("q", "Default", "t", 2);
+    lease("q", "g", "w", 2);
+    ack_hash("q", "g", "w", &["t0", "t1"], None);
+    let pid = pid_of("q", "Default");
+    let before = table_counts();
+    for off in ["2", "9223372036854775807"] {
+        let r = j(&format!("SELECT queen.log_dlq_head_v1('{pid}', 'g', NULL, {off}, NULL, NULL, NULL, 'x')"));
+        assert_eq!(r, serde_json::json!({"ok": false, "error": "no such message: offset outside the partition's log"}), "{off}");
+    }
+    assert_eq!(table_counts(), before);
+    // The cursor did not move past the log: the next push is delivered.
+    push_n("q", "Default", "n", 1);
+    assert_eq!(lease("q", "g", "w2", 5), Some((2, 2)));
+}
+
+#[pg_test]
+fn broker_pop_defaults_to_the_queue_lease_and_reports_attempts() {
+    j("SELECT queen.configure_queue_v1('q', NULL, NULL, '{\"leaseTime\": 77}')");
+    push_n("q", "Default", "t", 3);
+    let rows = |sql: &str| text_of(&format!("SELECT string_agg(concat_ws(':', r_partition, r_base + r_start_idx, r_take, r_msg_count, r_attempt), ',') FROM ({sql}) x")).unwrap_or_default();
+    let first = rows("SELECT * FROM queen.broker_pop_v1(NULL, 'q', 'Default', 'g', 2, NULL, 'w1')");
+    assert_eq!(first, "Default:0:2:3:1");
+    let secs = i64_of("SELECT extract(epoch FROM lease_expires_at - lease_acquired_at)::bigint FROM queen.log_consumers");
+    assert_eq!(secs, 77, "NULL lease = the queue's lease_time");
+    Spi::run("UPDATE queen.log_consumers SET lease_expires_at = clock_timestamp() - interval '1 s'").unwrap();
+    let again = rows("SELECT * FROM queen.broker_pop_v1(NULL, 'q', NULL, 'g', 2, 0, 'w2', p_max_partitions => 3)");
+    assert_eq!(again, "Default:0:2:3:2", "queue-level, lease 0 = queue's; a redelivery is attempt 2");
+    assert_eq!(rows("SELECT * FROM queen.broker_pop_v1(NULL, 'nope', NULL, 'g', 2, NULL, 'w3')"), "");
+    assert_eq!(rows("SELECT * FROM queen.broker_pop_v1(NULL, 'q', 'Default', 'h', 5, NULL, '', true)"), "Default:0:3:3:1",
+               "auto-ack: attempt 1");
+    assert!(sqlstate_of("SELECT * FROM queen.broker_pop_v1(NULL, 'nope', NULL, 'g', 0, NULL, 'w')").starts_with("22023"));
+}
+
+#[pg_test]
+fn partitions_lookup_and_cursor_worker() {
+    push_n("q", "Default", "t", 1);
+    push_n("q", "B", "t", 1);
+    let pid = pid_of("q", "B");
+    let found = text_of("SELECT string_agg(r_index || ':' || r_partition_id || ':' || r_dedup_window, ',' ORDER BY r_index)
+                           FROM queen.partitions_lookup_v1('00000000-0000-0000-0000-000000000001', ARRAY['q','q','x'], ARRAY['nope','B','B'])").unwrap();
+    assert_eq!(found, format!("2:{pid}:3600"));
+    lease("q", "g", "w9", 1);
+    let dpid = pid_of("q", "Default");
+    assert_eq!(text_of(&format!("SELECT queen.cursor_worker_v1('{dpid}', 'g')")), Some("w9".into()));
+    assert_eq!(text_of(&format!("SELECT queen.cursor_worker_v1('{pid}', 'g')")), None);
+}
