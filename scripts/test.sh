@@ -37,6 +37,9 @@ if PG_URL=$(bash tests/cluster.sh start); then
     run_suite smoke bash tests/sql_smoke.sh "$PG_URL"
     # Every frozen release upgrades in place to this build, rows and catalog intact.
     run_suite upgrade bash tests/upgrade.sh "$PG_URL"
+    # CALL queen.run_maintenance() over psql, two runners at once, and a pg_cron schedule
+    # on a cluster that preloads pg_cron (waits for its next minute).
+    run_suite maintenance bash tests/maintenance.sh "$PG_URL"
     QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker
     # The real Python SDK (queen-mq from PyPI, in target/py-venv) against the broker.
     run_suite python bash tests/python_e2e.sh "$PG_URL"

@@ -76,6 +76,8 @@ CREATE TABLE queen.log_consumers (
     attempt_count int NOT NULL DEFAULT 0,
     total_consumed bigint NOT NULL DEFAULT 0,
     lease_conflated bool NOT NULL DEFAULT false,
+    -- Messages this group lost unconsumed to retention rule 1 (contract §13).
+    evicted bigint NOT NULL DEFAULT 0,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (partition_id, consumer_group)
 );

@@ -72,3 +72,322 @@ REVOKE ALL ON FUNCTION queen.broker_pop_v1(uuid, text, text, text, int, int, tex
 GRANT EXECUTE ON FUNCTION queen.broker_pop_v1(uuid, text, text, text, int, int, text, bool, text, text, int),
                           queen.partitions_lookup_v1(uuid, text[], text[]),
                           queen.cursor_worker_v1(uuid, text) TO queen_broker;
+
+-- Log lifecycle (issue 11): retention, the purge clock's clamp, orphan cleanup, the
+-- driver, storage and lag views. Copied from sql/lifecycle.sql. ------------------------
+
+-- Messages a group lost unconsumed to retention rule 1.
+ALTER TABLE queen.log_consumers ADD COLUMN evicted bigint NOT NULL DEFAULT 0;
+
+CREATE FUNCTION queen.log_retention_step_v1(
+    "p_pid" uuid,
+    "p_all_cutoff" timestamp with time zone,
+    "p_completed_cutoff" timestamp with time zone,
+    "p_max_rows" INT
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'log_retention_step_v1_wrapper';
+
+-- Where the orphan sweep stopped (it walks partition ids in order and wraps around).
+CREATE TABLE queen.maintenance_state (
+    key text PRIMARY KEY,
+    value jsonb NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- One purge step for one partition (contract §10, §13): whole sidecar rows older than the
+-- cutoff, from the low end, at most p_max_rows; txns_start moves past them. The cutoff is
+-- clamped to now - GREATEST(dedup window, completed retention, 900 s) of the partition's
+-- queue: hashes inside the window are what dedup and acks by id need.
+CREATE OR REPLACE FUNCTION queen.log_txns_purge_step_v1(p_pid uuid, p_cutoff timestamptz, p_max_rows int)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_floor timestamptz;
+    v_cut timestamptz;
+    v_deleted int;
+    v_end bigint;
+    v_start bigint;
+BEGIN
+    IF p_pid IS NULL OR p_cutoff IS NULL OR p_max_rows IS NULL THEN
+        RAISE EXCEPTION 'log_txns_purge_step_v1: arguments must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_max_rows < 1 THEN
+        RAISE EXCEPTION 'log_txns_purge_step_v1: p_max_rows must be >= 1, got %', p_max_rows
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- The partition row first, as a push locks it: purge and push serialize per partition.
+    SELECT p.txns_start,
+           clock_timestamp() - make_interval(secs => GREATEST(q.dedup_window_seconds,
+                                                              COALESCE(q.completed_retention_seconds, 0), 900))
+      INTO v_start, v_floor
+      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = p_pid
+       FOR NO KEY UPDATE OF p;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('deleted', 0, 'new_txns_start', NULL, 'done', true, 'clamped', false);
+    END IF;
+    v_cut := LEAST(p_cutoff, v_floor);
+    -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix.
+    WITH victims AS (
+        SELECT t.base_offset FROM queen.log_txns t
+         WHERE t.partition_id = p_pid AND t.created_at < v_cut
+         ORDER BY t.base_offset LIMIT p_max_rows),
+    gone AS (
+        DELETE FROM queen.log_txns t USING victims v
+         WHERE t.partition_id = p_pid AND t.base_offset = v.base_offset
+        RETURNING t.end_offset)
+    SELECT count(*), max(end_offset) INTO v_deleted, v_end FROM gone;
+    IF v_deleted > 0 AND v_end + 1 > v_start THEN
+        UPDATE queen.log_partitions SET txns_start = v_end + 1 WHERE id = p_pid;
+        v_start := v_end + 1;
+    END IF;
+    RETURN jsonb_build_object('deleted', v_deleted, 'new_txns_start', v_start,
+                              'done', v_deleted < p_max_rows, 'clamped', p_cutoff > v_floor);
+END $$;
+
+-- The purge for every partition, each on its queue's clock, in ONE transaction (kept
+-- from 0.1.0; run_maintenance does the same work in short transactions).
+CREATE OR REPLACE FUNCTION queen.log_txns_purge_all_v1(p_max_rows int DEFAULT 10000) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    v_step jsonb;
+    v_partitions int := 0;
+    v_deleted bigint := 0;
+BEGIN
+    FOR r IN SELECT p.id FROM queen.log_partitions p ORDER BY p.id LOOP
+        LOOP
+            v_step := queen.log_txns_purge_step_v1(r.id, 'infinity', p_max_rows);
+            v_deleted := v_deleted + (v_step->>'deleted')::bigint;
+            EXIT WHEN (v_step->>'done')::bool;
+        END LOOP;
+        v_partitions := v_partitions + 1;
+    END LOOP;
+    RETURN jsonb_build_object('partitions', v_partitions, 'deleted', v_deleted);
+END $$;
+
+-- One bounded step of orphan cleanup: sidecar and DLQ rows (the tables without a foreign
+-- key) of partitions that no longer exist — e.g. after a plain DELETE FROM queen.queues.
+-- It walks the distinct partition ids of both tables in order from where the last step
+-- stopped (a loose index scan: cost grows with partitions, not rows), removes at most
+-- p_max_rows rows, and wraps around at the end.
+CREATE FUNCTION queen.log_orphans_step_v1(p_max_rows int) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_from uuid;
+    v_ids uuid[];
+    v_orphans uuid[];
+    v_txns int := 0;
+    v_dlq int := 0;
+BEGIN
+    IF p_max_rows IS NULL OR p_max_rows < 1 THEN
+        RAISE EXCEPTION 'log_orphans_step_v1: p_max_rows must be >= 1, got %', p_max_rows
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT (value->>'from')::uuid INTO v_from FROM queen.maintenance_state WHERE key = 'orphans';
+    v_from := COALESCE(v_from, '00000000-0000-0000-0000-000000000000');
+    -- The next distinct partition ids of both tables after v_from.
+    WITH RECURSIVE t(id) AS (
+        (SELECT partition_id FROM queen.log_txns WHERE partition_id > v_from ORDER BY partition_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT x.partition_id FROM queen.log_txns x WHERE x.partition_id > t.id
+                 ORDER BY x.partition_id LIMIT 1)
+          FROM t WHERE t.id IS NOT NULL),
+    d(id) AS (
+        (SELECT partition_id FROM queen.log_dlq WHERE partition_id > v_from ORDER BY partition_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT x.partition_id FROM queen.log_dlq x WHERE x.partition_id > d.id
+                 ORDER BY x.partition_id LIMIT 1)
+          FROM d WHERE d.id IS NOT NULL)
+    SELECT array_agg(id ORDER BY id) INTO v_ids
+      FROM (SELECT id FROM (SELECT id FROM t WHERE id IS NOT NULL LIMIT 1000) a
+            UNION
+            SELECT id FROM (SELECT id FROM d WHERE id IS NOT NULL LIMIT 1000) b
+            ORDER BY id LIMIT 1000) ids;
+    SELECT array_agg(i) INTO v_orphans FROM unnest(v_ids) i
+     WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = i);
+    IF v_orphans IS NOT NULL THEN
+        WITH gone AS (
+            DELETE FROM queen.log_txns t USING (
+                SELECT partition_id, base_offset FROM queen.log_txns
+                 WHERE partition_id = ANY(v_orphans) ORDER BY partition_id, base_offset
+                 LIMIT p_max_rows) v
+             WHERE t.partition_id = v.partition_id AND t.base_offset = v.base_offset
+            RETURNING 1)
+        SELECT count(*) INTO v_txns FROM gone;
+        WITH gone AS (
+            DELETE FROM queen.log_dlq d USING (
+                SELECT id FROM queen.log_dlq WHERE partition_id = ANY(v_orphans)
+                 LIMIT GREATEST(p_max_rows - v_txns, 0)) v
+             WHERE d.id = v.id
+            RETURNING 1)
+        SELECT count(*) INTO v_dlq FROM gone;
+    END IF;
+    -- Move on only past ids that are now clean; after the last one start over (an idle
+    -- sweep leaves the row unchanged and writes nothing).
+    IF v_txns + v_dlq < p_max_rows THEN
+        INSERT INTO queen.maintenance_state AS s (key, value)
+        VALUES ('orphans', jsonb_build_object('from', CASE WHEN array_length(v_ids, 1) = 1000
+                                                           THEN v_ids[1000] END))
+        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
+        WHERE s.value IS DISTINCT FROM EXCLUDED.value;
+    END IF;
+    RETURN jsonb_build_object('checked', COALESCE(array_length(v_ids, 1), 0),
+                              'removed', v_txns + v_dlq,
+                              'done', v_ids IS NULL OR array_length(v_ids, 1) < 1000 AND v_txns + v_dlq < p_max_rows);
+END $$;
+
+-- The partitions with lifecycle work due now, with the cutoffs of their queue: retention
+-- when the oldest segment is older than a retention cutoff, purge when the oldest sidecar
+-- row is older than the purge clock. One index probe per partition and table.
+CREATE FUNCTION queen.maintenance_plan_v1()
+RETURNS TABLE(r_partition_id uuid, r_all_cutoff timestamptz, r_completed_cutoff timestamptz,
+              r_purge_cutoff timestamptz, r_retention_due bool, r_purge_due bool)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH c AS (
+        SELECT p.id,
+               CASE WHEN q.retention_seconds > 0
+                    THEN now.t - make_interval(secs => q.retention_seconds) END AS all_cut,
+               CASE WHEN q.completed_retention_seconds > 0
+                    THEN now.t - make_interval(secs => q.completed_retention_seconds) END AS done_cut,
+               now.t - make_interval(secs => GREATEST(q.dedup_window_seconds,
+                                                      COALESCE(q.completed_retention_seconds, 0), 900)) AS purge_cut,
+               (SELECT s.created_at FROM queen.log_segments s WHERE s.partition_id = p.id
+                 ORDER BY s.base_offset LIMIT 1) AS oldest_segment,
+               (SELECT t.created_at FROM queen.log_txns t WHERE t.partition_id = p.id
+                 ORDER BY t.base_offset LIMIT 1) AS oldest_hashes
+          FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id,
+               (SELECT clock_timestamp() AS t) now)
+    SELECT id, all_cut, done_cut, purge_cut,
+           COALESCE(oldest_segment < all_cut OR oldest_segment < done_cut, false),
+           COALESCE(oldest_hashes < purge_cut, false)
+      FROM c
+     WHERE oldest_segment < all_cut OR oldest_segment < done_cut OR oldest_hashes < purge_cut
+     ORDER BY id
+$$;
+
+-- The driver (contract §13): every due step for every partition, a COMMIT after each, so
+-- no transaction stays open long. Exactly one runner works at a time: each step runs
+-- under a transaction-level advisory lock, and a run that cannot take it returns at once
+-- (ran: false). A run stops after p_time_budget_ms (more: true says work is left).
+-- SECURITY INVOKER and without SET on purpose: PostgreSQL allows COMMIT only there; the
+-- steps it calls are SECURITY DEFINER. Reports in p_report (INOUT jsonb).
+CREATE PROCEDURE queen.run_maintenance(p_time_budget_ms int DEFAULT 10000,
+                                       p_max_rows int DEFAULT 1000,
+                                       INOUT p_report jsonb DEFAULT NULL)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_start timestamptz := pg_catalog.clock_timestamp();
+    v_budget interval;
+    v_step jsonb;
+    r record;
+    v_partitions int := 0;
+    v_segments bigint := 0;
+    v_messages bigint := 0;
+    v_expired bigint := 0;
+    v_evicted bigint := 0;
+    v_purged bigint := 0;
+    v_orphans bigint := 0;
+    v_more bool := false;
+    v_interrupted bool := false;
+BEGIN
+    IF p_time_budget_ms IS NULL OR p_time_budget_ms < 1 OR p_max_rows IS NULL OR p_max_rows < 1 THEN
+        RAISE EXCEPTION 'run_maintenance: p_time_budget_ms and p_max_rows must be >= 1'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_budget := pg_catalog.make_interval(secs => p_time_budget_ms / 1000.0);
+    IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN
+        p_report := pg_catalog.jsonb_build_object('ran', false, 'reason', 'another run_maintenance holds the lock');
+        RETURN;
+    END IF;
+    <<steps>>
+    BEGIN
+        LOOP
+            v_step := queen.log_orphans_step_v1(p_max_rows);
+            v_orphans := v_orphans + (v_step->>'removed')::bigint;
+            COMMIT;
+            EXIT WHEN (v_step->>'done')::bool;
+            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+        END LOOP;
+        FOR r IN SELECT * FROM queen.maintenance_plan_v1() LOOP
+            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+            v_partitions := v_partitions + 1;
+            WHILE r.r_retention_due LOOP
+                v_step := queen.log_retention_step_v1(r.r_partition_id, r.r_all_cutoff, r.r_completed_cutoff, p_max_rows);
+                v_segments := v_segments + (v_step->>'deleted')::bigint;
+                v_messages := v_messages + (v_step->>'messages')::bigint;
+                v_expired := v_expired + (v_step->>'expired')::bigint;
+                v_evicted := v_evicted + (v_step->>'evicted')::bigint;
+                COMMIT;
+                EXIT WHEN (v_step->>'done')::bool;
+                IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+                IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+            END LOOP;
+            WHILE r.r_purge_due LOOP
+                v_step := queen.log_txns_purge_step_v1(r.r_partition_id, r.r_purge_cutoff, p_max_rows);
+                v_purged := v_purged + (v_step->>'deleted')::bigint;
+                COMMIT;
+                EXIT WHEN (v_step->>'done')::bool;
+                IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+                IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+            END LOOP;
+        END LOOP;
+    END steps;
+    p_report := pg_catalog.jsonb_build_object(
+        'ran', true, 'partitions', v_partitions, 'segments', v_segments, 'messages', v_messages,
+        'expiredSegments', v_expired, 'evicted', v_evicted, 'sidecarRows', v_purged,
+        'orphanRows', v_orphans, 'more', v_more, 'interrupted', v_interrupted,
+        'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
+END $$;
+
+-- What is stored and why, per partition (a psql user's first look): segments and their
+-- bytes, sidecar rows, the live offset range, the oldest live message's age.
+CREATE VIEW queen.partition_storage AS
+SELECT q.tenant_id, q.name AS queue, p.name AS partition, p.id AS partition_id,
+       p.log_start, p.last_offset, p.txns_start,
+       s.segments, s.segment_bytes, t.sidecar_rows, t.sidecar_bytes,
+       s.oldest_at AS oldest_message_at,
+       clock_timestamp() - s.oldest_at AS oldest_message_age,
+       q.retention_seconds, q.completed_retention_seconds, q.dedup_window_seconds
+  FROM queen.log_partitions p
+  JOIN queen.queues q ON q.id = p.queue_id
+  LEFT JOIN LATERAL (SELECT count(*) AS segments, COALESCE(sum(pg_column_size(blob)), 0) AS segment_bytes,
+                            min(created_at) AS oldest_at
+                       FROM queen.log_segments WHERE partition_id = p.id) s ON true
+  LEFT JOIN LATERAL (SELECT count(*) AS sidecar_rows, COALESCE(sum(pg_column_size(hashes)), 0) AS sidecar_bytes
+                       FROM queen.log_txns WHERE partition_id = p.id) t ON true;
+
+-- Per consumer group and partition: how far behind it is, and what retention took from it.
+CREATE VIEW queen.consumer_lag AS
+SELECT q.tenant_id, q.name AS queue, p.name AS partition, c.partition_id, c.consumer_group,
+       c.committed, p.last_offset, GREATEST(p.last_offset - c.committed, 0) AS lag,
+       c.evicted, c.total_consumed, c.batch_retry_count,
+       c.worker_id IS NOT NULL AND c.lease_expires_at > clock_timestamp() AS leased
+  FROM queen.log_consumers c
+  JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id;
+
+REVOKE ALL ON FUNCTION queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int),
+                       queen.log_orphans_step_v1(int),
+                       queen.maintenance_plan_v1() FROM PUBLIC;
+REVOKE ALL ON PROCEDURE queen.run_maintenance(int, int, jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int),
+                          queen.log_orphans_step_v1(int),
+                          queen.maintenance_plan_v1() TO queen_broker;
+GRANT EXECUTE ON PROCEDURE queen.run_maintenance(int, int, jsonb) TO queen_broker;
+GRANT SELECT ON queen.maintenance_state, queen.partition_storage, queen.consumer_lag TO queen_broker;

@@ -7,8 +7,8 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::ack::{
-    ack_upto, ackable_span, decide, occurs_below, release_only, resolve_in_span, Branch, Element,
-    Policy, Status,
+    ack_upto, ackable_span, decide, occurs_below, purged_span, release_only, resolve_in_span,
+    Branch, Element, Policy, Status,
 };
 use queen_log::hash::{hash_hex, TxnHash};
 use queen_log::order::cursor_lock_order;
@@ -96,8 +96,34 @@ fn read_txns(
         .collect()
 }
 
-/// Resolve every element: in-span minimum offset, and the below-cursor test only for
-/// those that did not resolve.
+/// The hashes of the frames of the segments covering `[lo, hi]`, computed from the
+/// frames themselves: the sidecar of a purged range, rebuilt for one lease.
+fn frame_hashes(client: &SpiClient<'_>, pid: Uuid, lo: i64, hi: i64) -> Vec<(i64, Vec<u8>)> {
+    q(
+        client,
+        "SELECT base_offset, blob FROM queen.log_segments
+          WHERE partition_id = $1 AND base_offset <= $3
+            AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_segments
+                                          WHERE partition_id = $1 AND base_offset <= $2), $2)
+          ORDER BY base_offset",
+        &[pid.into(), lo.into(), hi.into()],
+    )
+    .or_raise()
+    .filter_map(|r| {
+        let blob: Vec<u8> = col(&r, 2, "log_segments.blob");
+        // A segment that does not decode resolves nothing: its frames stay unresolved.
+        let frames = queen_log::segment::decode_segment(&blob).ok()?;
+        Some((
+            col(&r, 1, "log_segments.base_offset"),
+            queen_log::segment::segment_hashes(&frames),
+        ))
+    })
+    .collect()
+}
+
+/// Resolve every element: in-span minimum offset (from the sidecar, and from the frames
+/// for a purged part of a leased batch), and the below-cursor test only for those that
+/// did not resolve.
 fn resolve(
     client: &SpiClient<'_>,
     pid: Uuid,
@@ -106,12 +132,28 @@ fn resolve(
     lo: i64,
     hi: Option<i64>,
     committed: i64,
+    purged: Option<(i64, i64)>,
 ) -> Vec<Element> {
     if hashes.is_empty() {
         return Vec::new();
     }
     let rows = span_rows(client, pid, lo, hi);
-    let effs = resolve_in_span(hashes, rows.iter().map(|(b, h)| (*b, h.as_slice())), lo, hi);
+    let mut effs = resolve_in_span(hashes, rows.iter().map(|(b, h)| (*b, h.as_slice())), lo, hi);
+    if let Some((plo, phi)) = purged {
+        let frames = frame_hashes(client, pid, plo, phi);
+        let below_sidecar = resolve_in_span(
+            hashes,
+            frames.iter().map(|(b, h)| (*b, h.as_slice())),
+            plo,
+            Some(phi),
+        );
+        for (e, p) in effs.iter_mut().zip(below_sidecar) {
+            *e = match (*e, p) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+    }
     let missing: Vec<TxnHash> = hashes
         .iter()
         .zip(&effs)
@@ -157,7 +199,17 @@ pub fn ack_by_hash(
         Err(e) => return Reply::Refused(e.into()),
     };
     let (lo, hi) = ackable_span(&cur.state, cur.txns_start);
-    let elements = resolve(client, pid, hashes, statuses, lo, hi, cur.state.committed);
+    let purged = purged_span(&cur.state, cur.txns_start);
+    let elements = resolve(
+        client,
+        pid,
+        hashes,
+        statuses,
+        lo,
+        hi,
+        cur.state.committed,
+        purged,
+    );
     let policy = Policy {
         retry_limit: cur.retry_limit,
         dlq_enabled: cur.dlq_enabled,

@@ -15,6 +15,7 @@ mod ack;
 mod broker_api;
 mod db;
 mod dlq;
+mod lifecycle;
 mod native;
 mod pop;
 mod push;
@@ -30,6 +31,7 @@ mod tests {
     include!("tests/acks.rs");
     include!("tests/broker_api.rs");
     include!("tests/broker_functions.rs");
+    include!("tests/lifecycle.rs");
 }
 
 ::pgrx::pg_module_magic!();
@@ -44,6 +46,11 @@ extension_sql_file!(
     "../sql/broker_api.sql",
     name = "broker_api",
     requires = ["sql_functions"]
+);
+extension_sql_file!(
+    "../sql/lifecycle.sql",
+    name = "lifecycle",
+    requires = ["broker_api"]
 );
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 

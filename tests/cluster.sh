@@ -3,7 +3,8 @@
 # the suites that need a running server: the SQL smoke test and the broker tests.
 #   tests/cluster.sh start   -> prints the connection URL
 #   tests/cluster.sh stop
-# Runs as the unprivileged postgres user (PostgreSQL refuses root) with pg_test_config.
+# Runs as the unprivileged postgres user (PostgreSQL refuses root) with pg_test_config
+# (plus QUEEN_TEST_EXTRA_CONF, settings for this cluster only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -27,6 +28,8 @@ start)
     install -d -o postgres -g postgres "$DATA" "$SOCK"
     as_pg "$PGBIN/initdb" -D "$DATA" -U postgres -A trust >/dev/null
     grep -v '^#' pg_test_config | grep . >>"$DATA/postgresql.conf"
+    # Extra settings for one cluster (e.g. preloading pg_cron), one per line.
+    [ -z "${QUEEN_TEST_EXTRA_CONF:-}" ] || printf '%s\n' "$QUEEN_TEST_EXTRA_CONF" >>"$DATA/postgresql.conf"
     as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w \
         -o "-p $PORT -k $SOCK -c listen_addresses=127.0.0.1" start >/dev/null
     psql -h "$SOCK" -p "$PORT" -U postgres -qAt -v ON_ERROR_STOP=1 -d postgres \

@@ -132,6 +132,17 @@ pub fn ackable_span(state: &CursorState, txns_start: i64) -> (i64, Option<i64>) 
     ((state.committed + 1).max(txns_start), state.batch_end)
 }
 
+/// The part of a leased batch whose sidecar rows were purged (`[committed + 1,
+/// min(txns_start − 1, batch_end)]`), if any. Hashes there are resolved from the
+/// segments' frames instead, so a batch delivered from a backlog older than the purge
+/// clock can still be acked by transactionId. Lease-less acks (unbounded span) do not
+/// get this fallback: it would decode an unbounded backlog.
+pub fn purged_span(state: &CursorState, txns_start: i64) -> Option<(i64, i64)> {
+    let end = state.batch_end?;
+    let (lo, hi) = (state.committed + 1, (txns_start - 1).min(end));
+    (lo <= hi).then_some((lo, hi))
+}
+
 /// Which branch of §6.1 the ack took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Branch {

@@ -7,6 +7,7 @@
 //! - [`ack`]: the ack decision procedure of contract §6 as a pure function.
 //! - [`pop`]: the pop's decisions of contract §5 (seeding, slices, lease transitions).
 //! - [`dedup`]: the push dedup probe of contract §4 as a pure scan.
+//! - [`lifecycle`]: retention's rules of contract §13 (what goes, what a cursor loses).
 //! - [`dlq`]: the error text a dead-lettered frame is filed with.
 //! - [`order`]: the global lock order.
 //! - [`sqlstate`]: what an error's SQLSTATE means to a caller.
@@ -20,6 +21,7 @@ pub mod dedup;
 pub mod dlq;
 pub mod frame;
 pub mod hash;
+pub mod lifecycle;
 pub mod order;
 pub mod payload;
 pub mod pop;

@@ -358,11 +358,26 @@ pub struct DlqEntry {
     pub failed_at: String,
 }
 
-/// `log_txns_purge_step_v1` (contract §10).
+/// `log_txns_purge_step_v1` (contract §10, §13). `clamped`: the cutoff asked for was
+/// later than the partition's clock allows, and the clock's cutoff was used instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PurgeStep {
     pub deleted: i64,
-    pub new_txns_start: i64,
+    pub new_txns_start: Option<i64>,
+    pub done: bool,
+    pub clamped: bool,
+}
+
+/// `log_retention_step_v1` (contract §13). `deleted` counts whole segments; `messages`
+/// the messages in them; `expired` the segments only rule 1 allowed (some group had not
+/// consumed them); `evicted` the messages cursors lost unconsumed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetentionStep {
+    pub deleted: i64,
+    pub messages: i64,
+    pub expired: i64,
+    pub new_log_start: Option<i64>,
+    pub evicted: i64,
     pub done: bool,
 }
 

@@ -322,3 +322,15 @@ fn ackable_span_respects_purged_sidecar() {
     assert_eq!(ackable_span(&leased(9, 14), 0), (10, Some(14)));
     assert_eq!(ackable_span(&leased(9, 14), 12), (12, Some(14)));
 }
+
+#[test]
+fn purged_span_is_the_leased_part_below_txns_start() {
+    assert_eq!(purged_span(&leased(9, 14), 12), Some((10, 11)));
+    assert_eq!(purged_span(&leased(9, 14), 20), Some((10, 14)));
+    assert_eq!(purged_span(&leased(9, 14), 10), None);
+    let lease_less = CursorState {
+        batch_end: None,
+        ..leased(9, 14)
+    };
+    assert_eq!(purged_span(&lease_less, 20), None);
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# CALL queen.run_maintenance() for real (issue 11): it commits between steps, so it runs
+# over psql on a test cluster, not inside a #[pg_test] transaction.
+#   tests/maintenance.sh <postgres-url>     (a superuser URL of tests/cluster.sh's cluster)
+# Then, on a second short-lived cluster that preloads pg_cron (Debian's
+# postgresql-15-cron, installed by scripts/setup.sh), the documented schedule
+#   SELECT cron.schedule('queen-maintenance', '* * * * *', 'CALL queen.run_maintenance()')
+# runs it by itself: the test waits for pg_cron's next minute and observes the effect.
+# QUEEN_SKIP_CRON=1 skips that part (it waits up to a minute). Prints cargo-style lines.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+URL=${1:?usage: tests/maintenance.sh <postgres-url>}
+export PGOPTIONS="-c client_min_messages=warning"
+DB=${URL%/*}/queen_maint
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "test maintenance::$1 ... ok"; }
+fail() { failed=$((failed + 1)); echo "test maintenance::$1 ... FAILED${2:+: $2}"; }
+check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$2]"; fi; }
+sql() { psql "$1" -X -qAt -v ON_ERROR_STOP=1 -c "$2" 2>&1; }
+report() { sql "$1" "CALL queen.run_maintenance(${2:-10000}, ${3:-1000})"; }
+field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1]).get(sys.argv[2]))' "$1" "$2"; }
+fresh_db() { # url-of-db name
+    psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS $2" -c "CREATE DATABASE $2" >/dev/null
+    sql "$1" "CREATE EXTENSION queen_ack" >/dev/null
+}
+age() { # db queue seconds
+    for t in log_segments log_txns; do
+        sql "$1" "UPDATE queen.$t x SET created_at = x.created_at - make_interval(secs => $3)
+                    FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+                   WHERE p.id = x.partition_id AND q.name = '$2'" >/dev/null
+    done
+}
+
+fresh_db "$DB" queen_maint
+r=$(report "$DB")
+check idle_run_does_nothing "$(field "$r" ran)|$(field "$r" partitions)|$(field "$r" segments)" "True|0|0"
+
+# Rule 1 on a queue with retention, the sidecar purge on the queue's clock, and the
+# orphans of a plain DELETE FROM queen.queues (how Queen's SDK suites clean up): one run.
+sql "$DB" "SELECT queen.configure_queue_v1('ret', NULL, NULL, '{\"retentionSeconds\": 60, \"dedupWindowSeconds\": 60}')" >/dev/null
+sql "$DB" "SELECT queen.push('ret', '[1,2,3]'), queen.push('ret', '[4]'), queen.push('gone', '[1,2]'), queen.push('gone', '[3]', NULL, 'P2')" >/dev/null
+age "$DB" ret 1000
+sql "$DB" "SELECT queen.push('ret', '[5]')" >/dev/null
+sql "$DB" "DELETE FROM queen.queues WHERE name = 'gone'" >/dev/null
+r=$(report "$DB")
+check one_run_applies_retention_purge_and_removes_orphans \
+    "$(field "$r" segments)|$(field "$r" messages)|$(field "$r" sidecarRows)|$(field "$r" orphanRows)" "2|4|2|2"
+check retention_left_the_young_message_and_log_start \
+    "$(sql "$DB" "SELECT count(*), min(base_offset) FROM queen.log_segments") $(sql "$DB" "SELECT log_start FROM queen.log_partitions")" "1|4 4"
+check orphans_are_gone \
+    "$(sql "$DB" "SELECT count(*) FROM queen.log_txns t WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = t.partition_id)")" "0"
+check storage_view_shows_what_is_left \
+    "$(sql "$DB" "SELECT queue, partition, segments, sidecar_rows, log_start, last_offset FROM queen.partition_storage")" \
+    "ret|Default|1|1|4|4"
+r=$(report "$DB")
+check second_run_has_nothing_left "$(field "$r" segments)|$(field "$r" sidecarRows)|$(field "$r" orphanRows)" "0|0|0"
+
+# Two runners: while one holds the lock (a run in progress), the other returns at once.
+psql "$DB" -X -qAt -c "BEGIN" -c "SELECT pg_advisory_xact_lock(1903519086, 1)" -c "SELECT pg_sleep(3)" -c "COMMIT" >/dev/null &
+holder=$!
+sleep 1
+t0=$(date +%s%N)
+r=$(report "$DB")
+t1=$(date +%s%N)
+check second_runner_skips_while_another_works "$(field "$r" ran)" "False"
+[ $(((t1 - t0) / 1000000)) -lt 2000 ] && ok second_runner_returns_at_once || fail second_runner_returns_at_once "took $(((t1 - t0) / 1000000)) ms"
+wait $holder
+# And two real runs at once over much due work: exactly one of them works.
+for i in $(seq 1 200); do echo "SELECT queen.push('many$i', '[1]');"; done | psql "$DB" -X -q >/dev/null
+for i in $(seq 1 200); do age "$DB" "many$i" 5000; done 2>/dev/null
+(report "$DB" 10000 1 >/tmp/qa-maint-a.$$) & a=$!
+(report "$DB" 10000 1 >/tmp/qa-maint-b.$$) & b=$!
+wait $a $b
+ra=$(field "$(cat /tmp/qa-maint-a.$$)" ran) rb=$(field "$(cat /tmp/qa-maint-b.$$)" ran)
+rm -f /tmp/qa-maint-a.$$ /tmp/qa-maint-b.$$
+check concurrent_runs_never_both_work "$(echo "$ra $rb" | tr ' ' '\n' | sort | tr '\n' ' ')" "False True "
+check concurrent_runs_purged_every_due_partition "$(sql "$DB" "SELECT count(*) FROM queen.maintenance_plan_v1()")" "0"
+
+# A time budget bounds a run and says work is left.
+for i in $(seq 1 50); do echo "SELECT queen.push('more$i', '[1]');"; done | psql "$DB" -X -q >/dev/null
+for i in $(seq 1 50); do age "$DB" "more$i" 5000; done
+r=$(report "$DB" 1 1)
+check time_budget_stops_a_run_and_says_more "$(field "$r" more)" "True"
+check bad_arguments_are_refused "$(sql "$DB" "CALL queen.run_maintenance(0)" | grep -o 'must be >= 1')" "must be >= 1"
+psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS queen_maint" >/dev/null
+
+# pg_cron runs it by itself (Debian's pg_cron 1.4: minute granularity).
+if [ "${QUEEN_SKIP_CRON:-0}" = 1 ]; then
+    echo "maintenance: pg_cron part skipped (QUEEN_SKIP_CRON=1)"
+elif [ ! -e "$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --pkglibdir)/pg_cron.so" ]; then
+    fail pg_cron_schedule_runs_maintenance "pg_cron is not installed (scripts/setup.sh installs postgresql-15-cron)"
+else
+    CRON_PORT=$((${QUEEN_TEST_PG_PORT:-5498} + 100))
+    CURL=$(QUEEN_TEST_PG_PORT=$CRON_PORT QUEEN_TEST_SKIP_INSTALL=1 QUEEN_TEST_EXTRA_CONF="shared_preload_libraries = 'pg_stat_statements,pg_cron'
+cron.database_name = 'queen_test'
+cron.use_background_workers = on
+max_worker_processes = 16" bash tests/cluster.sh start 2>/dev/null)
+    if [ -z "$CURL" ]; then
+        fail pg_cron_schedule_runs_maintenance "the pg_cron cluster did not start"
+    else
+        sql "$CURL" "CREATE EXTENSION pg_cron" >/dev/null
+        sql "$CURL" "SELECT queen.configure_queue_v1('cron', NULL, NULL, '{\"retentionSeconds\": 60}')" >/dev/null
+        sql "$CURL" "SELECT queen.push('cron', '[1,2]'), queen.push('cron', '[3]')" >/dev/null
+        age "$CURL" cron 1000
+        sql "$CURL" "SELECT cron.schedule('queen-maintenance', '* * * * *', 'CALL queen.run_maintenance()')" >/dev/null
+        left=""
+        for _ in $(seq 1 75); do
+            left=$(sql "$CURL" "SELECT count(*) FROM queen.log_segments")
+            [ "$left" = 0 ] && break
+            sleep 1
+        done
+        check pg_cron_schedule_runs_maintenance "$left" "0"
+        check pg_cron_job_succeeded "$(sql "$CURL" "SELECT status FROM cron.job_run_details ORDER BY start_time DESC LIMIT 1")" "succeeded"
+        QUEEN_TEST_PG_PORT=$CRON_PORT bash tests/cluster.sh stop
+    fi
+fi
+echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"
+[ $failed -eq 0 ]
