@@ -55,7 +55,9 @@ EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
 END $$;
 
 -- Delete a queue with everything hanging off it (partitions, segments, cursors by FK;
--- the FK-less sidecar and DLQ rows explicitly).
+-- the FK-less sidecar and DLQ rows explicitly). The FK-less rows go AFTER the cascade:
+-- it waits for a DLQ filing that holds a cursor row, so a row that filing inserted is
+-- committed and visible by then (deleting them first left such rows behind).
 CREATE FUNCTION queen.delete_queue_v1(p_queue text,
                                       p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
@@ -64,14 +66,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_id uuid;
+    v_pids uuid[];
 BEGIN
     SELECT id INTO v_id FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue FOR UPDATE;
     IF v_id IS NULL THEN
         RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', false);
     END IF;
-    DELETE FROM queen.log_txns WHERE partition_id IN (SELECT id FROM queen.log_partitions WHERE queue_id = v_id);
-    DELETE FROM queen.log_dlq WHERE partition_id IN (SELECT id FROM queen.log_partitions WHERE queue_id = v_id);
+    v_pids := ARRAY(SELECT id FROM queen.log_partitions WHERE queue_id = v_id);
     DELETE FROM queen.queues WHERE id = v_id;
+    DELETE FROM queen.log_txns WHERE partition_id = ANY(v_pids);
+    DELETE FROM queen.log_dlq WHERE partition_id = ANY(v_pids);
     RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', true);
 END $$;
 

@@ -391,3 +391,32 @@ GRANT EXECUTE ON FUNCTION queen.log_retention_step_v1(uuid, timestamptz, timesta
                           queen.maintenance_plan_v1() TO queen_broker;
 GRANT EXECUTE ON PROCEDURE queen.run_maintenance(int, int, jsonb) TO queen_broker;
 GRANT SELECT ON queen.maintenance_state, queen.partition_storage, queen.consumer_lag TO queen_broker;
+
+-- Hardening (issue 12). ----------------------------------------------------------------
+
+-- 12.8: the FK-less sidecar and DLQ rows are deleted after the cascade, which waits for a
+-- concurrent DLQ filing; deleting them first left that filing's row behind.
+-- Delete a queue with everything hanging off it (partitions, segments, cursors by FK;
+-- the FK-less sidecar and DLQ rows explicitly). The FK-less rows go AFTER the cascade:
+-- it waits for a DLQ filing that holds a cursor row, so a row that filing inserted is
+-- committed and visible by then (deleting them first left such rows behind).
+CREATE OR REPLACE FUNCTION queen.delete_queue_v1(p_queue text,
+                                      p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id uuid;
+    v_pids uuid[];
+BEGIN
+    SELECT id INTO v_id FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue FOR UPDATE;
+    IF v_id IS NULL THEN
+        RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', false);
+    END IF;
+    v_pids := ARRAY(SELECT id FROM queen.log_partitions WHERE queue_id = v_id);
+    DELETE FROM queen.queues WHERE id = v_id;
+    DELETE FROM queen.log_txns WHERE partition_id = ANY(v_pids);
+    DELETE FROM queen.log_dlq WHERE partition_id = ANY(v_pids);
+    RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', true);
+END $$;

@@ -197,7 +197,9 @@ fn since_of(start: &Start<TimestampWithTimeZone>) -> Option<TimestampWithTimeZon
 }
 
 /// First contact: seed from the group's subscription record if it has one for this queue,
-/// else from the pop's own mode.
+/// else from the pop's own mode. The partition row is KEY SHARE locked first, so a
+/// concurrent DELETE either finished (no row: nothing is created, the pop serves nothing
+/// as for an unknown queue) or waits for this pop.
 fn create_cursor(
     client: &mut SpiClient<'_>,
     pid: Uuid,
@@ -214,7 +216,8 @@ fn create_cursor(
                     (SELECT s.base_offset FROM queen.log_segments s
                       WHERE s.partition_id = p.id AND s.created_at >= $2
                       ORDER BY s.base_offset LIMIT 1) END
-           FROM queen.log_partitions p WHERE p.id = $1",
+           FROM queen.log_partitions p WHERE p.id = $1
+            FOR KEY SHARE OF p",
         &[pid.into(), since_of(&start).into()],
     )
     .or_raise()
@@ -402,6 +405,17 @@ fn log_pop_v1(
 /// instant, 'timestamp' with the parsed one.
 fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req: &PopRequest<'_>) {
     if req.group == QUEUE_MODE {
+        return;
+    }
+    // As in create_cursor: the queue row first, so a concurrent DELETE cannot make the
+    // record's foreign key fail; a queue deleted meanwhile registers nothing.
+    let alive = q(
+        client,
+        "SELECT 1 FROM queen.queues WHERE id = $1 FOR KEY SHARE",
+        &[queue_id.into()],
+    )
+    .or_raise();
+    if alive.is_empty() {
         return;
     }
     let start = own_start(client, req);

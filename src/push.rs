@@ -8,10 +8,12 @@ use pgrx::JsonB;
 use queen_log::dedup::find_duplicates;
 use queen_log::hash::split_hashes;
 use queen_log::order::partition_lock_order;
-use queen_log::segment::decode_segment;
+use queen_log::segment::{decode_segment, verify_segment};
 use queen_log::wire::{Duplicate, PushVerdict};
 
-use crate::db::{col, default_tenant, iso_utc, jsonb, now, q, raise_q, required, OrRaise};
+use crate::db::{
+    bad_param, col, default_tenant, iso_utc, jsonb, now, q, raise_q, required, OrRaise,
+};
 
 /// One segment to push, already encoded by the caller (or by `queen.push`).
 pub struct SegmentIn<'a> {
@@ -24,40 +26,76 @@ pub struct SegmentIn<'a> {
     pub tenant: Uuid,
 }
 
-/// The contract's shape check; runs before anything is read or written.
-pub fn check_segment(msg_count: i32, hashes: &[u8]) {
+/// The contract's shape check, then the blob itself: it must decode into exactly
+/// `msg_count` frames whose transactionIds hash to `hashes`. Runs before anything is read
+/// or written, so a segment that could not be served is never stored (a pop of one used
+/// to fail forever while holding its lease, or an auto-ack to consume what it could not
+/// deliver).
+pub fn check_segment(msg_count: i32, hashes: &[u8], blob: &[u8]) {
     if msg_count < 1 || hashes.len() as i64 != 16 * i64::from(msg_count) {
         raise_q(format!(
             "QPUSH bad segment: msg_count={msg_count}, hashes={} bytes (want 16/msg)",
             hashes.len()
         ));
     }
+    if let Err(e) = verify_segment(blob, hashes) {
+        bad_param(format!("QPUSH bad segment blob: {e}"));
+    }
 }
 
 /// Create the queue (per tenant) and the partition if missing. `a.b` → namespace a,
 /// task b; a name without a dot → namespace = the name, task = ''.
+///
+/// The queue row is KEY SHARE locked before the partition is inserted under it: a
+/// concurrent DELETE of the queue then either finished first (the lock finds no row, and
+/// the queue is created again) or waits for this push. Without the lock the partition's
+/// foreign key check failed with 23503 when the delete won the race.
 pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partition: &str) {
-    // Two statements on purpose: when a concurrent push creates the same queue, the first
-    // INSERT waits for it and does nothing; only a statement started after that wait
-    // (a fresh snapshot) sees the committed queue row the partition must hang off.
-    q(
-        client,
-        "INSERT INTO queen.queues (name, tenant_id, namespace, task)
-         VALUES ($2, $1,
-                 CASE WHEN strpos($2, '.') > 0 THEN split_part($2, '.', 1) ELSE $2 END,
-                 CASE WHEN strpos($2, '.') > 0 THEN substr($2, strpos($2, '.') + 1) ELSE '' END)
-         ON CONFLICT (tenant_id, name) DO NOTHING",
-        &[tenant.into(), queue.into()],
+    // Separate statements on purpose: when a concurrent push creates the same queue, the
+    // INSERT waits for it and does nothing; only a statement started after that wait (a
+    // fresh snapshot) sees the committed queue row the partition must hang off.
+    for _ in 0..3 {
+        q(
+            client,
+            "INSERT INTO queen.queues (name, tenant_id, namespace, task)
+             VALUES ($2, $1,
+                     CASE WHEN strpos($2, '.') > 0 THEN split_part($2, '.', 1) ELSE $2 END,
+                     CASE WHEN strpos($2, '.') > 0 THEN substr($2, strpos($2, '.') + 1) ELSE '' END)
+             ON CONFLICT (tenant_id, name) DO NOTHING",
+            &[tenant.into(), queue.into()],
+        )
+        .or_raise();
+        let locked = q(
+            client,
+            "SELECT id FROM queen.queues WHERE tenant_id = $1 AND name = $2 FOR KEY SHARE",
+            &[tenant.into(), queue.into()],
+        )
+        .or_raise()
+        .next()
+        .map(|r| col::<Uuid>(&r, 1, "queues.id"));
+        if let Some(queue_id) = locked {
+            q(
+                client,
+                "INSERT INTO queen.log_partitions (queue_id, name) VALUES ($1, $2)
+                 ON CONFLICT (queue_id, name) DO NOTHING",
+                &[queue_id.into(), partition.into()],
+            )
+            .or_raise();
+            return;
+        }
+    }
+    retry_later(format!(
+        "queue {queue} was deleted while this push created it"
+    ));
+}
+
+/// A race with a concurrent DELETE this call cannot settle: raise serialization_failure
+/// (40001), which callers retry (the broker answers 503). Nothing was written.
+fn retry_later(why: String) -> ! {
+    crate::db::raise(
+        PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+        format!("QPUSH {why}; retry"),
     )
-    .or_raise();
-    q(
-        client,
-        "INSERT INTO queen.log_partitions (queue_id, name)
-         SELECT id, $3 FROM queen.queues WHERE tenant_id = $1 AND name = $2
-         ON CONFLICT (queue_id, name) DO NOTHING",
-        &[tenant.into(), queue.into(), partition.into()],
-    )
-    .or_raise();
 }
 
 /// Partition id and the queue's dedup window, resolved by names (or a hinted id).
@@ -140,7 +178,12 @@ pub fn push_resolved(
     window: i32,
     seg: &SegmentIn<'_>,
 ) -> PushVerdict {
-    let txns_start = lock_partition(client, pid);
+    let Some(txns_start) = lock_partition(client, pid) else {
+        retry_later(format!(
+            "partition {}/{} was deleted while this push wrote to it",
+            seg.queue, seg.partition
+        ));
+    };
     if window > 0 {
         let from = seg.verified.max(txns_start - 1);
         let dups = probe_duplicates(client, pid, window, from, seg.hashes);
@@ -157,8 +200,9 @@ pub fn push_resolved(
 /// takes anyway: it serializes pushes but, unlike FOR UPDATE, does not conflict with the
 /// KEY SHARE locks that foreign-key checks take when a pop creates cursor rows, which
 /// otherwise deadlocked against multi-partition pushes (found by the soak test).
-/// Returns the partition's txns_start (the lowest offset the sidecar still covers).
-fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> i64 {
+/// Returns the partition's txns_start (the lowest offset the sidecar still covers), or
+/// None when the partition was deleted meanwhile.
+fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> Option<i64> {
     q(
         client,
         "SELECT txns_start FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
@@ -167,7 +211,6 @@ fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> i64 {
     .or_raise()
     .next()
     .map(|r| col(&r, 1, "log_partitions.txns_start"))
-    .unwrap_or(0)
 }
 
 /// A duplicate verdict names the ORIGINAL messages: their ids are read from the frames at
@@ -298,7 +341,7 @@ pub fn push_one(
     pid: Option<Uuid>,
     window: Option<i32>,
 ) -> PushVerdict {
-    check_segment(seg.msg_count, seg.hashes);
+    check_segment(seg.msg_count, seg.hashes, seg.blob);
     let (pid, queue_window) = resolve_or_create(client, seg, pid);
     push_resolved(client, pid, window.unwrap_or(queue_window), seg)
 }
@@ -378,7 +421,7 @@ fn log_push_multi_v1(
 /// ascending id, then push in input order. Shared with the transaction wire.
 pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<PushVerdict> {
     for s in segs {
-        check_segment(s.msg_count, s.hashes);
+        check_segment(s.msg_count, s.hashes, s.blob);
     }
     let targets = resolve_all(client, segs);
     for id in partition_lock_order(targets.iter().map(|t| *t.0.as_bytes())) {

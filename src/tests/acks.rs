@@ -73,7 +73,7 @@ fn ack_below_cursor_repush_does_not_shadow_in_span_copy() {
     lease("q", "g", "w", 2);
     ack_hash("q", "g", "w", &["t0", "t1"], None);
     // Re-push t0 with dedup off: offset 2 carries the same hash as offset 0.
-    j("SELECT queen.log_push_one_v1('q', 'Default', 1, queen.xxh3_128('t0'), -1, '\\x00'::bytea, NULL, 0)");
+    j(&format!("SELECT queen.log_push_one_v1('q', 'Default', 1, queen.xxh3_128('t0'), -1, {}, NULL, 0)", seg(&["t0"])));
     lease("q", "g", "w", 5);
     let r = ack_hash("q", "g", "w", &["t0"], None);
     assert_eq!((r["acked"].as_i64(), r["off"].as_i64()), (Some(1), Some(2)));
@@ -273,7 +273,7 @@ fn purge_all_runs_on_queue_clock() {
 }
 
 fn wire_push(queue: &str, txn: &str) -> String {
-    let blob = "KLUv/SAAAQAA"; // any bytes: the wire does not decode blobs
+    let blob = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, frames_blob(&[(txn, b"{}")]));
     format!("{{\"queue\":\"{queue}\",\"partition\":\"Default\",\"count\":1,\"hashesHex\":\"{}\",\"blobB64\":\"{blob}\"}}",
             text_of(&format!("SELECT queen.xxh3_128_hex('{txn}')")).unwrap())
 }

@@ -18,7 +18,7 @@ fn every_jsonb_result_has_its_wire_shape() {
     let pushed = push_n("q", "Default", "t", 3);
     same_shape::<wire::PushVerdict>(&serde_json::json!({"status": pushed["status"], "baseOffset": pushed["baseOffset"],
                                                         "createdAt": pushed["createdAt"]}));
-    same_shape::<Vec<wire::PushVerdict>>(&j("SELECT queen.log_push_multi_v1(ARRAY['q'], ARRAY['Default'], ARRAY[1], ARRAY[queen.xxh3_128('t0')], ARRAY[-1]::bigint[], ARRAY['\\x00'::bytea])"));
+    same_shape::<Vec<wire::PushVerdict>>(&j(&format!("SELECT queen.log_push_multi_v1(ARRAY['q'], ARRAY['Default'], ARRAY[1], ARRAY[queen.xxh3_128('t0')], ARRAY[-1]::bigint[], ARRAY[{}])", seg(&["t0"]))));
     lease("q", "g", "w", 3);
     same_shape::<wire::Reply<wire::HashAck>>(&ack_hash("q", "g", "w", &["t0"], None));
     same_shape::<wire::Reply<wire::HashAck>>(&ack_hash("q", "g", "w", &["t1"], Some(&["failed"])));
@@ -55,22 +55,6 @@ fn wire_request_type_is_what_the_transaction_wire_reads() {
     };
     let sql = format!("SELECT queen.log_transaction_wire_v1('{}'::jsonb)", serde_json::to_string(&req).unwrap());
     same_shape::<wire::TxnWire>(&j(&sql));
-}
-
-/// A segment blob of frames (transactionId, payload bytes), encoded by the shared codec.
-fn frames_blob(frames: &[(&str, &[u8])]) -> Vec<u8> {
-    let frames: Vec<queen_log::frame::Frame> = frames
-        .iter()
-        .map(|(txn, payload)| queen_log::frame::Frame {
-            message_id: *uuid::Uuid::now_v7().as_bytes(),
-            trace_id: None,
-            transaction_id: txn.to_string(),
-            producer_sub: None,
-            encrypted: false,
-            payload: payload.to_vec(),
-        })
-        .collect();
-    queen_log::segment::encode_segment(&frames).unwrap()
 }
 
 /// Push pre-encoded frames through log_push_one_v1, as a foreign producer would.

@@ -113,3 +113,26 @@ fn ack_hash(queue: &str, group: &str, worker: &str, txns: &[&str], statuses: Opt
         hs.join(",")
     ))
 }
+
+/// A segment blob of frames (transactionId, payload bytes), encoded by the shared codec.
+fn frames_blob(frames: &[(&str, &[u8])]) -> Vec<u8> {
+    let frames: Vec<queen_log::frame::Frame> = frames
+        .iter()
+        .map(|(txn, payload)| queen_log::frame::Frame {
+            message_id: *uuid::Uuid::now_v7().as_bytes(),
+            trace_id: None,
+            transaction_id: txn.to_string(),
+            producer_sub: None,
+            encrypted: false,
+            payload: payload.to_vec(),
+        })
+        .collect();
+    queen_log::segment::encode_segment(&frames).unwrap()
+}
+
+/// A valid segment of frames with these transactionIds (payload `{}`) as a bytea literal.
+fn seg(txns: &[&str]) -> String {
+    let frames: Vec<(&str, &[u8])> = txns.iter().map(|t| (*t, &b"{}"[..])).collect();
+    let hex: String = frames_blob(&frames).iter().map(|b| format!("{b:02x}")).collect();
+    format!("'\\x{hex}'::bytea")
+}

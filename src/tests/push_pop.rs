@@ -47,7 +47,7 @@ fn push_allocates_consecutive_offsets_and_writes_sidecar() {
 fn push_dedup_hit_returns_original_offsets_and_writes_nothing() {
     push_n("q", "Default", "x", 3);
     let before = table_counts();
-    let r = j("SELECT queen.log_push_one_v1('q', 'Default', 2, queen.xxh3_128('new') || queen.xxh3_128('x1'), -1, '\\x00'::bytea)");
+    let r = j(&format!("SELECT queen.log_push_one_v1('q', 'Default', 2, queen.xxh3_128('new') || queen.xxh3_128('x1'), -1, {})", seg(&["new", "x1"])));
     assert_eq!(r["status"], "duplicate");
     // The original's message id comes back with its offset (read from its frame).
     let original = text_of("SELECT d.message_id::text FROM queen.log_segments s, queen.decode_segment_v1(s.blob) d
@@ -60,16 +60,16 @@ fn push_dedup_hit_returns_original_offsets_and_writes_nothing() {
 fn push_dedup_respects_verified_watermark() {
     push_n("q", "Default", "x", 3);
     // Everything up to offset 1 is verified unique: only offset 2 is probed.
-    let r = j("SELECT queen.log_push_one_v1('q', 'Default', 1, queen.xxh3_128('x0'), 1, '\\x00'::bytea)");
+    let r = j(&format!("SELECT queen.log_push_one_v1('q', 'Default', 1, queen.xxh3_128('x0'), 1, {})", seg(&["x0"])));
     assert_eq!(r["status"], "queued");
-    let r = j("SELECT queen.log_push_one_v1('q', 'Default', 1, queen.xxh3_128('x2'), 1, '\\x00'::bytea)");
+    let r = j(&format!("SELECT queen.log_push_one_v1('q', 'Default', 1, queen.xxh3_128('x2'), 1, {})", seg(&["x2"])));
     assert_eq!(r["status"], "duplicate");
 }
 
 #[pg_test]
 fn push_window_zero_skips_probe_but_still_writes_sidecar() {
     push_n("q", "Default", "x", 1);
-    let r = j("SELECT queen.log_push_one_v1('q', 'Default', 1, queen.xxh3_128('x0'), -1, '\\x00'::bytea, NULL, 0)");
+    let r = j(&format!("SELECT queen.log_push_one_v1('q', 'Default', 1, queen.xxh3_128('x0'), -1, {}, NULL, 0)", seg(&["x0"])));
     assert_eq!(r["status"], "queued");
     assert_eq!(i64_of("SELECT count(*) FROM queen.log_txns"), 2);
 }
@@ -91,9 +91,9 @@ fn push_bad_input_is_rejected_and_changes_nothing() {
 
 #[pg_test]
 fn push_multi_returns_results_in_input_order() {
-    let r = j("SELECT queen.log_push_multi_v1(ARRAY['b','a','b'], ARRAY['Default','Default','Default'], ARRAY[1,2,1],
+    let r = j(&format!("SELECT queen.log_push_multi_v1(ARRAY['b','a','b'], ARRAY['Default','Default','Default'], ARRAY[1,2,1],
               ARRAY[queen.xxh3_128('1'), queen.xxh3_128('2') || queen.xxh3_128('3'), queen.xxh3_128('4')],
-              ARRAY[-1,-1,-1]::bigint[], ARRAY['\\x00'::bytea,'\\x00','\\x00'])");
+              ARRAY[-1,-1,-1]::bigint[], ARRAY[{}, {}, {}])", seg(&["1"]), seg(&["2", "3"]), seg(&["4"])));
     assert_eq!(r.as_array().unwrap().len(), 3);
     assert_eq!((r[0]["baseOffset"].as_i64(), r[1]["baseOffset"].as_i64(), r[2]["baseOffset"].as_i64()), (Some(0), Some(0), Some(1)));
     assert_eq!(j("SELECT queen.log_push_multi_v1(ARRAY[]::text[], ARRAY[]::text[], ARRAY[]::int[], ARRAY[]::bytea[], ARRAY[]::bigint[], ARRAY[]::bytea[])"), serde_json::json!([]));
@@ -254,4 +254,23 @@ fn native_push_pop_ack_round_trip() {
     let lease_id = text_of("SELECT worker_id FROM queen.log_consumers").unwrap();
     let r = j(&format!("SELECT queen.ack((SELECT id FROM queen.log_partitions), '{lease_id}', ARRAY['t1','t2','t3'])"));
     assert_eq!((r["ok"].as_bool(), r["acked"].as_i64(), r["leaseReleased"].as_bool()), (Some(true), Some(3), Some(true)));
+}
+
+#[pg_test]
+fn push_refuses_a_blob_that_does_not_match_its_count_and_hashes() {
+    push_n("q", "Default", "x", 1);
+    let before = table_counts();
+    let push = |count: i32, hashes: &str, blob: &str| {
+        sqlstate_of(&format!("SELECT queen.log_push_one_v1('q', 'Default', {count}, {hashes}, -1, {blob})"))
+    };
+    // Not a segment at all; fewer frames than msg_count; a frame whose hash is another's.
+    assert!(push(1, "queen.xxh3_128('a')", "'\\x00'::bytea").starts_with("22023: QPUSH bad segment blob: corrupt segment"));
+    assert_eq!(push(2, "queen.xxh3_128('a') || queen.xxh3_128('b')", &seg(&["a"])),
+               "22023: QPUSH bad segment blob: corrupt segment: 1 frames where 2 are expected");
+    assert_eq!(push(1, "queen.xxh3_128('b')", &seg(&["a"])),
+               "22023: QPUSH bad segment blob: corrupt segment: frame 0 transactionId does not match its sidecar hash");
+    let wire = format!("{{\"pushes\":[{{\"queue\":\"q\",\"partition\":\"Default\",\"count\":1,\"hashesHex\":\"{}\",\"blobB64\":\"AA==\"}}]}}",
+                       text_of("SELECT queen.xxh3_128_hex('a')").unwrap());
+    assert!(sqlstate_of(&format!("SELECT queen.log_transaction_wire_v1('{wire}'::jsonb)")).starts_with("22023: QPUSH bad segment blob"));
+    assert_eq!(table_counts(), before, "nothing written");
 }
