@@ -42,10 +42,18 @@ async fn segments_from_another_writer_are_probed_not_skipped() {
     push_txns(&b, &q, &names("a", 3)).await; // caches the partition
                                              // Another writer appends a segment the broker never saw.
     let db = admin().await;
+    let frame = queen_log::frame::Frame {
+        message_id: *uuid::Uuid::now_v7().as_bytes(),
+        trace_id: None,
+        transaction_id: "other-1".into(),
+        producer_sub: None,
+        encrypted: false,
+        payload: b"{}".to_vec(),
+    };
+    let blob = queen_log::segment::encode_segment(&[frame]).unwrap();
     db.execute(
-        "SELECT queen.log_push_one_v1($1, 'Default', 1, queen.xxh3_128('other-1'), -1,
-                                      '\\x00'::bytea)",
-        &[&q],
+        "SELECT queen.log_push_one_v1($1, 'Default', 1, queen.xxh3_128('other-1'), -1, $2)",
+        &[&q, &blob],
     )
     .await
     .unwrap();

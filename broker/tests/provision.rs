@@ -29,8 +29,22 @@ async fn concurrent_first_pushes_to_new_partitions_all_queue() {
     }
 }
 
-/// `log_push_multi_v1` over `partitions` of `queue` (one dummy frame each; push does not
-/// decode blobs).
+/// A one-frame segment with this transactionId, as a bytea literal.
+fn segment_literal(txn: &str) -> String {
+    let frame = queen_log::frame::Frame {
+        message_id: *uuid::Uuid::now_v7().as_bytes(),
+        trace_id: None,
+        transaction_id: txn.into(),
+        producer_sub: None,
+        encrypted: false,
+        payload: b"{}".to_vec(),
+    };
+    let blob = queen_log::segment::encode_segment(&[frame]).unwrap();
+    let hex: String = blob.iter().map(|b| format!("{b:02x}")).collect();
+    format!("'\\x{hex}'::bytea")
+}
+
+/// `log_push_multi_v1` over `partitions` of `queue` (one frame each).
 fn multi_push_sql(queue: &str, partitions: &[&str]) -> String {
     let arr = |f: &dyn Fn(usize, &str) -> String| {
         partitions
@@ -47,7 +61,7 @@ fn multi_push_sql(queue: &str, partitions: &[&str]) -> String {
         arr(&|_, _| "1".into()),
         arr(&|i, p| format!("queen.xxh3_128('{p}-{i}')")),
         arr(&|_, _| "-1".into()),
-        arr(&|_, _| "'\\x00'::bytea".into()),
+        arr(&|i, p| segment_literal(&format!("{p}-{i}"))),
     )
 }
 
