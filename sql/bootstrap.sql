@@ -63,26 +63,44 @@ CREATE TABLE queen.log_txns (
 -- Dedup probes filter by time within a partition.
 CREATE INDEX log_txns_partition_created_idx ON queen.log_txns (partition_id, created_at);
 
+-- The durable half of a (partition, group) cursor: what an ack commits. Every ack updates
+-- its row; nothing indexed changes (the primary key only), so the update is HOT, and
+-- fillfactor leaves room on the page for it.
 CREATE TABLE queen.log_consumers (
     partition_id uuid NOT NULL REFERENCES queen.log_partitions(id) ON DELETE CASCADE,
     consumer_group text NOT NULL DEFAULT '__QUEUE_MODE__',
     committed bigint NOT NULL DEFAULT -1,
-    batch_end bigint,
-    worker_id text,
-    lease_expires_at timestamptz,
-    lease_acquired_at timestamptz,
     batch_retry_count int NOT NULL DEFAULT 0,
-    attempt_offset bigint,
-    attempt_count int NOT NULL DEFAULT 0,
     total_consumed bigint NOT NULL DEFAULT 0,
     lease_conflated bool NOT NULL DEFAULT false,
     -- Messages this group lost unconsumed to retention rule 1 (contract §13).
     evicted bigint NOT NULL DEFAULT 0,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (partition_id, consumer_group)
+) WITH (fillfactor = 70);
+
+-- The lease half (contract §2's worker_id, batch_end, lease_expires_at,
+-- lease_acquired_at, attempt_offset, attempt_count), UNLOGGED: a lease needs no
+-- durability (after a crash or a failover every lease is void and its batch redelivers,
+-- which the contract prefers), so claiming one writes no WAL and a pop that only leases
+-- commits without waiting for a flush. Its row lock is the one lock that serializes the
+-- group's pops, acks and DLQ filings on the partition (a row lock on a logged table writes
+-- WAL itself). A crash empties the table; a missing row is recreated on first use.
+CREATE UNLOGGED TABLE queen.log_leases (
+    partition_id uuid NOT NULL,
+    consumer_group text NOT NULL,
+    worker_id text,
+    batch_end bigint,
+    lease_expires_at timestamptz,
+    lease_acquired_at timestamptz,
+    attempt_offset bigint,
+    attempt_count int NOT NULL DEFAULT 0,
+    PRIMARY KEY (partition_id, consumer_group),
+    FOREIGN KEY (partition_id, consumer_group)
+        REFERENCES queen.log_consumers (partition_id, consumer_group) ON DELETE CASCADE
 );
--- Lease renewal finds a worker's rows without scanning every cursor.
-CREATE INDEX log_consumers_worker_idx ON queen.log_consumers (worker_id) WHERE worker_id IS NOT NULL;
+-- Lease renewal finds a worker's rows without scanning every lease.
+CREATE INDEX log_leases_worker_idx ON queen.log_leases (worker_id) WHERE worker_id IS NOT NULL;
 
 -- A snapshot that must outlive retention: no FK.
 CREATE TABLE queen.log_dlq (

@@ -110,11 +110,11 @@ LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     WITH renewed AS (
-        UPDATE queen.log_consumers c
+        UPDATE queen.log_leases c
            SET lease_expires_at = GREATEST(c.lease_expires_at,
                    clock_timestamp() + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1)))
          WHERE c.worker_id = p_worker AND c.lease_expires_at > clock_timestamp()
-           AND EXISTS (SELECT 1 FROM queen.log_consumers c2
+           AND EXISTS (SELECT 1 FROM queen.log_leases c2
                          JOIN queen.log_partitions p ON p.id = c2.partition_id
                          JOIN queen.queues q ON q.id = p.queue_id
                         WHERE c2.worker_id = p_worker AND c2.lease_expires_at > clock_timestamp()
@@ -179,6 +179,6 @@ RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT worker_id FROM queen.log_consumers
+    SELECT worker_id FROM queen.log_leases
      WHERE partition_id = p_partition_id AND consumer_group = p_group
 $$;

@@ -55,7 +55,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     WITH renewed AS (
-        UPDATE queen.log_consumers
+        UPDATE queen.log_leases
            SET lease_expires_at = GREATEST(lease_expires_at,
                    clock_timestamp() + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1)))
          WHERE worker_id = p_worker AND lease_expires_at > clock_timestamp()

@@ -291,7 +291,8 @@ CREATE VIEW queen.consumer_lag AS
 SELECT q.tenant_id, q.name AS queue, p.name AS partition, c.partition_id, c.consumer_group,
        c.committed, p.last_offset, GREATEST(p.last_offset - c.committed, 0) AS lag,
        c.evicted, c.total_consumed, c.batch_retry_count,
-       c.worker_id IS NOT NULL AND c.lease_expires_at > clock_timestamp() AS leased
+       COALESCE(l.worker_id IS NOT NULL AND l.lease_expires_at > clock_timestamp(), false) AS leased
   FROM queen.log_consumers c
+  LEFT JOIN queen.log_leases l ON l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group
   JOIN queen.log_partitions p ON p.id = c.partition_id
   JOIN queen.queues q ON q.id = p.queue_id;

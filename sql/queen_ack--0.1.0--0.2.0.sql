@@ -12,6 +12,76 @@
 --     compares them token for token);
 --   - grants to queen_broker are repeated for every new function (see sql/grants.sql).
 
+
+-- Leases move to an UNLOGGED table (issue 13.5): claiming a lease writes no WAL, a pop
+-- that only leases commits without waiting for a flush, and an ack's update of the
+-- durable cursor row is HOT (nothing indexed changes on it any more). ------------------
+CREATE UNLOGGED TABLE queen.log_leases (
+    partition_id uuid NOT NULL,
+    consumer_group text NOT NULL,
+    worker_id text,
+    batch_end bigint,
+    lease_expires_at timestamptz,
+    lease_acquired_at timestamptz,
+    attempt_offset bigint,
+    attempt_count int NOT NULL DEFAULT 0,
+    PRIMARY KEY (partition_id, consumer_group),
+    FOREIGN KEY (partition_id, consumer_group)
+        REFERENCES queen.log_consumers (partition_id, consumer_group) ON DELETE CASCADE
+);
+CREATE INDEX log_leases_worker_idx ON queen.log_leases (worker_id) WHERE worker_id IS NOT NULL;
+-- Every lease in flight moves with its state, so a lease taken before the upgrade is
+-- still honoured after it; then the columns leave log_consumers (their data lives on in
+-- log_leases: nothing is lost).
+INSERT INTO queen.log_leases (partition_id, consumer_group, worker_id, batch_end, lease_expires_at,
+                              lease_acquired_at, attempt_offset, attempt_count)
+SELECT partition_id, consumer_group, worker_id, batch_end, lease_expires_at,
+       lease_acquired_at, attempt_offset, attempt_count
+  FROM queen.log_consumers;
+DROP INDEX queen.log_consumers_worker_idx;
+ALTER TABLE queen.log_consumers
+    DROP COLUMN worker_id, DROP COLUMN batch_end, DROP COLUMN lease_expires_at,
+    DROP COLUMN lease_acquired_at, DROP COLUMN attempt_offset, DROP COLUMN attempt_count;
+ALTER TABLE queen.log_consumers SET (fillfactor = 70);
+GRANT SELECT ON queen.log_leases TO queen_broker;
+
+-- Renewal extends the lease rows.
+CREATE OR REPLACE FUNCTION queen.log_renew_lease_v1(p_worker text, p_seconds int) RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH renewed AS (
+        UPDATE queen.log_leases
+           SET lease_expires_at = GREATEST(lease_expires_at,
+                   clock_timestamp() + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1)))
+         WHERE worker_id = p_worker AND lease_expires_at > clock_timestamp()
+        RETURNING lease_expires_at)
+    SELECT jsonb_build_object('renewed', count(*),
+                              'expiresAt', queen.iso_utc(min(lease_expires_at)))
+      FROM renewed
+$$;
+
+CREATE OR REPLACE FUNCTION queen.log_renew_lease_tenant_v1(p_worker text, p_seconds int, p_tenant uuid)
+RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH renewed AS (
+        UPDATE queen.log_leases c
+           SET lease_expires_at = GREATEST(c.lease_expires_at,
+                   clock_timestamp() + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1)))
+         WHERE c.worker_id = p_worker AND c.lease_expires_at > clock_timestamp()
+           AND EXISTS (SELECT 1 FROM queen.log_leases c2
+                         JOIN queen.log_partitions p ON p.id = c2.partition_id
+                         JOIN queen.queues q ON q.id = p.queue_id
+                        WHERE c2.worker_id = p_worker AND c2.lease_expires_at > clock_timestamp()
+                          AND q.tenant_id = p_tenant)
+        RETURNING c.lease_expires_at)
+    SELECT jsonb_build_object('renewed', count(*),
+                              'expiresAt', queen.iso_utc(min(lease_expires_at)))
+      FROM renewed
+$$;
+
 -- The broker calls functions only (issue 14). ------------------------------------------
 
 -- The broker's pop: partition or queue-level, the queue's lease time by default, and the
@@ -62,7 +132,7 @@ RETURNS text
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT worker_id FROM queen.log_consumers
+    SELECT worker_id FROM queen.log_leases
      WHERE partition_id = p_partition_id AND consumer_group = p_group
 $$;
 
@@ -377,8 +447,9 @@ CREATE VIEW queen.consumer_lag AS
 SELECT q.tenant_id, q.name AS queue, p.name AS partition, c.partition_id, c.consumer_group,
        c.committed, p.last_offset, GREATEST(p.last_offset - c.committed, 0) AS lag,
        c.evicted, c.total_consumed, c.batch_retry_count,
-       c.worker_id IS NOT NULL AND c.lease_expires_at > clock_timestamp() AS leased
+       COALESCE(l.worker_id IS NOT NULL AND l.lease_expires_at > clock_timestamp(), false) AS leased
   FROM queen.log_consumers c
+  LEFT JOIN queen.log_leases l ON l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group
   JOIN queen.log_partitions p ON p.id = c.partition_id
   JOIN queen.queues q ON q.id = p.queue_id;
 

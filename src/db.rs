@@ -21,6 +21,45 @@ thread_local! {
     /// borrowed from the map while a statement runs. PostgreSQL's plan cache revalidates
     /// them after DDL (e.g. DROP and CREATE EXTENSION).
     static PLANS: RefCell<HashMap<usize, &'static OwnedPreparedStatement>> = RefCell::new(HashMap::new());
+    /// Whether this database's extension SQL is the version this library was built for.
+    /// Only a match is remembered: after `ALTER EXTENSION queen_ack UPDATE` in another
+    /// session, the next call here sees it.
+    static SCHEMA_MATCHES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The version of the extension SQL this library needs (Cargo's version = the control
+/// file's default_version).
+pub const LIBRARY_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Refuse to run against another version's SQL: after a new library is installed, a
+/// database keeps its old schema until `ALTER EXTENSION queen_ack UPDATE`, and the new
+/// code would fail on it half-way (or worse, succeed on the wrong tables). 55000, and
+/// nothing is changed; the broker answers 503.
+fn schema_gate(client: &SpiClient<'_>) {
+    if SCHEMA_MATCHES.get() {
+        return;
+    }
+    let installed = client
+        .select(
+            "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'queen_ack'",
+            None,
+            &[],
+        )
+        .or_raise()
+        .first()
+        .get_one::<String>()
+        .or_raise();
+    match installed.as_deref() {
+        Some(LIBRARY_VERSION) => SCHEMA_MATCHES.set(true),
+        other => raise(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "queen_ack: the installed library is {LIBRARY_VERSION} but this database's \
+                 extension is {}; run ALTER EXTENSION queen_ack UPDATE",
+                other.unwrap_or("not created")
+            ),
+        ),
+    }
 }
 
 /// Run a statement through a cached prepared plan; parameter types come from the first
@@ -31,6 +70,7 @@ pub fn q<'c>(
     sql: &'static str,
     args: &[DatumWithOid<'_>],
 ) -> SpiResult<SpiTupleTable<'c>> {
+    schema_gate(client);
     let key = sql.as_ptr() as usize;
     let cached = PLANS.with(|p| p.borrow().get(&key).copied());
     let plan = match cached {
@@ -169,21 +209,62 @@ pub struct LockedCursor {
     pub dlq_enabled: bool,
 }
 
-/// Lock the (partition, group) row FOR UPDATE: the only lock any ack path takes.
+/// Lock the (partition, group) lease row FOR UPDATE: the only lock any ack path takes
+/// (log_leases is unlogged, so the lock writes no WAL). A lease row that a crash removed
+/// is recreated first. None when the cursor does not exist.
 pub fn lock_cursor(client: &mut SpiClient<'_>, pid: Uuid, group: &str) -> Option<LockedCursor> {
+    if !lock_lease(client, pid, group) {
+        ensure_leases(client, pid, &[group]);
+        if !lock_lease(client, pid, group) {
+            return None;
+        }
+    }
+    read_locked(client, pid, group)
+}
+
+fn lock_lease(client: &mut SpiClient<'_>, pid: Uuid, group: &str) -> bool {
+    !q(
+        client,
+        "SELECT 1 FROM queen.log_leases WHERE partition_id = $1 AND consumer_group = $2 FOR UPDATE",
+        &[pid.into(), group.into()],
+    )
+    .or_raise()
+    .is_empty()
+}
+
+/// The lease rows of existing cursors, created where missing (an empty lease table after a
+/// crash or a failover): a lease row exists for every cursor that is in use.
+pub fn ensure_leases(client: &mut SpiClient<'_>, pid: Uuid, groups: &[&str]) {
+    q(
+        client,
+        "INSERT INTO queen.log_leases (partition_id, consumer_group)
+         SELECT c.partition_id, c.consumer_group FROM queen.log_consumers c
+          WHERE c.partition_id = $1 AND c.consumer_group = ANY($2)
+          ORDER BY c.consumer_group COLLATE \"C\"
+         ON CONFLICT DO NOTHING",
+        &[pid.into(), groups.to_vec().into()],
+    )
+    .or_raise();
+}
+
+/// The cursor of a locked lease row, read by a statement that starts after the lock was
+/// granted, so it sees what the previous holder committed (a row read by the locking
+/// statement itself could be older than the lock).
+pub fn read_locked(client: &SpiClient<'_>, pid: Uuid, group: &str) -> Option<LockedCursor> {
     let tbl = q(
         client,
-        "SELECT c.committed, c.batch_end, c.batch_retry_count, c.attempt_offset,
-                    c.attempt_count, c.total_consumed, c.worker_id,
-                    COALESCE(c.lease_expires_at >= $3, false),
-                    p.txns_start, COALESCE(q.retry_limit, 3),
-                    COALESCE(q.dead_letter_queue, true) OR COALESCE(q.dlq_after_max_retries, true),
-                    p.log_start, p.last_offset
-               FROM queen.log_consumers c
-               JOIN queen.log_partitions p ON p.id = c.partition_id
-               JOIN queen.queues q ON q.id = p.queue_id
-              WHERE c.partition_id = $1 AND c.consumer_group = $2
-                FOR UPDATE OF c",
+        "SELECT c.committed, l.batch_end, c.batch_retry_count, l.attempt_offset,
+                l.attempt_count, c.total_consumed, l.worker_id,
+                COALESCE(l.lease_expires_at >= $3, false),
+                p.txns_start, COALESCE(q.retry_limit, 3),
+                COALESCE(q.dead_letter_queue, true) OR COALESCE(q.dlq_after_max_retries, true),
+                p.log_start, p.last_offset
+           FROM queen.log_leases l
+           JOIN queen.log_consumers c
+             ON c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
+           JOIN queen.log_partitions p ON p.id = l.partition_id
+           JOIN queen.queues q ON q.id = p.queue_id
+          WHERE l.partition_id = $1 AND l.consumer_group = $2",
         &[pid.into(), group.into(), now().into()],
     )
     .or_raise();
@@ -238,8 +319,10 @@ pub fn lock_checked(
     Ok(cur)
 }
 
-/// Write a cursor state back. A state without batch_end has no lease: worker and
-/// expiry are cleared with it. Skips the write when nothing changed.
+/// Write a cursor state back: the durable half (committed, retry budget, consumed) to
+/// log_consumers, the lease half to log_leases, each only when it changed — a pop that
+/// only leases writes no WAL, an ack's update of the durable row is HOT. A state without
+/// batch_end has no lease: worker and expiry are cleared with it.
 pub fn write_cursor(
     client: &mut SpiClient<'_>,
     pid: Uuid,
@@ -247,32 +330,45 @@ pub fn write_cursor(
     old: &CursorState,
     new: &CursorState,
 ) {
-    if old == new {
-        return;
-    }
-    let released = new.batch_end.is_none();
-    q(
-        client,
-        "UPDATE queen.log_consumers
-                SET committed = $3, batch_end = $4, batch_retry_count = $5,
-                    attempt_offset = $6, attempt_count = $7, total_consumed = $8,
-                    worker_id = CASE WHEN $9 THEN NULL ELSE worker_id END,
-                    lease_expires_at = CASE WHEN $9 THEN NULL ELSE lease_expires_at END,
-                    lease_conflated = false
+    let durable = (old.committed, old.batch_retry_count, old.total_consumed)
+        != (new.committed, new.batch_retry_count, new.total_consumed);
+    if durable {
+        q(
+            client,
+            "UPDATE queen.log_consumers
+                SET committed = $3, batch_retry_count = $4, total_consumed = $5
               WHERE partition_id = $1 AND consumer_group = $2",
-        &[
-            pid.into(),
-            group.into(),
-            new.committed.into(),
-            new.batch_end.into(),
-            new.batch_retry_count.into(),
-            new.attempt_offset.into(),
-            new.attempt_count.into(),
-            new.total_consumed.into(),
-            released.into(),
-        ],
-    )
-    .or_raise();
+            &[
+                pid.into(),
+                group.into(),
+                new.committed.into(),
+                new.batch_retry_count.into(),
+                new.total_consumed.into(),
+            ],
+        )
+        .or_raise();
+    }
+    let lease = (old.batch_end, old.attempt_offset, old.attempt_count)
+        != (new.batch_end, new.attempt_offset, new.attempt_count);
+    if lease {
+        q(
+            client,
+            "UPDATE queen.log_leases
+                SET batch_end = $3, attempt_offset = $4, attempt_count = $5,
+                    worker_id = CASE WHEN $6 THEN NULL ELSE worker_id END,
+                    lease_expires_at = CASE WHEN $6 THEN NULL ELSE lease_expires_at END
+              WHERE partition_id = $1 AND consumer_group = $2",
+            &[
+                pid.into(),
+                group.into(),
+                new.batch_end.into(),
+                new.attempt_offset.into(),
+                new.attempt_count.into(),
+                new.batch_end.is_none().into(),
+            ],
+        )
+        .or_raise();
+    }
 }
 
 /// A partition resolved by names, with what pops need of its queue.

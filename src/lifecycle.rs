@@ -9,7 +9,9 @@ use pgrx::JsonB;
 use queen_log::lifecycle::{evict, new_log_start, retention_prefix, Rules, SegmentAge};
 use queen_log::wire::RetentionStep;
 
-use crate::db::{bad_param, col, cursor_state, jsonb, q, required, write_cursor, OrRaise};
+use crate::db::{
+    bad_param, col, ensure_leases, jsonb, lock_cursor, q, required, write_cursor, OrRaise,
+};
 
 fn micros(t: TimestampWithTimeZone) -> i64 {
     pgrx::pg_sys::TimestampTz::from(t)
@@ -70,28 +72,36 @@ fn min_committed(client: &SpiClient<'_>, pid: Uuid) -> Option<i64> {
     .or_raise()
 }
 
-/// Cursors left below the new log start move up, in the global lock order (group
-/// bytewise); returns the messages they lost.
+/// Cursors left below the new log start move up, their lease rows locked in the global
+/// lock order (group bytewise); returns the messages they lost.
 fn evict_cursors(client: &mut SpiClient<'_>, pid: Uuid, log_start: i64) -> i64 {
-    let behind: Vec<(String, queen_log::ack::CursorState)> = q(
-        client,
-        "SELECT committed, batch_end, batch_retry_count, attempt_offset, attempt_count,
-                total_consumed, consumer_group
-           FROM queen.log_consumers
-          WHERE partition_id = $1 AND committed < $2 - 1
-          ORDER BY consumer_group COLLATE \"C\"
-            FOR UPDATE",
-        &[pid.into(), log_start.into()],
-    )
-    .or_raise()
-    .map(|r| (col(&r, 7, "log_consumers.consumer_group"), cursor_state(&r)))
-    .collect();
+    let groups = || {
+        q(
+            client,
+            "SELECT consumer_group FROM queen.log_consumers
+              WHERE partition_id = $1 AND committed < $2 - 1
+              ORDER BY consumer_group COLLATE \"C\"",
+            &[pid.into(), log_start.into()],
+        )
+        .or_raise()
+        .map(|r| col::<String>(&r, 1, "log_consumers.consumer_group"))
+        .collect::<Vec<String>>()
+    };
+    let behind = groups();
+    if behind.is_empty() {
+        return 0;
+    }
+    let names: Vec<&str> = behind.iter().map(String::as_str).collect();
+    ensure_leases(client, pid, &names);
     let mut lost = 0;
-    for (group, old) in behind {
-        let Some((next, n)) = evict(&old, log_start) else {
+    for group in &behind {
+        let Some(cur) = lock_cursor(client, pid, group) else {
             continue;
         };
-        write_cursor(client, pid, &group, &old, &next);
+        let Some((next, n)) = evict(&cur.state, log_start) else {
+            continue;
+        };
+        write_cursor(client, pid, group, &cur.state, &next);
         q(
             client,
             "UPDATE queen.log_consumers SET evicted = evicted + $3

@@ -12,8 +12,8 @@ use queen_log::pop::{
 };
 
 use crate::db::{
-    bad_param, col, cursor_state, default_tenant, find_partition_ref, find_queue, now,
-    plus_seconds, q, raise, write_cursor, OrRaise, QUEUE_MODE,
+    bad_param, col, default_tenant, ensure_leases, find_partition_ref, find_queue, now,
+    plus_seconds, q, raise, read_locked, write_cursor, OrRaise, QUEUE_MODE,
 };
 
 /// What the caller asked for, validated.
@@ -108,13 +108,14 @@ struct Claim {
     last_offset: i64,
 }
 
-/// Claim the (partition, group) row: FOR UPDATE SKIP LOCKED when no live lease is held
-/// and the partition has offsets above the cursor; create it (seeded) on first contact.
-/// None when the row is leased, locked elsewhere, caught up, or raced into existence by
-/// another pop.
+/// Claim the (partition, group) lease row: FOR UPDATE SKIP LOCKED when no live lease is
+/// held and the partition has offsets above the cursor; create the cursor (seeded) on
+/// first contact. None when the row is leased, locked elsewhere, caught up, or raced into
+/// existence by another pop.
 ///
-/// A caught-up cursor is not locked: a row lock needs a transaction id, and so a WAL
-/// flush at commit, which every empty re-poll of a long-polling consumer used to pay.
+/// A caught-up cursor is not locked: even an unlogged row lock takes a transaction id,
+/// and with it a commit record, which every empty re-poll of a long-polling consumer
+/// would pay.
 fn claim(
     client: &mut SpiClient<'_>,
     pid: Uuid,
@@ -122,34 +123,47 @@ fn claim(
     tenant: Uuid,
     req: &PopRequest<'_>,
 ) -> Option<Claim> {
-    let free = q(
-        client,
-        "SELECT c.committed, c.batch_end, c.batch_retry_count, c.attempt_offset,
-                c.attempt_count, c.total_consumed, p.last_offset
-           FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
-          WHERE c.partition_id = $1 AND c.consumer_group = $2
-            AND (c.worker_id IS NULL OR c.lease_expires_at IS NULL OR c.lease_expires_at < $3)
-            AND c.committed < p.last_offset
-            FOR UPDATE OF c SKIP LOCKED",
-        &[pid.into(), req.group.into(), now().into()],
-    )
-    .or_raise();
-    if let Some(row) = free.into_iter().next() {
-        return Some(Claim {
-            state: cursor_state(&row),
-            last_offset: col(&row, 7, "log_partitions.last_offset"),
-        });
+    for _ in 0..2 {
+        let free = q(
+            client,
+            "SELECT 1 FROM queen.log_leases l
+               JOIN queen.log_consumers c
+                 ON c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
+               JOIN queen.log_partitions p ON p.id = l.partition_id
+              WHERE l.partition_id = $1 AND l.consumer_group = $2
+                AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL OR l.lease_expires_at < $3)
+                AND c.committed < p.last_offset
+                FOR UPDATE OF l SKIP LOCKED",
+            &[pid.into(), req.group.into(), now().into()],
+        )
+        .or_raise();
+        if !free.is_empty() {
+            // Read after the lock: the state the last holder committed.
+            let cur = read_locked(client, pid, req.group)?;
+            return Some(Claim {
+                state: cur.state,
+                last_offset: cur.log.last_offset,
+            });
+        }
+        // Why nothing was claimed: no cursor yet (create it), a cursor whose lease row a
+        // crash removed (recreate it and try again), or leased / locked / caught up.
+        let has_lease = q(
+            client,
+            "SELECT EXISTS (SELECT 1 FROM queen.log_leases l
+                             WHERE l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group)
+               FROM queen.log_consumers c WHERE c.partition_id = $1 AND c.consumer_group = $2",
+            &[pid.into(), req.group.into()],
+        )
+        .or_raise()
+        .next()
+        .map(|r| col::<bool>(&r, 1, "lease row exists"));
+        match has_lease {
+            None => return create_cursor(client, pid, queue_id, tenant, req),
+            Some(true) => return None,
+            Some(false) => ensure_leases(client, pid, &[req.group]),
+        }
     }
-    let exists = q(
-        client,
-        "SELECT 1 FROM queen.log_consumers WHERE partition_id = $1 AND consumer_group = $2",
-        &[pid.into(), req.group.into()],
-    )
-    .or_raise();
-    if !exists.is_empty() {
-        return None;
-    }
-    create_cursor(client, pid, queue_id, tenant, req)
+    None
 }
 
 /// A named group's subscription record on the queue, as a start (queue mode has none).
@@ -231,8 +245,11 @@ fn create_cursor(
     );
     let created = q(
         client,
-        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-         VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING committed",
+        "WITH c AS (
+             INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING partition_id, consumer_group)
+         INSERT INTO queen.log_leases (partition_id, consumer_group)
+         SELECT partition_id, consumer_group FROM c RETURNING 1",
         &[pid.into(), req.group.into(), seed.into()],
     )
     .or_raise();
@@ -288,9 +305,9 @@ fn write_lease(client: &mut SpiClient<'_>, pid: Uuid, req: &PopRequest<'_>, next
     let at = now();
     q(
         client,
-        "UPDATE queen.log_consumers
+        "UPDATE queen.log_leases
             SET worker_id = $3, batch_end = $4, lease_expires_at = $5, lease_acquired_at = $6,
-                attempt_offset = $7, attempt_count = $8, lease_conflated = false
+                attempt_offset = $7, attempt_count = $8
           WHERE partition_id = $1 AND consumer_group = $2",
         &[
             pid.into(),
@@ -467,10 +484,13 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
         .unzip();
     q(
         client,
-        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-         SELECT u.id, $1, u.seed FROM unnest($2::uuid[], $3::bigint[]) AS u(id, seed)
-          ORDER BY u.id
-         ON CONFLICT DO NOTHING",
+        "WITH c AS (
+             INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+             SELECT u.id, $1, u.seed FROM unnest($2::uuid[], $3::bigint[]) AS u(id, seed)
+              ORDER BY u.id
+             ON CONFLICT DO NOTHING RETURNING partition_id, consumer_group)
+         INSERT INTO queen.log_leases (partition_id, consumer_group)
+         SELECT partition_id, consumer_group FROM c",
         &[req.group.into(), ids.into(), seeds.into()],
     )
     .or_raise();
@@ -488,12 +508,13 @@ fn candidates(
         client,
         "SELECT p.id, p.name FROM queen.log_partitions p
                LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
+               LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
               WHERE p.queue_id = $1
                 AND (c.partition_id IS NULL AND p.last_offset >= 0
                      OR p.last_offset > c.committed
-                        AND (c.worker_id IS NULL OR c.lease_expires_at IS NULL
-                             OR c.lease_expires_at < $4))
-              ORDER BY c.lease_acquired_at NULLS FIRST, p.id
+                        AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL
+                             OR l.lease_expires_at < $4))
+              ORDER BY l.lease_acquired_at NULLS FIRST, p.id
               LIMIT $3",
         &[
             queue_id.into(),

@@ -253,7 +253,8 @@ async fn bad_ack_changes_nothing() {
     let (committed, worker): (i64, Option<String>) = {
         let r = db
             .query_one(
-                "SELECT committed, worker_id FROM queen.log_consumers WHERE partition_id = $1",
+                "SELECT c.committed, l.worker_id FROM queen.log_consumers c
+                   JOIN queen.log_leases l USING (partition_id, consumer_group) WHERE partition_id = $1",
                 &[&pid.parse::<uuid::Uuid>().unwrap()],
             )
             .await

@@ -92,7 +92,7 @@ async fn statement_timeout_is_honored() {
     let admin = common::admin().await;
     admin
         .batch_execute(&format!(
-            "BEGIN; SELECT 1 FROM queen.log_consumers WHERE partition_id = '{pid}' FOR UPDATE"
+            "BEGIN; SELECT 1 FROM queen.log_leases WHERE partition_id = '{pid}' FOR UPDATE"
         ))
         .await
         .unwrap();
@@ -225,7 +225,7 @@ async fn numeric_query_params_are_checked() {
         let secs: f64 = admin
             .query_one(
                 "SELECT extract(epoch FROM lease_expires_at - lease_acquired_at)::float8
-                   FROM queen.log_consumers WHERE worker_id = $1",
+                   FROM queen.log_leases WHERE worker_id = $1",
                 &[&pop["leaseId"].as_str().unwrap()],
             )
             .await

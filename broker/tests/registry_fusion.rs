@@ -57,7 +57,9 @@ async fn cursor(
     let pid: Uuid = pid.parse().unwrap();
     let r = db
         .query_one(
-            "SELECT committed, batch_end, worker_id, batch_retry_count FROM queen.log_consumers
+            "SELECT c.committed, l.batch_end, l.worker_id, c.batch_retry_count
+               FROM queen.log_consumers c
+               JOIN queen.log_leases l USING (partition_id, consumer_group)
               WHERE partition_id = $1 AND consumer_group = $2",
             &[&pid, &group],
         )
@@ -131,7 +133,7 @@ async fn lock_cursor<'a>(
     let pid: Uuid = pid.parse().unwrap();
     let tx = db.transaction().await.unwrap();
     tx.execute(
-        "SELECT 1 FROM queen.log_consumers WHERE partition_id = $1 FOR UPDATE",
+        "SELECT 1 FROM queen.log_leases WHERE partition_id = $1 FOR UPDATE",
         &[&pid],
     )
     .await
@@ -355,7 +357,7 @@ async fn stale_hit_answer(adjust: impl FnOnce(&mut Config)) -> (Value, HashMap<S
     let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
     let pid: Uuid = pid_of(&pop).parse().unwrap();
     db.execute(
-        "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1s'
+        "UPDATE queen.log_leases SET lease_expires_at = now() - interval '1s'
           WHERE partition_id = $1",
         &[&pid],
     )
@@ -817,7 +819,7 @@ async fn redelivery_overwrites_the_entry_of_the_expired_lease() {
     let first = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
     let pid: Uuid = pid_of(&first).parse().unwrap();
     db.execute(
-        "UPDATE queen.log_consumers SET lease_expires_at = now() - interval '1s'
+        "UPDATE queen.log_leases SET lease_expires_at = now() - interval '1s'
           WHERE partition_id = $1",
         &[&pid],
     )

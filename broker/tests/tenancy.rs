@@ -204,7 +204,7 @@ async fn foreign_lease_extend_is_like_unknown_lease() {
     let expiry = || async {
         admin
             .query_one(
-                "SELECT lease_expires_at::text FROM queen.log_consumers WHERE worker_id = $1",
+                "SELECT lease_expires_at::text FROM queen.log_leases WHERE worker_id = $1",
                 &[&lease],
             )
             .await

@@ -97,7 +97,7 @@ fn ack_wrong_or_expired_lease_changes_nothing() {
     let before = table_counts();
     let r = ack_hash("q", "g", "other", &["t0"], None);
     assert_eq!(r, serde_json::json!({"ok": false, "error": "invalid or expired lease"}));
-    Spi::run("UPDATE queen.log_consumers SET lease_expires_at = clock_timestamp() - interval '1 s'").unwrap();
+    Spi::run("UPDATE queen.log_leases SET lease_expires_at = clock_timestamp() - interval '1 s'").unwrap();
     let r = ack_hash("q", "g", "w", &["t0"], None);
     assert_eq!(r["error"], "invalid or expired lease");
     assert_eq!(table_counts(), before);
@@ -257,8 +257,8 @@ fn renew_extends_live_leases_only_and_never_shortens() {
     assert_eq!(r["renewed"], 1);
     let r = j("SELECT queen.log_renew_lease_v1('w', 1)");
     assert_eq!(r["renewed"], 1);
-    assert!(i64_of("SELECT extract(epoch FROM lease_expires_at - clock_timestamp())::bigint FROM queen.log_consumers") > 500, "never shortens");
-    Spi::run("UPDATE queen.log_consumers SET lease_expires_at = clock_timestamp() - interval '1 s'").unwrap();
+    assert!(i64_of("SELECT extract(epoch FROM lease_expires_at - clock_timestamp())::bigint FROM queen.log_leases") > 500, "never shortens");
+    Spi::run("UPDATE queen.log_leases SET lease_expires_at = clock_timestamp() - interval '1 s'").unwrap();
     assert_eq!(j("SELECT queen.log_renew_lease_v1('w', 600)"), serde_json::json!({"renewed": 0, "expiresAt": null}));
 }
 

@@ -21,7 +21,7 @@ fn delete_queue_removes_sidecar_and_dlq_rows_too() {
     };
     j(&format!("SELECT queen.log_dlq_head_v1('{pid}', 'g', 'w', 0, NULL, NULL, NULL, 'x')"));
     assert_eq!(j("SELECT queen.delete_queue_v1('q')")["existed"], true);
-    assert_eq!(table_counts(), "0/0/0/0/0/0/0:");
+    assert_eq!(table_counts(), "0/0/0/0/0+0/0/0:");
     assert_eq!(j("SELECT queen.delete_queue_v1('q')")["existed"], false);
 }
 

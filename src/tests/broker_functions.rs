@@ -127,9 +127,9 @@ fn broker_pop_defaults_to_the_queue_lease_and_reports_attempts() {
     let rows = |sql: &str| text_of(&format!("SELECT string_agg(concat_ws(':', r_partition, r_base + r_start_idx, r_take, r_msg_count, r_attempt), ',') FROM ({sql}) x")).unwrap_or_default();
     let first = rows("SELECT * FROM queen.broker_pop_v1(NULL, 'q', 'Default', 'g', 2, NULL, 'w1')");
     assert_eq!(first, "Default:0:2:3:1");
-    let secs = i64_of("SELECT extract(epoch FROM lease_expires_at - lease_acquired_at)::bigint FROM queen.log_consumers");
+    let secs = i64_of("SELECT extract(epoch FROM lease_expires_at - lease_acquired_at)::bigint FROM queen.log_leases");
     assert_eq!(secs, 77, "NULL lease = the queue's lease_time");
-    Spi::run("UPDATE queen.log_consumers SET lease_expires_at = clock_timestamp() - interval '1 s'").unwrap();
+    Spi::run("UPDATE queen.log_leases SET lease_expires_at = clock_timestamp() - interval '1 s'").unwrap();
     let again = rows("SELECT * FROM queen.broker_pop_v1(NULL, 'q', NULL, 'g', 2, 0, 'w2', p_max_partitions => 3)");
     assert_eq!(again, "Default:0:2:3:2", "queue-level, lease 0 = queue's; a redelivery is attempt 2");
     assert_eq!(rows("SELECT * FROM queen.broker_pop_v1(NULL, 'nope', NULL, 'g', 2, NULL, 'w3')"), "");

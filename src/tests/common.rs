@@ -40,10 +40,11 @@ fn table_counts() -> String {
         "SELECT format('%s/%s/%s/%s/%s/%s/%s',
            (SELECT count(*) FROM queen.queues), (SELECT count(*) FROM queen.log_partitions),
            (SELECT count(*) FROM queen.log_segments), (SELECT count(*) FROM queen.log_txns),
-           (SELECT count(*) FROM queen.log_consumers), (SELECT count(*) FROM queen.log_dlq),
+           (SELECT count(*) FROM queen.log_consumers) || '+' || (SELECT count(*) FROM queen.log_leases),
+           (SELECT count(*) FROM queen.log_dlq),
            (SELECT count(*) FROM queen.consumer_groups_metadata))
-           || ':' || COALESCE((SELECT string_agg(committed::text || coalesce(batch_end::text, '-'), ',')
-                                FROM queen.log_consumers), '')",
+           || ':' || COALESCE((SELECT string_agg(c.committed::text || coalesce(l.batch_end::text, '-'), ',')
+                                FROM queen.log_consumers c LEFT JOIN queen.log_leases l USING (partition_id, consumer_group)), '')",
     )
     .unwrap()
 }
@@ -74,7 +75,7 @@ fn lease(queue: &str, group: &str, worker: &str, budget: i32) -> Option<(i64, i6
     ))
     .unwrap()?;
     let end = i64_of(&format!(
-        "SELECT batch_end FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+        "SELECT batch_end FROM queen.log_leases c JOIN queen.log_partitions p ON p.id = c.partition_id
           JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = '{queue}' AND c.consumer_group = '{group}'"
     ));
     Some((first, end))
@@ -84,8 +85,9 @@ fn lease(queue: &str, group: &str, worker: &str, budget: i32) -> Option<(i64, i6
 fn cursor(queue: &str, group: &str) -> String {
     text_of(&format!(
         "SELECT concat_ws('|', committed, coalesce(batch_end::text, '-'), coalesce(worker_id, '-'),
-                batch_retry_count, coalesce(attempt_offset::text, '-'), attempt_count, total_consumed)
-           FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+                batch_retry_count, coalesce(attempt_offset::text, '-'), coalesce(attempt_count, 0), total_consumed)
+           FROM queen.log_consumers c LEFT JOIN queen.log_leases l USING (partition_id, consumer_group)
+           JOIN queen.log_partitions p ON p.id = c.partition_id
            JOIN queen.queues q ON q.id = p.queue_id
           WHERE q.name = '{queue}' AND c.consumer_group = '{group}'"
     ))

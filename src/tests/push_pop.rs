@@ -142,7 +142,7 @@ fn pop_against_live_lease_returns_nothing_without_waiting() {
 fn pop_reclaims_expired_lease_and_counts_attempts() {
     push_n("q", "Default", "a", 2);
     lease("q", "g", "w1", 2);
-    Spi::run("UPDATE queen.log_consumers SET lease_expires_at = clock_timestamp() - interval '1 second'").unwrap();
+    Spi::run("UPDATE queen.log_leases SET lease_expires_at = clock_timestamp() - interval '1 second'").unwrap();
     assert_eq!(lease("q", "g", "w2", 2), Some((0, 1)));
     assert_eq!(cursor("q", "g"), "-1|1|w2|0|0|2|0", "redelivery counts attempt 2, no budget spent");
 }
@@ -157,15 +157,15 @@ fn pop_auto_ack_advances_cursor_without_lease() {
 
 #[pg_test]
 fn pop_of_caught_up_cursor_takes_no_row_lock() {
-    // A row lock stamps the tuple's xmax (and needs a transaction id, so a WAL flush at
-    // commit): an empty re-poll of a caught-up cursor must not take one.
+    // A row lock stamps the tuple's xmax (and needs a transaction id, so a commit record):
+    // an empty re-poll of a caught-up cursor must not take one.
     push_n("q", "Default", "a", 2);
     let take = "SELECT count(*) FROM queen.log_pop_v1('q', 'Default', 'g', 5, 0, NULL, true)";
     assert_eq!(i64_of(take), 1, "one slice served");
-    let xmax = "SELECT xmax::text FROM queen.log_consumers WHERE consumer_group = 'g'";
-    assert_eq!(text_of(xmax).as_deref(), Some("0"), "fresh tuple after the auto-ack");
+    let xmax = "SELECT xmax::text FROM queen.log_leases WHERE consumer_group = 'g'";
+    let after_serving = text_of(xmax);
     assert_eq!(i64_of(take), 0, "caught up: nothing served");
-    assert_eq!(text_of(xmax).as_deref(), Some("0"), "and the cursor row was not locked");
+    assert_eq!(text_of(xmax), after_serving, "and the lease row was not locked again");
     push_n("q", "Default", "b", 1);
     assert_eq!(i64_of("SELECT sum(r_take) FROM queen.log_pop_v1('q', 'Default', 'g', 5, 0, NULL, true)"), 1);
     assert_eq!(cursor("q", "g"), "2|-|-|0|-|0|3");
@@ -251,7 +251,7 @@ fn native_push_pop_ack_round_trip() {
     j("SELECT queen.push('q', '[{\"a\":1}, null, \"s\"]'::jsonb, ARRAY['t1','t2','t3'])");
     let rows = text_of("SELECT string_agg(r_offset || '=' || r_payload::text || '@' || r_transaction_id, ',' ORDER BY r_offset) FROM queen.pop('q', 'Default', p_batch => 3)");
     assert_eq!(rows.unwrap(), "0={\"a\": 1}@t1,1=null@t2,2=\"s\"@t3");
-    let lease_id = text_of("SELECT worker_id FROM queen.log_consumers").unwrap();
+    let lease_id = text_of("SELECT worker_id FROM queen.log_leases").unwrap();
     let r = j(&format!("SELECT queen.ack((SELECT id FROM queen.log_partitions), '{lease_id}', ARRAY['t1','t2','t3'])"));
     assert_eq!((r["ok"].as_bool(), r["acked"].as_i64(), r["leaseReleased"].as_bool()), (Some(true), Some(3), Some(true)));
 }
@@ -273,4 +273,47 @@ fn push_refuses_a_blob_that_does_not_match_its_count_and_hashes() {
                        text_of("SELECT queen.xxh3_128_hex('a')").unwrap());
     assert!(sqlstate_of(&format!("SELECT queen.log_transaction_wire_v1('{wire}'::jsonb)")).starts_with("22023: QPUSH bad segment blob"));
     assert_eq!(table_counts(), before, "nothing written");
+}
+
+#[pg_test]
+fn a_pop_that_only_leases_writes_no_wal_and_an_ack_updates_its_cursor_hot() {
+    push_n("q", "Default", "t", 6);
+    lease("q", "g", "w", 2); // first contact creates the cursor (logged, once)
+    ack_hash("q", "g", "w", &["t0", "t1"], None);
+    let lsn = || text_of("SELECT pg_current_wal_insert_lsn()::text").unwrap();
+    let before = lsn();
+    assert_eq!(lease("q", "g", "w2", 2), Some((2, 3)));
+    assert_eq!(lsn(), before, "leasing wrote no WAL record (log_leases is unlogged)");
+    ack_hash("q", "g", "w2", &["t2", "t3"], None);
+    assert_ne!(lsn(), before, "the ack's cursor commit is logged");
+    let (upd, hot) = (
+        i64_of("SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'log_consumers'"),
+        i64_of("SELECT n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'log_consumers'"),
+    );
+    assert!(upd >= 2 && hot == upd, "every cursor update is HOT: {hot} of {upd}");
+}
+
+#[pg_test]
+fn a_cursor_whose_lease_row_was_lost_is_served_and_acked_again() {
+    // A crash or a failover empties the unlogged lease table; the cursors stay.
+    push_n("q", "Default", "t", 3);
+    lease("q", "g", "w", 2);
+    ack_hash("q", "g", "w", &["t0"], None);
+    lease("q", "h", "w", 3);
+    Spi::run("DELETE FROM queen.log_leases").unwrap();
+    let pid = pid_of("q", "Default");
+    // The old lease is void: an ack with its id is refused, nothing lost.
+    assert_eq!(ack_hash("q", "g", "w", &["t1"], None)["error"], "invalid or expired lease");
+    assert_eq!(cursor("q", "g"), "0|-|-|0|-|0|1");
+    // The batch redelivers as a first delivery, and acks go on.
+    assert_eq!(lease("q", "g", "w2", 5), Some((1, 2)));
+    assert_eq!(ack_hash("q", "g", "w2", &["t1", "t2"], None)["acked"], 2);
+    // A lease-less ack and a queue-level pop work on a cursor without a lease row too.
+    Spi::run("DELETE FROM queen.log_leases").unwrap();
+    assert_eq!(ack_hash("q", "h", "", &["t0"], None)["acked"], 1);
+    Spi::run("DELETE FROM queen.log_leases").unwrap();
+    let served = text_of("SELECT string_agg(r_offset::text, ',' ORDER BY r_offset) FROM queen.pop('q', p_group => 'h', p_batch => 10)");
+    assert_eq!(served.as_deref(), Some("1,2"), "{}", text_of("SELECT string_agg(l::text, ' ') FROM queen.consumer_lag l").unwrap_or_default());
+    assert_eq!(text_of(&format!("SELECT string_agg(consumer_group, ',') FROM queen.log_leases WHERE partition_id = '{pid}'")),
+               Some("h".into()), "the lease row is recreated where it is used");
 }

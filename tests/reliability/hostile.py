@@ -41,14 +41,16 @@ SELECT concat_ws(',',
   (SELECT count(*) FROM queen.log_dlq), (SELECT count(*) FROM queen.consumer_groups_metadata),
   (SELECT concat_ws('/', count(*), sum(committed), sum(batch_end), count(worker_id), sum(batch_retry_count),
                     sum(attempt_count), sum(total_consumed), max(lease_expires_at))
-     FROM queen.log_consumers),
+     FROM queen.log_consumers LEFT JOIN queen.log_leases USING (partition_id, consumer_group)),
   (SELECT concat_ws('/', sum(last_offset), sum(log_start), sum(txns_start)) FROM queen.log_partitions),
   (SELECT concat_ws('/', sum(lease_time), sum(retry_limit), count(*) FILTER (WHERE dead_letter_queue),
                     sum(dedup_window_seconds)) FROM queen.queues),
-  (SELECT coalesce(md5(string_agg(concat_ws('|', c.partition_id, c.consumer_group, c.committed, c.batch_end,
-               c.worker_id, c.lease_expires_at, c.batch_retry_count, c.attempt_offset, c.attempt_count,
+  (SELECT coalesce(md5(string_agg(concat_ws('|', c.partition_id, c.consumer_group, c.committed, l.batch_end,
+               l.worker_id, l.lease_expires_at, c.batch_retry_count, l.attempt_offset, l.attempt_count,
                c.total_consumed), ';' ORDER BY c.partition_id, c.consumer_group COLLATE "C")), '')
-     FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+     FROM queen.log_consumers c
+     LEFT JOIN queen.log_leases l ON l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group
+     JOIN queen.log_partitions p ON p.id = c.partition_id
      JOIN queen.queues qu ON qu.id = p.queue_id WHERE qu.name LIKE '""" + RUN + """%'),
   (SELECT coalesce(md5(string_agg(concat_ws('|', qu.id, qu.name, qu.lease_time, qu.retry_limit,
                qu.dead_letter_queue, qu.dlq_after_max_retries, qu.dedup_window_seconds, qu.retention_seconds,

@@ -231,7 +231,7 @@ SELECT x.pid, $2::text, r.r_base, r.r_start_idx, r.r_take, r.r_created_at, r.r_b
 
 /// The delivery attempt of every lease the pop's worker holds (its own claimed rows).
 const ATTEMPTS: &str =
-    "SELECT partition_id, attempt_count FROM queen.log_consumers WHERE worker_id = $1";
+    "SELECT partition_id, attempt_count FROM queen.log_leases WHERE worker_id = $1";
 
 /// One pop on one pooled connection. A leasing pop also reads its delivery attempts:
 /// that statement is pipelined behind the pop (sent before the pop's answer arrives,

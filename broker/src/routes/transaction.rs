@@ -287,8 +287,7 @@ async fn worker_for(
     if any_lease {
         let row = db
             .query_opt(
-                "SELECT worker_id FROM queen.log_consumers
-                  WHERE partition_id = $1 AND consumer_group = $2",
+                "SELECT queen.cursor_worker_v1($1, $2)",
                 &[&items[0].pid, &items[0].group],
             )
             .await?;

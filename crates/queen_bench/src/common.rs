@@ -102,11 +102,15 @@ END $$;
 -- Puts the cursors of p_groups on a partition at p_committed, without a lease (upsert).
 CREATE OR REPLACE FUNCTION queen_bench.reset(p_pid uuid, p_groups text[], p_committed bigint)
 RETURNS void LANGUAGE sql AS $$
-  INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed)
-  SELECT p_pid, g, p_committed FROM unnest(p_groups) g
-  ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = excluded.committed,
-     batch_end = NULL, worker_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
-     attempt_offset = NULL, attempt_count = 0, batch_retry_count = 0 $$;
+  WITH c AS (
+    INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed)
+    SELECT p_pid, g, p_committed FROM unnest(p_groups) g
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = excluded.committed,
+       batch_retry_count = 0
+    RETURNING partition_id, consumer_group)
+  INSERT INTO queen.log_leases AS l (partition_id, consumer_group) SELECT * FROM c
+  ON CONFLICT (partition_id, consumer_group) DO UPDATE SET batch_end = NULL, worker_id = NULL,
+     lease_expires_at = NULL, lease_acquired_at = NULL, attempt_offset = NULL, attempt_count = 0 $$;
 
 -- Leases the next p_budget frames for every (group, worker) pair; returns frames taken.
 CREATE OR REPLACE FUNCTION queen_bench.lease(p_queue text, p_partition text, p_groups text[],

@@ -277,12 +277,20 @@ async fn partitions(ctx: &Ctx, db: &Client, rounds: usize, sec: &mut Section) ->
             "INSERT INTO queen.log_consumers AS c (partition_id, consumer_group, committed)
              SELECT p.id, $2, CASE WHEN p.name = 'p' || $3 THEN -1 ELSE p.last_offset END
                FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1
-             ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = excluded.committed,
-                batch_end = NULL, worker_id = NULL, lease_expires_at = NULL",
+             ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = excluded.committed",
             &[&queue, &QUEUE_MODE, &(p / 2 + 1).to_string()],
         )
         .await
         .map_err(|e| format!("{queue}: consuming all but one: {}", to_s(&e)))?;
+        // No lease left over from the first measurement (leases live in queen.log_leases).
+        db.execute(
+            "UPDATE queen.log_leases l SET batch_end = NULL, worker_id = NULL, lease_expires_at = NULL
+               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE l.partition_id = p.id AND q.name = $1",
+            &[&queue],
+        )
+        .await
+        .map_err(|e| format!("{queue}: clearing leases: {}", to_s(&e)))?;
         let mut b = Vec::new();
         for _ in 0..rounds.max(5) {
             b.push(pop_round(db, &queue).await?);

@@ -22,7 +22,9 @@ pub enum ErrorClass {
 /// The class of a SQLSTATE (five characters, e.g. "57014").
 pub fn classify(sqlstate: &str) -> ErrorClass {
     match sqlstate {
-        s if s.starts_with("08") || s.starts_with("53") || s.starts_with("57P") => {
+        // 55000: the database's extension SQL is older than the library (run ALTER
+        // EXTENSION queen_ack UPDATE); nothing was written.
+        s if s.starts_with("08") || s.starts_with("53") || s.starts_with("57P") || s == "55000" => {
             ErrorClass::Unavailable
         }
         "57014" => ErrorClass::Retryable,
@@ -84,7 +86,9 @@ mod tests {
 
     #[test]
     fn classes() {
-        for s in ["08006", "08001", "57P01", "57P03", "53300", "53200"] {
+        for s in [
+            "08006", "08001", "57P01", "57P03", "53300", "53200", "55000",
+        ] {
             assert_eq!(classify(s), ErrorClass::Unavailable, "{s}");
         }
         for s in ["57014", "40001", "40P01"] {
