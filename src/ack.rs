@@ -360,81 +360,96 @@ fn log_ack_multi_v1(
     p_workers: Option<Vec<Option<String>>>,
     p_counts: Option<Vec<Option<i32>>>,
 ) -> JsonB {
-    let (pids, groups, ends) = (
-        p_pids.unwrap_or_default(),
-        p_groups.unwrap_or_default(),
-        p_ends.unwrap_or_default(),
-    );
-    let (workers, counts) = (p_workers.unwrap_or_default(), p_counts.unwrap_or_default());
-    let n = pids.len();
-    if [groups.len(), ends.len(), workers.len(), counts.len()]
-        .iter()
-        .any(|&l| l != n)
-    {
-        raise_q(format!(
-            "QACKM misaligned arrays: pids={n} groups={} ends={} workers={} counts={}",
-            groups.len(),
-            ends.len(),
-            workers.len(),
-            counts.len()
-        ));
-    }
-    let rows: Vec<MultiIn<'_>> = (0..n)
-        .map(|i| multi_row(i, &pids, &groups, &ends, &workers, &counts))
-        .collect();
-    let keys: Vec<([u8; 16], &str)> = rows.iter().map(|r| (*r.pid.as_bytes(), r.group)).collect();
-    let mut results: Vec<Option<MultiRow>> = vec![None; n];
-    Spi::connect_mut(|c| {
-        for i in cursor_lock_order(&keys) {
-            let r = &rows[i];
-            results[i] = Some(
-                match ack_at(c, r.pid, r.group, Some(r.worker), Some(r.end), true) {
-                    Reply::Done(a) => MultiRow {
-                        ok: true,
-                        acked: a.acked,
-                        error: None,
-                    },
-                    Reply::Refused(e) => MultiRow {
-                        ok: false,
-                        acked: 0,
-                        error: Some(e),
-                    },
-                },
-            );
-        }
-    });
-    jsonb(&MultiAck {
-        ok: true,
-        results: results.into_iter().flatten().collect(),
-    })
+    let arrays = MultiArrays {
+        pids: p_pids.unwrap_or_default(),
+        groups: p_groups.unwrap_or_default(),
+        ends: p_ends.unwrap_or_default(),
+        workers: p_workers.unwrap_or_default(),
+        counts: p_counts.unwrap_or_default(),
+    };
+    let rows = arrays.rows();
+    jsonb(&Spi::connect_mut(|c| ack_multi(c, &rows)))
 }
 
-fn multi_row<'a>(
-    i: usize,
-    pids: &'a [Option<String>],
-    groups: &'a [Option<String>],
-    ends: &[Option<i64>],
-    workers: &'a [Option<String>],
-    counts: &[Option<i32>],
-) -> MultiIn<'a> {
-    let null = |what: &str| -> ! {
-        raise(
-            PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
-            format!("QACKM NULL {what} at row {}", i + 1),
-        )
-    };
-    let pid_text = pids[i].as_deref().unwrap_or_else(|| null("partition id"));
-    let pid = parse_uuid(pid_text).unwrap_or_else(|| {
-        bad_param(format!(
-            "QACKM invalid partition id \"{pid_text}\" at row {}",
-            i + 1
-        ))
-    });
-    counts[i].unwrap_or_else(|| null("count"));
-    MultiIn {
-        pid,
-        group: groups[i].as_deref().unwrap_or_else(|| null("group")),
-        end: ends[i].unwrap_or_else(|| null("end")),
-        worker: workers[i].as_deref().unwrap_or_else(|| null("worker")),
+/// log_ack_multi_v1's arguments as given.
+struct MultiArrays {
+    pids: Vec<Option<String>>,
+    groups: Vec<Option<String>>,
+    ends: Vec<Option<i64>>,
+    workers: Vec<Option<String>>,
+    counts: Vec<Option<i32>>,
+}
+
+impl MultiArrays {
+    /// Aligned, non-NULL rows, or the contract's error (QACKM misaligned / 22004).
+    fn rows(&self) -> Vec<MultiIn<'_>> {
+        let n = self.pids.len();
+        let lens = [
+            self.groups.len(),
+            self.ends.len(),
+            self.workers.len(),
+            self.counts.len(),
+        ];
+        if lens.iter().any(|&l| l != n) {
+            raise_q(format!(
+                "QACKM misaligned arrays: pids={n} groups={} ends={} workers={} counts={}",
+                lens[0], lens[1], lens[2], lens[3]
+            ));
+        }
+        (0..n).map(|i| self.row(i)).collect()
+    }
+}
+
+/// N positional full-batch acks in the global lock order; verdicts by input position.
+fn ack_multi(client: &mut SpiClient<'_>, rows: &[MultiIn<'_>]) -> MultiAck {
+    let keys: Vec<([u8; 16], &str)> = rows.iter().map(|r| (*r.pid.as_bytes(), r.group)).collect();
+    let mut results: Vec<Option<MultiRow>> = vec![None; rows.len()];
+    for i in cursor_lock_order(&keys) {
+        let r = &rows[i];
+        results[i] = Some(
+            match ack_at(client, r.pid, r.group, Some(r.worker), Some(r.end), true) {
+                Reply::Done(a) => MultiRow {
+                    ok: true,
+                    acked: a.acked,
+                    error: None,
+                },
+                Reply::Refused(e) => MultiRow {
+                    ok: false,
+                    acked: 0,
+                    error: Some(e),
+                },
+            },
+        );
+    }
+    MultiAck {
+        ok: true,
+        results: results.into_iter().flatten().collect(),
+    }
+}
+
+impl MultiArrays {
+    fn row(&self, i: usize) -> MultiIn<'_> {
+        let null = |what: &str| -> ! {
+            raise(
+                PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                format!("QACKM NULL {what} at row {}", i + 1),
+            )
+        };
+        let pid_text = self.pids[i]
+            .as_deref()
+            .unwrap_or_else(|| null("partition id"));
+        let pid = parse_uuid(pid_text).unwrap_or_else(|| {
+            bad_param(format!(
+                "QACKM invalid partition id \"{pid_text}\" at row {}",
+                i + 1
+            ))
+        });
+        self.counts[i].unwrap_or_else(|| null("count"));
+        MultiIn {
+            pid,
+            group: self.groups[i].as_deref().unwrap_or_else(|| null("group")),
+            end: self.ends[i].unwrap_or_else(|| null("end")),
+            worker: self.workers[i].as_deref().unwrap_or_else(|| null("worker")),
+        }
     }
 }

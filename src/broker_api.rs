@@ -5,8 +5,8 @@
 use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 
-use crate::db::{default_tenant, find_partition_ref, find_queue};
-use crate::pop::{max_partitions, pop_partition, pop_queue, request, QueueServed};
+use crate::db::default_tenant;
+use crate::pop::{max_partitions, pop_named, request, rows, Target};
 
 /// The broker's pop (broker.md §1): a partition pop when `p_partition` is given, else a
 /// queue-level pop of up to `p_max_partitions` ready partitions. `p_lease_seconds` NULL or
@@ -41,60 +41,31 @@ fn broker_pop_v1(
     ),
 > {
     let tenant = p_tenant.unwrap_or_else(default_tenant);
-    let max_partitions = max_partitions(p_max_partitions);
-    let lease_or = |queue_lease: i32| p_lease_seconds.filter(|s| *s >= 1).or(Some(queue_lease));
-    let req_with = |lease| {
+    let target = match p_partition {
+        Some(name) => Target::Partition(name),
+        None => Target::Queue {
+            max_partitions: max_partitions(p_max_partitions),
+        },
+    };
+    // The queue's lease time unless a positive one was asked for.
+    let req = |queue_lease: i32| {
+        let lease = p_lease_seconds.filter(|s| *s >= 1).unwrap_or(queue_lease);
         request(
-            p_group, p_budget, lease, p_worker, p_auto_ack, p_sub_mode, p_sub_from, false,
+            p_group,
+            p_budget,
+            Some(lease),
+            p_worker,
+            p_auto_ack,
+            p_sub_mode,
+            p_sub_from,
+            false,
         )
     };
-    // Bad arguments are refused whether or not the queue exists.
-    req_with(lease_or(1));
+    req(1); // bad arguments are refused whether or not the queue exists
     let Some(queue) = p_queue else {
         return TableIterator::new(Vec::new());
     };
-    let popped: Vec<QueueServed> = Spi::connect_mut(|c| match p_partition {
-        Some(part) => {
-            let Some(p) = find_partition_ref(c, tenant, queue, part) else {
-                return Vec::new();
-            };
-            let req = req_with(lease_or(p.lease_time));
-            pop_partition(c, p.id, p.queue_id, tenant, &req)
-                .map(|served| QueueServed {
-                    partition_id: p.id,
-                    partition: part.to_string(),
-                    served,
-                })
-                .into_iter()
-                .collect()
-        }
-        None => {
-            let Some((queue_id, lease_time)) = find_queue(c, tenant, queue) else {
-                return Vec::new();
-            };
-            pop_queue(
-                c,
-                tenant,
-                queue_id,
-                max_partitions,
-                &req_with(lease_or(lease_time)),
-            )
-        }
-    });
-    TableIterator::new(popped.into_iter().flat_map(|p| {
-        let (pid, name, attempt) = (p.partition_id, p.partition, p.served.attempt);
-        p.served.slices.into_iter().map(move |s| {
-            (
-                pid,
-                name.clone(),
-                s.base,
-                s.start_idx,
-                s.take,
-                s.msg_count,
-                s.created_at,
-                s.blob,
-                attempt,
-            )
-        })
-    }))
+    TableIterator::new(rows(Spi::connect_mut(|c| {
+        pop_named(c, tenant, queue, target, req)
+    })))
 }

@@ -13,10 +13,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::ack::ack_by_hash;
-use crate::db::{
-    bad_param, default_tenant, find_partition_ref, find_queue, jsonb, required, QUEUE_MODE,
-};
-use crate::pop::{pop_partition, pop_queue, request, Slice};
+use crate::db::{bad_param, default_tenant, jsonb, required, QUEUE_MODE};
+use crate::pop::{pop_named, request, Slice, Target};
 use crate::push::{push_one, SegmentIn};
 
 #[pg_extern(immutable, parallel_safe)]
@@ -111,32 +109,49 @@ fn push(
     p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
 ) -> JsonB {
     let queue = required(p_queue, "p_queue");
-    let Value::Array(payloads) = required(p_payloads, "p_payloads").0 else {
+    let txn_ids = p_transaction_ids.as_deref();
+    let payloads = payload_list(required(p_payloads, "p_payloads").0, txn_ids);
+    let frames = frames_for(&payloads, txn_ids);
+    let partition = required(p_partition, "p_partition");
+    let tenant = p_tenant.unwrap_or_else(default_tenant);
+    jsonb(&push_frames(queue, partition, tenant, &frames))
+}
+
+/// `p_payloads` must be a non-empty JSON array, as long as `p_transaction_ids` if given.
+fn payload_list(payloads: Value, txn_ids: Option<&[Option<String>]>) -> Vec<Value> {
+    let Value::Array(payloads) = payloads else {
         bad_param("p_payloads must be a JSON array of payloads");
     };
     if payloads.is_empty() {
         bad_param("p_payloads must not be empty");
     }
-    if let Some(t) = &p_transaction_ids {
-        if t.len() != payloads.len() {
-            bad_param(format!(
-                "{} payloads but {} transaction ids",
-                payloads.len(),
-                t.len()
-            ));
-        }
+    if let Some(t) = txn_ids.filter(|t| t.len() != payloads.len()) {
+        bad_param(format!(
+            "{} payloads but {} transaction ids",
+            payloads.len(),
+            t.len()
+        ));
     }
-    let frames = frames_for(&payloads, p_transaction_ids.as_deref());
-    let blob = encode_segment(&frames).unwrap_or_else(|e| bad_param(e.to_string()));
-    let hashes = segment_hashes(&frames);
+    payloads
+}
+
+/// Encode the frames into one segment and push it; report what each message became.
+fn push_frames<'f>(
+    queue: &str,
+    partition: &str,
+    tenant: Uuid,
+    frames: &'f [Frame],
+) -> NativePush<'f> {
+    let blob = encode_segment(frames).unwrap_or_else(|e| bad_param(e.to_string()));
+    let hashes = segment_hashes(frames);
     let seg = SegmentIn {
         queue,
-        partition: required(p_partition, "p_partition"),
+        partition,
         msg_count: frames.len() as i32,
         hashes: &hashes,
         verified: -1,
         blob: &blob,
-        tenant: p_tenant.unwrap_or_else(default_tenant),
+        tenant,
     };
     let verdict = Spi::connect_mut(|c| push_one(c, &seg, None, None));
     let base = match &verdict {
@@ -152,7 +167,7 @@ fn push(
             offset: base.map(|b| b + i as i64),
         })
         .collect();
-    jsonb(&NativePush { verdict, messages })
+    NativePush { verdict, messages }
 }
 
 /// `queen.push`'s result: the push verdict plus what each message became.
@@ -236,58 +251,27 @@ fn pop(
         uuid::Uuid::new_v4().to_string()
     };
     let group = p_group.or(Some(QUEUE_MODE));
-    // Bad arguments are refused whether or not the queue exists.
-    request(
-        group,
-        p_batch,
-        p_lease_seconds.or(Some(1)),
-        Some(&lease_id),
-        p_auto_ack,
-        None,
-        None,
-        false,
-    );
+    // NULL lease = the queue's lease_time.
+    let req = |queue_lease: i32| {
+        let lease = p_lease_seconds.or(Some(queue_lease));
+        request(
+            group,
+            p_batch,
+            lease,
+            Some(&lease_id),
+            p_auto_ack,
+            None,
+            None,
+            false,
+        )
+    };
+    req(1); // bad arguments are refused whether or not the queue exists
+    let target = p_partition.map_or(Target::Queue { max_partitions: 1 }, Target::Partition);
+    let popped = Spi::connect_mut(|c| pop_named(c, tenant, queue, target, req));
     let mut out = Vec::new();
-    Spi::connect_mut(|c| match p_partition {
-        Some(part) => {
-            let Some(p) = find_partition_ref(c, tenant, queue, part) else {
-                return;
-            };
-            let lease = p_lease_seconds.or(Some(p.lease_time));
-            let req = request(
-                group,
-                p_batch,
-                lease,
-                Some(&lease_id),
-                p_auto_ack,
-                None,
-                None,
-                false,
-            );
-            if let Some(served) = pop_partition(c, p.id, p.queue_id, tenant, &req) {
-                decode_slices(p.id, &lease_id, served.slices, &mut out);
-            }
-        }
-        None => {
-            let Some((queue_id, lease_time)) = find_queue(c, tenant, queue) else {
-                return;
-            };
-            let lease = p_lease_seconds.or(Some(lease_time));
-            let req = request(
-                group,
-                p_batch,
-                lease,
-                Some(&lease_id),
-                p_auto_ack,
-                None,
-                None,
-                false,
-            );
-            for p in pop_queue(c, tenant, queue_id, 1, &req) {
-                decode_slices(p.partition_id, &lease_id, p.served.slices, &mut out);
-            }
-        }
-    });
+    for p in popped {
+        decode_slices(p.partition_id, &lease_id, p.served.slices, &mut out);
+    }
     TableIterator::new(out)
 }
 

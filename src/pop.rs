@@ -399,21 +399,96 @@ fn log_pop_v1(
     let (Some(queue), Some(partition)) = (p_queue, p_partition) else {
         return TableIterator::new(Vec::new());
     };
-    let served = Spi::connect_mut(|client| {
-        let part = find_partition_ref(client, tenant, queue, partition)?;
-        pop_partition(client, part.id, part.queue_id, tenant, &req)
-    });
-    let slices = served.map(|s| s.slices).unwrap_or_default();
-    TableIterator::new(slices.into_iter().map(|s| {
-        (
-            s.base,
-            s.start_idx,
-            s.take,
-            s.msg_count,
-            s.created_at,
-            s.blob,
-        )
-    }))
+    let popped =
+        Spi::connect_mut(|c| pop_named(c, tenant, queue, Target::Partition(partition), |_| req));
+    TableIterator::new(
+        rows(popped)
+            .into_iter()
+            .map(|r| (r.2, r.3, r.4, r.5, r.6, r.7)),
+    )
+}
+
+/// Where a pop by names goes: one partition, or up to `max_partitions` ready ones.
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    Partition(&'a str),
+    Queue { max_partitions: i32 },
+}
+
+/// Pop by names: resolve the queue (and partition), build the request once the queue's
+/// lease time is known (`request` gets it), pop. An unknown queue or partition serves
+/// nothing.
+pub fn pop_named<'a>(
+    client: &mut SpiClient<'_>,
+    tenant: Uuid,
+    queue: &str,
+    target: Target<'_>,
+    request: impl Fn(i32) -> PopRequest<'a>,
+) -> Vec<QueueServed> {
+    match target {
+        Target::Partition(name) => {
+            let Some(p) = find_partition_ref(client, tenant, queue, name) else {
+                return Vec::new();
+            };
+            pop_partition(client, p.id, p.queue_id, tenant, &request(p.lease_time))
+                .map(|served| QueueServed {
+                    partition_id: p.id,
+                    partition: name.to_string(),
+                    served,
+                })
+                .into_iter()
+                .collect()
+        }
+        Target::Queue { max_partitions } => {
+            let Some((queue_id, lease_time)) = find_queue(client, tenant, queue) else {
+                return Vec::new();
+            };
+            pop_queue(
+                client,
+                tenant,
+                queue_id,
+                max_partitions,
+                &request(lease_time),
+            )
+        }
+    }
+}
+
+/// One served slice as a row: (partition id, partition, base, start_idx, take, msg_count,
+/// created_at, blob, delivery attempt).
+pub type ServedRow = (
+    Uuid,
+    String,
+    i64,
+    i32,
+    i32,
+    i32,
+    TimestampWithTimeZone,
+    Vec<u8>,
+    i32,
+);
+
+/// The rows of what a pop served, partition by partition.
+pub fn rows(popped: Vec<QueueServed>) -> Vec<ServedRow> {
+    popped
+        .into_iter()
+        .flat_map(|p| {
+            let (pid, name, attempt) = (p.partition_id, p.partition, p.served.attempt);
+            p.served.slices.into_iter().map(move |s| {
+                (
+                    pid,
+                    name.clone(),
+                    s.base,
+                    s.start_idx,
+                    s.take,
+                    s.msg_count,
+                    s.created_at,
+                    s.blob,
+                    attempt,
+                )
+            })
+        })
+        .collect()
 }
 
 /// The queue-level pop's first step for a named group: write its subscription record
@@ -618,28 +693,17 @@ fn log_pop_queue_v1(
         p_sub_from,
         false,
     );
-    let max_partitions = max_partitions(p_max_partitions);
+    let target = Target::Queue {
+        max_partitions: max_partitions(p_max_partitions),
+    };
     let tenant = p_tenant.unwrap_or_else(default_tenant);
     let Some(queue) = p_queue else {
         return TableIterator::new(Vec::new());
     };
-    let popped = Spi::connect_mut(|c| {
-        let (queue_id, _) = find_queue(c, tenant, queue)?;
-        Some(pop_queue(c, tenant, queue_id, max_partitions, &req))
-    });
-    TableIterator::new(popped.unwrap_or_default().into_iter().flat_map(|p| {
-        let (pid, name) = (p.partition_id, p.partition);
-        p.served.slices.into_iter().map(move |s| {
-            (
-                pid,
-                name.clone(),
-                s.base,
-                s.start_idx,
-                s.take,
-                s.msg_count,
-                s.created_at,
-                s.blob,
-            )
-        })
-    }))
+    let popped = Spi::connect_mut(|c| pop_named(c, tenant, queue, target, |_| req));
+    TableIterator::new(
+        rows(popped)
+            .into_iter()
+            .map(|r| (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7)),
+    )
 }

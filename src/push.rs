@@ -386,35 +386,57 @@ fn log_push_multi_v1(
 ) -> JsonB {
     let queues = p_queues.unwrap_or_default();
     let n = queues.len();
-    let partitions = p_partitions.unwrap_or_default();
-    let counts = p_msg_counts.unwrap_or_default();
-    let hashes = p_hashes.map(crate::db::bytea_array).unwrap_or_default();
-    let verified = p_verified.unwrap_or_else(|| vec![None; n]);
-    let blobs = p_blobs.map(crate::db::bytea_array).unwrap_or_default();
-    let tenants = p_tenants.unwrap_or_else(|| vec![None; n]);
-    let lens = [
-        partitions.len(),
-        counts.len(),
-        hashes.len(),
-        verified.len(),
-        blobs.len(),
-        tenants.len(),
-    ];
-    if lens.iter().any(|&l| l != n) {
-        raise_q(format!("QMULTI misaligned arrays ({n} queues)"));
-    }
-    let segs: Vec<SegmentIn<'_>> = (0..n)
-        .map(|i| SegmentIn {
-            queue: required(queues[i].as_deref(), "p_queues element"),
-            partition: required(partitions[i].as_deref(), "p_partitions element"),
-            msg_count: required(counts[i], "p_msg_counts element"),
-            hashes: required(hashes[i].as_deref(), "p_hashes element"),
-            verified: verified[i].unwrap_or(-1),
-            blob: required(blobs[i].as_deref(), "p_blobs element"),
-            tenant: tenants[i].unwrap_or_else(default_tenant),
-        })
-        .collect();
+    let arrays = MultiPush {
+        partitions: p_partitions.unwrap_or_default(),
+        counts: p_msg_counts.unwrap_or_default(),
+        hashes: p_hashes.map(crate::db::bytea_array).unwrap_or_default(),
+        verified: p_verified.unwrap_or_else(|| vec![None; n]),
+        blobs: p_blobs.map(crate::db::bytea_array).unwrap_or_default(),
+        tenants: p_tenants.unwrap_or_else(|| vec![None; n]),
+        queues,
+    };
+    let segs = arrays.segments();
     jsonb(&Spi::connect_mut(|client| push_many(client, &segs)))
+}
+
+/// log_push_multi_v1's arguments as given.
+struct MultiPush {
+    queues: Vec<Option<String>>,
+    partitions: Vec<Option<String>>,
+    counts: Vec<Option<i32>>,
+    hashes: Vec<Option<Vec<u8>>>,
+    verified: Vec<Option<i64>>,
+    blobs: Vec<Option<Vec<u8>>>,
+    tenants: Vec<Option<Uuid>>,
+}
+
+impl MultiPush {
+    /// Aligned, non-NULL segments, or the contract's error (QMULTI misaligned / 22004).
+    fn segments(&self) -> Vec<SegmentIn<'_>> {
+        let n = self.queues.len();
+        let lens = [
+            self.partitions.len(),
+            self.counts.len(),
+            self.hashes.len(),
+            self.verified.len(),
+            self.blobs.len(),
+            self.tenants.len(),
+        ];
+        if lens.iter().any(|&l| l != n) {
+            raise_q(format!("QMULTI misaligned arrays ({n} queues)"));
+        }
+        (0..n)
+            .map(|i| SegmentIn {
+                queue: required(self.queues[i].as_deref(), "p_queues element"),
+                partition: required(self.partitions[i].as_deref(), "p_partitions element"),
+                msg_count: required(self.counts[i], "p_msg_counts element"),
+                hashes: required(self.hashes[i].as_deref(), "p_hashes element"),
+                verified: self.verified[i].unwrap_or(-1),
+                blob: required(self.blobs[i].as_deref(), "p_blobs element"),
+                tenant: self.tenants[i].unwrap_or_else(default_tenant),
+            })
+            .collect()
+    }
 }
 
 /// Many segments in one transaction: validate all, provision all, lock the partitions in

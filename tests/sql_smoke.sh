@@ -20,7 +20,7 @@ check push "queued" "SELECT queen.push('orders', '[{\"id\":1},{\"id\":2},null]',
 check pop_decoded "0|t1|{\"id\": 1}
 1|t2|{\"id\": 2}
 2|t3|null" "SELECT r_offset, r_transaction_id, r_payload FROM queen.pop('orders', p_batch => 10, p_lease_seconds => 30)"
-check ack_by_txn "3|true" "SELECT r->>'acked', r->>'leaseReleased' FROM (SELECT queen.ack(partition_id, worker_id, ARRAY['t1','t2','t3']) r FROM queen.log_consumers) s"
+check ack_by_txn "3|true" "SELECT r->>'acked', r->>'leaseReleased' FROM (SELECT queen.ack(partition_id, worker_id, ARRAY['t1','t2','t3']) r FROM queen.log_leases) s"
 check decode "3" "SELECT count(*) FROM queen.log_segments s, queen.decode_segment_v1(s.blob) d"
 check xxh3_hello "b5e9c1ad071b3e7fc779cfaa5e523818" "SELECT queen.xxh3_128_hex('hello')"
 check drop_extension_leaves_nothing "0|0" "DROP EXTENSION queen_ack; SELECT (SELECT count(*) FROM pg_namespace WHERE nspname = 'queen'), (SELECT count(*) FROM pg_proc WHERE proname LIKE 'log_%_v1')"
