@@ -158,6 +158,16 @@ pub enum Branch {
     Completed,
 }
 
+impl Branch {
+    /// Whether a nack's delay (`log_ack_by_hash_delay_v1`, HTTP `delaySeconds`) holds back
+    /// what this branch redelivers: only the branches that release a lease for redelivery
+    /// do (failed within the budget, retry). A dlq hand-off or a dropped poison frame
+    /// redelivers nothing that was nacked, and a completion nothing at all.
+    pub fn holds_redelivery(self) -> bool {
+        matches!(self, Branch::Failed | Branch::Retry)
+    }
+}
+
 /// Everything the by-hash ack decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {

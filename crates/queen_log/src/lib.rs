@@ -8,7 +8,8 @@
 //! - [`pop`]: the pop's decisions of contract §5 (seeding, slices, lease transitions).
 //! - [`dedup`]: the push dedup probe of contract §4 as a pure scan.
 //! - [`lifecycle`]: retention's rules of contract §13 (what goes, what a cursor loses).
-//! - [`dlq`]: the error text a dead-lettered frame is filed with.
+//! - [`dlq`]: the error text a dead-lettered frame is filed with, and redrive's rules.
+//! - [`stats`]: lag and queue statistics rolled up with Queen's arithmetic.
 //! - [`order`]: the global lock order.
 //! - [`sqlstate`]: what an error's SQLSTATE means to a caller.
 //! - [`wire`]: the typed JSON results the extension returns and the broker reads.
@@ -27,4 +28,5 @@ pub mod payload;
 pub mod pop;
 pub mod segment;
 pub mod sqlstate;
+pub mod stats;
 pub mod wire;

@@ -121,6 +121,45 @@ pub fn plan(next: i64, budget: i64, segs: &[Span]) -> Vec<Slice> {
     out
 }
 
+/// How many of a pop's segments (ascending base order, by created_at) it may serve under
+/// `delayedProcessing`: a message becomes visible at its segment's created_at + delay, so
+/// only segments created at or before `deadline` (now − delay) count; `None` (no delay)
+/// counts them all without looking. created_at is monotone in base_offset (stamped under
+/// the partition row lock), so the visible segments are a prefix: the first one that is
+/// still too young stops the pop (head of line), and nothing behind it is served first.
+pub fn visible_prefix<T: PartialOrd>(created: &[T], deadline: Option<&T>) -> usize {
+    match deadline {
+        None => created.len(),
+        Some(d) => created.iter().take_while(|c| *c <= d).count(),
+    }
+}
+
+/// What a pop does with the segments at and above its cursor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Serve these slices.
+    Serve(Vec<Slice>),
+    /// Messages exist above the cursor but none is visible yet (`delayedProcessing`):
+    /// serve nothing and leave the cursor alone.
+    Deferred,
+    /// No segment holds an offset above the cursor: a hole the caller may seal.
+    Empty,
+}
+
+/// [`plan`] over the first `visible` of `segs` (see [`visible_prefix`]), telling a
+/// deferred partition from an empty one: only an empty one may have its hole sealed (a
+/// seal over deferred messages would skip them).
+pub fn plan_visible(next: i64, budget: i64, segs: &[Span], visible: usize) -> Outcome {
+    let slices = plan(next, budget, &segs[..visible.min(segs.len())]);
+    if !slices.is_empty() {
+        Outcome::Serve(slices)
+    } else if segs.iter().any(|s| s.end >= next) {
+        Outcome::Deferred
+    } else {
+        Outcome::Empty
+    }
+}
+
 /// Frames served by a plan.
 pub fn taken(slices: &[Slice]) -> i64 {
     slices.iter().map(|s| i64::from(s.take)).sum()
@@ -259,6 +298,39 @@ mod tests {
         assert_eq!((p[0].seg, p[0].start_idx, p[0].take), (1, 0, 2));
         assert!(plan(0, 0, &spans(&[(0, 4)])).is_empty());
         assert!(plan(10, 5, &spans(&[(0, 4)])).is_empty());
+    }
+
+    #[test]
+    fn only_segments_old_enough_are_visible_and_the_first_young_one_stops() {
+        assert_eq!(visible_prefix(&[1, 2, 3], None), 3, "no delay: all, unread");
+        assert_eq!(
+            visible_prefix(&[1, 2, 3], Some(&2)),
+            2,
+            "created at the deadline counts"
+        );
+        assert_eq!(visible_prefix(&[5, 6], Some(&4)), 0);
+        assert_eq!(visible_prefix::<i64>(&[], Some(&4)), 0);
+    }
+
+    #[test]
+    fn a_deferred_partition_serves_nothing_and_is_not_a_hole() {
+        let segs = spans(&[(0, 4), (5, 9), (10, 19)]);
+        let Outcome::Serve(p) = plan_visible(3, 100, &segs, 2) else {
+            panic!("visible part is served")
+        };
+        assert_eq!(
+            p.last().unwrap().last_offset(),
+            9,
+            "stops before the young segment"
+        );
+        assert_eq!(plan_visible(10, 100, &segs, 2), Outcome::Deferred);
+        assert_eq!(plan_visible(0, 100, &segs, 0), Outcome::Deferred);
+        assert_eq!(plan_visible(20, 100, &segs, 3), Outcome::Empty);
+        assert_eq!(plan_visible(0, 100, &[], 0), Outcome::Empty);
+        assert_eq!(
+            plan_visible(0, 100, &segs, 3),
+            Outcome::Serve(plan(0, 100, &segs))
+        );
     }
 
     #[test]

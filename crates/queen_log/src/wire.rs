@@ -178,6 +178,10 @@ pub struct HashAck {
     /// Transaction wire only: the DLQ row filed for a dlq hand-off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dlq_id: Option<Uuid>,
+    /// `log_ack_by_hash_delay_v1` only: a nack's delay held the redelivery back until
+    /// this instant (UTC with microseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redeliver_at: Option<String>,
 }
 
 /// `log_ack_at_v1` / `log_ack_v1` done (contract §6.2), also a positional entry of the
@@ -356,6 +360,56 @@ pub struct DlqEntry {
     pub data: Option<serde_json::Value>,
     pub created_at: Option<String>,
     pub failed_at: String,
+}
+
+/// `dlq_redrive_v1` / `dlq_redrive_queue_v1`: one result per requested DLQ row, in
+/// request order; `moved` counts the rows that left the DLQ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Redriven {
+    pub moved: i64,
+    pub results: Vec<RedriveRow>,
+}
+
+/// What became of one DLQ row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedriveResult {
+    /// Pushed back as a new message and removed from the DLQ.
+    Moved,
+    /// The push found the redrive transactionId in the dedup window: nothing pushed,
+    /// the row stays.
+    Duplicate,
+    /// No such DLQ row for this tenant (never existed, already redriven or deleted).
+    Gone,
+    /// The row cannot be redriven (see `error`); it stays.
+    Refused,
+}
+
+/// One row's redrive. The location fields are null for a gone row; `messageId`,
+/// `transactionId` and `offset` describe the new message (null unless moved).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RedriveRow {
+    pub dlq_id: Uuid,
+    pub result: RedriveResult,
+    pub queue: Option<String>,
+    pub partition: Option<String>,
+    pub partition_id: Option<Uuid>,
+    pub consumer_group: Option<String>,
+    /// The dead-lettered message's offset.
+    pub original_offset: Option<i64>,
+    pub original_transaction_id: Option<String>,
+    pub message_id: Option<Uuid>,
+    pub transaction_id: Option<String>,
+    pub offset: Option<i64>,
+    pub error: Option<String>,
+}
+
+/// `dlq_delete_v1` / `dlq_delete_queue_v1`: the rows deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DlqDeleted {
+    pub deleted: i64,
+    pub ids: Vec<Uuid>,
 }
 
 /// `log_txns_purge_step_v1` (contract §10, §13). `clamped`: the cutoff asked for was

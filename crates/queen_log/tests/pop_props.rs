@@ -50,6 +50,36 @@ proptest! {
     }
 
     #[test]
+    fn a_delayed_pop_never_serves_a_young_message_and_keeps_order(
+        segs in log(), gaps in prop::collection::vec(0i64..3, 12), next in -1i64..120,
+        budget in 1i64..40, deadline in 0i64..30,
+    ) {
+        // created_at is monotone in base_offset (equal instants allowed).
+        let created: Vec<i64> = gaps.iter().take(segs.len())
+            .scan(0i64, |t, g| { *t += g; Some(*t) }).collect();
+        let visible = visible_prefix(&created, Some(&deadline));
+        match plan_visible(next, budget, &segs, visible) {
+            Outcome::Serve(p) => {
+                for s in &p {
+                    prop_assert!(created[s.seg] <= deadline, "served a young segment");
+                }
+                // Exactly what an undelayed pop serves of the visible prefix, in order.
+                prop_assert_eq!(p, plan(next, budget, &segs[..visible]));
+            }
+            Outcome::Deferred => {
+                prop_assert!(segs.iter().any(|s| s.end >= next));
+                let young = segs.iter().zip(&created).filter(|(s, _)| s.end >= next);
+                prop_assert!(young.clone().next().is_some_and(|(_, c)| *c > deadline),
+                             "deferred although the head segment is visible");
+            }
+            Outcome::Empty => prop_assert!(segs.iter().all(|s| s.end < next)),
+        }
+        // Without a delay the outcome is the plain plan.
+        let all = visible_prefix(&created, None);
+        prop_assert_eq!(all, segs.len());
+    }
+
+    #[test]
     fn leasing_never_moves_the_cursor_or_spends_budget(
         committed in -1i64..50, first_delta in 1i64..5, len in 0i64..10,
         attempt_offset in prop::option::of(0i64..60), attempt_count in 0i32..5, retries in 0i32..4,

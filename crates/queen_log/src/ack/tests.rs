@@ -334,3 +334,37 @@ fn purged_span_is_the_leased_part_below_txns_start() {
     };
     assert_eq!(purged_span(&lease_less, 20), None);
 }
+
+#[test]
+fn a_nack_delay_holds_only_the_branches_that_redeliver() {
+    let retry = decide(
+        &leased(9, 14),
+        &[el(Status::Retry, Some(10), false)],
+        Policy::default(),
+    );
+    let failed = decide(
+        &leased(9, 14),
+        &[el(Status::Failed, Some(10), false)],
+        Policy::default(),
+    );
+    assert!(retry.branch.holds_redelivery() && failed.branch.holds_redelivery());
+    assert_eq!(
+        (
+            retry.state.batch_retry_count,
+            failed.state.batch_retry_count
+        ),
+        (0, 1),
+        "the budget rule is unchanged: failed charges, retry does not"
+    );
+    let mut spent = leased(9, 14);
+    spent.batch_retry_count = 3;
+    let dlq = decide(
+        &spent,
+        &[el(Status::Failed, Some(10), false)],
+        Policy::default(),
+    );
+    assert!(!dlq.branch.holds_redelivery(), "hand-off to the DLQ");
+    for b in [Branch::Dropped, Branch::Completed, Branch::Dlq] {
+        assert!(!b.holds_redelivery(), "{b:?}");
+    }
+}
