@@ -23,6 +23,8 @@ CREATE TABLE queen.queues (
     -- Further HTTP configure options, kept verbatim for the broker; the ack path never reads it.
     options jsonb NOT NULL DEFAULT '{}'::jsonb,
     created_at timestamptz DEFAULT now(),
+    -- delayedProcessing: seconds a message stays invisible to every pop after its push.
+    delayed_processing int NOT NULL DEFAULT 0 CHECK (delayed_processing >= 0),
     UNIQUE (tenant_id, name)
 );
 
@@ -76,6 +78,9 @@ CREATE TABLE queen.log_consumers (
     -- Messages this group lost unconsumed to retention rule 1 (contract §13).
     evicted bigint NOT NULL DEFAULT 0,
     created_at timestamptz NOT NULL DEFAULT now(),
+    -- A nack's delay: no pop of this (partition, group) before this instant. Durable, so
+    -- a crash or a failover never shortens a requested delay; never indexed (HOT).
+    redeliver_at timestamptz,
     PRIMARY KEY (partition_id, consumer_group)
 ) WITH (fillfactor = 70);
 

@@ -24,14 +24,16 @@ BEGIN
     END IF;
     INSERT INTO queen.queues AS q (name, tenant_id, namespace, task, lease_time, retry_limit,
                                    dead_letter_queue, dlq_after_max_retries, dedup_window_seconds,
-                                   retention_seconds, completed_retention_seconds, options)
+                                   retention_seconds, completed_retention_seconds, delayed_processing,
+                                   options)
     VALUES (p_queue, COALESCE(p_tenant, '00000000-0000-0000-0000-000000000001'),
             COALESCE(p_namespace, CASE WHEN strpos(p_queue, '.') > 0 THEN split_part(p_queue, '.', 1) ELSE p_queue END),
             COALESCE(p_task, CASE WHEN strpos(p_queue, '.') > 0 THEN substr(p_queue, strpos(p_queue, '.') + 1) ELSE '' END),
             COALESCE((o->>'leaseTime')::int, 60), COALESCE((o->>'retryLimit')::int, 3),
             COALESCE((o->>'deadLetterQueue')::bool, true), COALESCE((o->>'dlqAfterMaxRetries')::bool, true),
             COALESCE((o->>'dedupWindowSeconds')::int, 3600), COALESCE((o->>'retentionSeconds')::int, 0),
-            COALESCE((o->>'completedRetentionSeconds')::int, 0), o)
+            COALESCE((o->>'completedRetentionSeconds')::int, 0),
+            COALESCE((o->>'delayedProcessing')::int, 0), o)
     ON CONFLICT (tenant_id, name) DO UPDATE SET
         namespace = COALESCE(p_namespace, q.namespace),
         task = COALESCE(p_task, q.task),
@@ -42,6 +44,7 @@ BEGIN
         dedup_window_seconds = COALESCE((o->>'dedupWindowSeconds')::int, q.dedup_window_seconds),
         retention_seconds = COALESCE((o->>'retentionSeconds')::int, q.retention_seconds),
         completed_retention_seconds = COALESCE((o->>'completedRetentionSeconds')::int, q.completed_retention_seconds),
+        delayed_processing = COALESCE((o->>'delayedProcessing')::int, q.delayed_processing),
         options = q.options || o
     RETURNING * INTO v_queue;
     INSERT INTO queen.log_partitions (queue_id, name) VALUES (v_queue.id, 'Default')
@@ -50,7 +53,7 @@ BEGIN
     RETURN jsonb_build_object('queueId', v_queue.id, 'partitionId', v_pid, 'queue', v_queue.name,
                               'namespace', v_queue.namespace, 'task', v_queue.task,
                               'leaseTime', v_queue.lease_time, 'retryLimit', v_queue.retry_limit);
-EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range THEN
+EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range OR check_violation THEN
     RAISE EXCEPTION 'invalid option value: %', SQLERRM USING ERRCODE = 'invalid_parameter_value';
 END $$;
 

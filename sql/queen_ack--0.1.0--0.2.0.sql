@@ -491,3 +491,278 @@ BEGIN
     DELETE FROM queen.log_dlq WHERE partition_id = ANY(v_pids);
     RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', true);
 END $$;
+
+
+-- Issue 16: delayedProcessing, nack with delay, DLQ redrive and delete, lag and queue
+-- statistics. ---------------------------------------------------------------------------
+
+-- delayedProcessing (seconds): no pop serves a message before created_at + delay.
+ALTER TABLE queen.queues
+    ADD COLUMN delayed_processing int NOT NULL DEFAULT 0 CHECK (delayed_processing >= 0);
+-- A nack's delay, durable: no pop of the (partition, group) before this instant.
+ALTER TABLE queen.log_consumers ADD COLUMN redeliver_at timestamptz;
+
+-- Configure reads delayedProcessing (sql/broker_api.sql).
+CREATE OR REPLACE FUNCTION queen.configure_queue_v1(p_queue text, p_namespace text, p_task text,
+                                         p_options jsonb,
+                                         p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    o jsonb := COALESCE(p_options, '{}'::jsonb);
+    v_queue queen.queues;
+    v_pid uuid;
+BEGIN
+    IF p_queue IS NULL OR btrim(p_queue) = '' THEN
+        RAISE EXCEPTION 'queue name must be a non-empty string' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF jsonb_typeof(o) <> 'object' THEN
+        RAISE EXCEPTION 'options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO queen.queues AS q (name, tenant_id, namespace, task, lease_time, retry_limit,
+                                   dead_letter_queue, dlq_after_max_retries, dedup_window_seconds,
+                                   retention_seconds, completed_retention_seconds, delayed_processing,
+                                   options)
+    VALUES (p_queue, COALESCE(p_tenant, '00000000-0000-0000-0000-000000000001'),
+            COALESCE(p_namespace, CASE WHEN strpos(p_queue, '.') > 0 THEN split_part(p_queue, '.', 1) ELSE p_queue END),
+            COALESCE(p_task, CASE WHEN strpos(p_queue, '.') > 0 THEN substr(p_queue, strpos(p_queue, '.') + 1) ELSE '' END),
+            COALESCE((o->>'leaseTime')::int, 60), COALESCE((o->>'retryLimit')::int, 3),
+            COALESCE((o->>'deadLetterQueue')::bool, true), COALESCE((o->>'dlqAfterMaxRetries')::bool, true),
+            COALESCE((o->>'dedupWindowSeconds')::int, 3600), COALESCE((o->>'retentionSeconds')::int, 0),
+            COALESCE((o->>'completedRetentionSeconds')::int, 0),
+            COALESCE((o->>'delayedProcessing')::int, 0), o)
+    ON CONFLICT (tenant_id, name) DO UPDATE SET
+        namespace = COALESCE(p_namespace, q.namespace),
+        task = COALESCE(p_task, q.task),
+        lease_time = COALESCE((o->>'leaseTime')::int, q.lease_time),
+        retry_limit = COALESCE((o->>'retryLimit')::int, q.retry_limit),
+        dead_letter_queue = COALESCE((o->>'deadLetterQueue')::bool, q.dead_letter_queue),
+        dlq_after_max_retries = COALESCE((o->>'dlqAfterMaxRetries')::bool, q.dlq_after_max_retries),
+        dedup_window_seconds = COALESCE((o->>'dedupWindowSeconds')::int, q.dedup_window_seconds),
+        retention_seconds = COALESCE((o->>'retentionSeconds')::int, q.retention_seconds),
+        completed_retention_seconds = COALESCE((o->>'completedRetentionSeconds')::int, q.completed_retention_seconds),
+        delayed_processing = COALESCE((o->>'delayedProcessing')::int, q.delayed_processing),
+        options = q.options || o
+    RETURNING * INTO v_queue;
+    INSERT INTO queen.log_partitions (queue_id, name) VALUES (v_queue.id, 'Default')
+    ON CONFLICT (queue_id, name) DO NOTHING;
+    SELECT id INTO v_pid FROM queen.log_partitions WHERE queue_id = v_queue.id AND name = 'Default';
+    RETURN jsonb_build_object('queueId', v_queue.id, 'partitionId', v_pid, 'queue', v_queue.name,
+                              'namespace', v_queue.namespace, 'task', v_queue.task,
+                              'leaseTime', v_queue.lease_time, 'retryLimit', v_queue.retry_limit);
+EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range OR check_violation THEN
+    RAISE EXCEPTION 'invalid option value: %', SQLERRM USING ERRCODE = 'invalid_parameter_value';
+END $$;
+
+-- log_ack_by_hash_v1 with a nack delay (src/ack.rs).
+CREATE FUNCTION queen.log_ack_by_hash_delay_v1(
+    "p_partition_id" uuid,
+    "p_group" TEXT,
+    "p_worker" TEXT,
+    "p_hashes" bytea[],
+    "p_statuses" TEXT[],
+    "p_delay_seconds" INT
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'log_ack_by_hash_delay_v1_wrapper';
+
+-- DLQ rows back into their partitions (src/redrive.rs).
+CREATE FUNCTION queen.dlq_redrive_v1(
+    "p_ids" uuid[],
+    "p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'dlq_redrive_v1_wrapper';
+
+-- Redrive selection, DLQ deletion and statistics (sql/admin.sql).
+-- Redrive up to p_limit DLQ rows of a queue (NULL group = every group), oldest failure
+-- first, through queen.dlq_redrive_v1.
+CREATE FUNCTION queen.dlq_redrive_queue_v1(p_queue text, p_group text, p_limit int,
+                                           p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_limit IS NULL THEN
+        RAISE EXCEPTION 'dlq_redrive_queue_v1: p_queue and p_limit must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_limit < 1 THEN
+        RAISE EXCEPTION 'dlq_redrive_queue_v1: p_limit must be >= 1, got %', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN queen.dlq_redrive_v1(ARRAY(
+        SELECT d.id FROM queen.log_dlq d
+          JOIN queen.log_partitions p ON p.id = d.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.tenant_id = p_tenant AND q.name = p_queue
+           AND (p_group IS NULL OR d.consumer_group = p_group)
+         ORDER BY d.failed_at, d.id LIMIT p_limit), p_tenant);
+END $$;
+
+-- The DLQ rows of one message address (partition id, transactionId), newest failure
+-- first: one per consumer group that dead-lettered it (Queen's /messages/:pid/:txn).
+CREATE FUNCTION queen.dlq_ids_at_v1(p_partition_id uuid, p_transaction_id text,
+                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS uuid[]
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT ARRAY(
+        SELECT d.id FROM queen.log_dlq d
+          JOIN queen.log_partitions p ON p.id = d.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE d.partition_id = p_partition_id AND d.transaction_id = p_transaction_id
+           AND q.tenant_id = p_tenant
+         ORDER BY d.failed_at DESC, d.id)
+$$;
+
+-- Delete the tenant's DLQ rows p_ids; returns {"deleted": n, "ids": [...]}.
+CREATE FUNCTION queen.dlq_delete_v1(p_ids uuid[],
+                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH gone AS (
+        DELETE FROM queen.log_dlq d
+         USING queen.log_partitions p, queen.queues q
+         WHERE d.id = ANY(p_ids) AND p.id = d.partition_id AND q.id = p.queue_id
+           AND q.tenant_id = p_tenant
+        RETURNING d.id)
+    SELECT jsonb_build_object('deleted', count(*),
+                              'ids', COALESCE(jsonb_agg(id ORDER BY id), '[]'::jsonb))
+      FROM gone
+$$;
+
+-- Delete up to p_limit DLQ rows of a queue (NULL group = every group; NULL limit = all),
+-- oldest failure first.
+CREATE FUNCTION queen.dlq_delete_queue_v1(p_queue text, p_group text, p_limit int,
+                                          p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL THEN
+        RAISE EXCEPTION 'dlq_delete_queue_v1: p_queue must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_limit < 1 THEN
+        RAISE EXCEPTION 'dlq_delete_queue_v1: p_limit must be >= 1, got %', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN queen.dlq_delete_v1(ARRAY(
+        SELECT d.id FROM queen.log_dlq d
+          JOIN queen.log_partitions p ON p.id = d.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.tenant_id = p_tenant AND q.name = p_queue
+           AND (p_group IS NULL OR d.consumer_group = p_group)
+         ORDER BY d.failed_at, d.id LIMIT p_limit), p_tenant);
+END $$;
+
+-- The tenant's queues (all, or one by name) with their settings, newest first. A NULL
+-- tenant lists every tenant's (the operator's view: the broker's /metrics); the broker
+-- passes the caller's tenant on every API route.
+CREATE FUNCTION queen.queue_list_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
+                                    p_queue text DEFAULT NULL)
+RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_namespace text, r_task text,
+              r_created_at timestamptz,
+              r_lease_time int, r_retry_limit int, r_dead_letter_queue bool,
+              r_dlq_after_max_retries bool, r_delayed_processing int, r_retention_seconds int,
+              r_completed_retention_seconds int, r_dedup_window_seconds int, r_options jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT q.tenant_id, q.id, q.name, q.namespace, q.task, q.created_at, q.lease_time, q.retry_limit,
+           q.dead_letter_queue, q.dlq_after_max_retries, q.delayed_processing,
+           q.retention_seconds, q.completed_retention_seconds, q.dedup_window_seconds, q.options
+      FROM queen.queues q
+     WHERE (p_tenant IS NULL OR q.tenant_id = p_tenant) AND (p_queue IS NULL OR q.name = p_queue)
+     ORDER BY q.created_at DESC, q.name
+$$;
+
+-- Lag and queue statistics: one row per (partition, consumer group), and one row with a
+-- NULL group for a partition no group has read yet; a NULL tenant as for queue_list_v1. Read from the partition rows
+-- (last_offset, log_start), the cursor and lease rows, the DLQ rows, and one index probe
+-- per lagging cursor for the created_at of its first unconsumed message: no segment is
+-- scanned, so the cost grows with partitions and groups, never with messages.
+--   r_lag: messages still to deliver, last_offset - max(committed, log_start - 1);
+--   r_oldest_unconsumed_at / _age (seconds): the first message the group has not
+--     consumed (for a partition without cursors: its oldest message);
+--   r_leased / r_leased_messages / r_worker: a live lease, its span and its leaseId;
+--   r_retries: retry budget spent on the batch at the cursor; r_dlq: the group's DLQ rows;
+--   r_redeliver_at: a nack's delay still pending (NULL once it has passed).
+CREATE FUNCTION queen.queue_stats_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
+                                     p_queue text DEFAULT NULL)
+RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_partition_id uuid, r_partition text,
+              r_partition_created_at timestamptz, r_log_start bigint, r_last_offset bigint,
+              r_last_write_at timestamptz, r_consumer_group text, r_committed bigint, r_lag bigint,
+              r_oldest_unconsumed_at timestamptz, r_oldest_unconsumed_age double precision,
+              r_leased bool, r_leased_messages bigint, r_worker text, r_lease_acquired_at timestamptz,
+              r_retries int, r_total_consumed bigint, r_evicted bigint, r_redeliver_at timestamptz,
+              r_dlq bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH now AS (SELECT clock_timestamp() AS t),
+    parts AS (
+        SELECT q.tenant_id, q.id AS queue_id, q.name::text AS queue, p.id, p.name, p.created_at,
+               p.log_start, p.last_offset, p.last_write_at
+          FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+         WHERE (p_tenant IS NULL OR q.tenant_id = p_tenant) AND (p_queue IS NULL OR q.name = p_queue)),
+    dlq AS (
+        SELECT d.partition_id, d.consumer_group, count(*) AS n
+          FROM queen.log_dlq d JOIN parts x ON x.id = d.partition_id
+         GROUP BY 1, 2),
+    cursors AS (
+        SELECT x.*, c.consumer_group, c.committed, c.batch_retry_count, c.total_consumed,
+               c.evicted, c.redeliver_at, l.batch_end, l.worker_id, l.lease_acquired_at,
+               COALESCE(l.worker_id IS NOT NULL AND l.lease_expires_at > now.t, false) AS live,
+               GREATEST(COALESCE(c.committed, -1), x.log_start - 1) AS consumed_to, now.t AS now
+          FROM parts x CROSS JOIN now
+          LEFT JOIN queen.log_consumers c ON c.partition_id = x.id
+          LEFT JOIN queen.log_leases l
+            ON l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group)
+    SELECT k.tenant_id, k.queue_id, k.queue, k.id, k.name, k.created_at, k.log_start, k.last_offset,
+           k.last_write_at, k.consumer_group, k.committed,
+           CASE WHEN k.consumer_group IS NOT NULL THEN GREATEST(k.last_offset - k.consumed_to, 0) END,
+           o.created_at, extract(epoch FROM k.now - o.created_at)::float8,
+           k.live, CASE WHEN k.live THEN GREATEST(k.batch_end - k.committed, 0) ELSE 0 END,
+           CASE WHEN k.live THEN k.worker_id END, k.lease_acquired_at,
+           k.batch_retry_count, k.total_consumed, k.evicted,
+           CASE WHEN k.redeliver_at > k.now THEN k.redeliver_at END,
+           COALESCE(d.n, 0)
+      FROM cursors k
+      LEFT JOIN dlq d ON d.partition_id = k.id AND d.consumer_group = k.consumer_group
+      LEFT JOIN LATERAL (
+          SELECT s.created_at FROM queen.log_segments s
+           WHERE k.last_offset > k.consumed_to
+             AND s.partition_id = k.id AND s.base_offset <= k.consumed_to + 1
+           ORDER BY s.base_offset DESC LIMIT 1) o ON true
+     ORDER BY k.tenant_id, k.queue, k.name, k.consumer_group COLLATE "C"
+$$;
+
+REVOKE ALL ON FUNCTION queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea[], text[], int),
+                       queen.dlq_redrive_v1(uuid[], uuid),
+                       queen.dlq_redrive_queue_v1(text, text, int, uuid),
+                       queen.dlq_ids_at_v1(uuid, text, uuid),
+                       queen.dlq_delete_v1(uuid[], uuid),
+                       queen.dlq_delete_queue_v1(text, text, int, uuid),
+                       queen.queue_list_v1(uuid, text),
+                       queen.queue_stats_v1(uuid, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea[], text[], int),
+                          queen.dlq_redrive_v1(uuid[], uuid),
+                          queen.dlq_redrive_queue_v1(text, text, int, uuid),
+                          queen.dlq_ids_at_v1(uuid, text, uuid),
+                          queen.dlq_delete_v1(uuid[], uuid),
+                          queen.dlq_delete_queue_v1(text, text, int, uuid),
+                          queen.queue_list_v1(uuid, text),
+                          queen.queue_stats_v1(uuid, text) TO queen_broker;

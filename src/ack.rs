@@ -2,7 +2,7 @@
 //! point validates, locks the cursor row, asks `queen_log::ack` what to do, writes the
 //! new state back and reports.
 
-use pgrx::datum::Uuid;
+use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
@@ -15,8 +15,8 @@ use queen_log::order::cursor_lock_order;
 use queen_log::wire::{HashAck, MultiAck, MultiRow, PositionalAck, Reply};
 
 use crate::db::{
-    bad_param, bytea_array, col, default_tenant, find_partition, jsonb, lock_checked, parse_uuid,
-    q, raise, raise_q, required, write_cursor, OrRaise,
+    bad_param, bytea_array, col, default_tenant, find_partition, iso_utc, jsonb, lock_checked, now,
+    parse_uuid, plus_seconds, q, raise, raise_q, required, write_cursor, OrRaise,
 };
 
 /// Validate hashes and statuses (before any lock): misaligned arrays, NULL or non-16-byte
@@ -194,6 +194,21 @@ pub fn ack_by_hash(
     hashes: &[TxnHash],
     statuses: &[Status],
 ) -> Reply<HashAck> {
+    ack_by_hash_held(client, pid, group, worker, hashes, statuses, 0)
+}
+
+/// The authority with a nack delay: when the branch taken releases the lease for
+/// redelivery (failed within the budget, retry), the (partition, group)'s next pop waits
+/// `delay_s` seconds (`redeliver_at`, durable). 0 = no delay: exactly [`ack_by_hash`].
+pub fn ack_by_hash_held(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    group: &str,
+    worker: Option<&str>,
+    hashes: &[TxnHash],
+    statuses: &[Status],
+    delay_s: i32,
+) -> Reply<HashAck> {
     let cur = match lock_checked(client, pid, group, worker) {
         Ok(c) => c,
         Err(e) => return Reply::Refused(e.into()),
@@ -216,6 +231,8 @@ pub fn ack_by_hash(
     };
     let d = decide(&cur.state, &elements, policy);
     write_cursor(client, pid, group, &cur.state, &d.state);
+    let redeliver_at = (delay_s > 0 && d.branch.holds_redelivery())
+        .then(|| hold_redelivery(client, pid, group, delay_s));
     let hex =
         |idx: &[usize]| -> Vec<String> { idx.iter().map(|&i| hash_hex(&hashes[i])).collect() };
     let dlq = d.branch == Branch::Dlq;
@@ -233,7 +250,54 @@ pub fn ack_by_hash(
         group: dlq.then(|| group.to_string()),
         worker: dlq.then(|| worker.map(str::to_string)),
         dlq_id: None,
+        redeliver_at: redeliver_at.map(iso_utc),
     })
+}
+
+/// No pop of the (partition, group) before now + `delay_s`: written to the durable
+/// cursor row (a nack's delay survives a crash); returns the instant.
+fn hold_redelivery(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    group: &str,
+    delay_s: i32,
+) -> TimestampWithTimeZone {
+    let until = plus_seconds(now(), i64::from(delay_s));
+    q(
+        client,
+        "UPDATE queen.log_consumers SET redeliver_at = $3
+          WHERE partition_id = $1 AND consumer_group = $2",
+        &[pid.into(), group.into(), until.into()],
+    )
+    .or_raise();
+    until
+}
+
+/// `log_ack_by_hash_v1` with a nack delay (our addition): a failed (within the budget)
+/// or retry verdict releases the lease as usual, and the batch is redelivered no earlier
+/// than `p_delay_seconds` from now. The budget rule is unchanged. NULL or 0 = no delay;
+/// negative raises 22023.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn log_ack_by_hash_delay_v1(
+    p_partition_id: Option<Uuid>,
+    p_group: Option<&str>,
+    p_worker: Option<&str>,
+    p_hashes: Option<pgrx::datum::Array<'_, &[u8]>>,
+    p_statuses: Option<Vec<Option<String>>>,
+    p_delay_seconds: Option<i32>,
+) -> JsonB {
+    let pid = required(p_partition_id, "p_partition_id");
+    let group = required(p_group, "p_group");
+    let delay = p_delay_seconds.unwrap_or(0);
+    if delay < 0 {
+        bad_param(format!("p_delay_seconds must be >= 0, got {delay}"));
+    }
+    let raw = bytea_array(required(p_hashes, "p_hashes"));
+    let (hashes, statuses) = parse_ack_input(&raw, p_statuses.as_deref());
+    jsonb(&Spi::connect_mut(|c| {
+        ack_by_hash_held(c, pid, group, p_worker, &hashes, &statuses, delay)
+    }))
 }
 
 #[pg_extern(volatile, parallel_unsafe, security_definer)]

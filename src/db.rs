@@ -371,12 +371,21 @@ pub fn write_cursor(
     }
 }
 
-/// A partition resolved by names, with what pops need of its queue.
-pub struct PartitionRef {
+/// A queue resolved by name, with what pops need of it.
+#[derive(Clone, Copy)]
+pub struct QueueRef {
     pub id: Uuid,
-    pub queue_id: Uuid,
+    pub tenant: Uuid,
     /// COALESCE(queues.lease_time, 60), at least 1.
     pub lease_time: i32,
+    /// `delayedProcessing`: seconds a message stays invisible after its push (0 = none).
+    pub delay: i32,
+}
+
+/// A partition resolved by names, with its queue.
+pub struct PartitionRef {
+    pub id: Uuid,
+    pub queue: QueueRef,
 }
 
 /// Resolve a partition by (tenant, queue name, partition name), without locking.
@@ -388,7 +397,7 @@ pub fn find_partition_ref(
 ) -> Option<PartitionRef> {
     q(
         client,
-        "SELECT p.id, q.id, GREATEST(COALESCE(q.lease_time, 60), 1)
+        "SELECT p.id, q.id, GREATEST(COALESCE(q.lease_time, 60), 1), q.delayed_processing
                FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
         &[tenant.into(), queue.into(), partition.into()],
@@ -397,8 +406,12 @@ pub fn find_partition_ref(
     .next()
     .map(|row| PartitionRef {
         id: col(&row, 1, "log_partitions.id"),
-        queue_id: col(&row, 2, "queues.id"),
-        lease_time: col(&row, 3, "lease time"),
+        queue: QueueRef {
+            id: col(&row, 2, "queues.id"),
+            tenant,
+            lease_time: col(&row, 3, "lease time"),
+            delay: col(&row, 4, "queues.delayed_processing"),
+        },
     })
 }
 
@@ -412,17 +425,27 @@ pub fn find_partition(
     find_partition_ref(client, tenant, queue, partition).map(|p| p.id)
 }
 
-/// A queue resolved by name: (id, lease time as for [`PartitionRef`]).
-pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<(Uuid, i32)> {
+/// Resolve a queue by (tenant, name), without locking.
+pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<QueueRef> {
     q(
         client,
-        "SELECT id, GREATEST(COALESCE(lease_time, 60), 1) FROM queen.queues
+        "SELECT id, GREATEST(COALESCE(lease_time, 60), 1), delayed_processing FROM queen.queues
           WHERE tenant_id = $1 AND name = $2",
         &[tenant.into(), queue.into()],
     )
     .or_raise()
     .next()
-    .map(|row| (col(&row, 1, "queues.id"), col(&row, 2, "lease time")))
+    .map(|row| QueueRef {
+        id: col(&row, 1, "queues.id"),
+        tenant,
+        lease_time: col(&row, 2, "lease time"),
+        delay: col(&row, 3, "queues.delayed_processing"),
+    })
+}
+
+/// Microseconds since the PostgreSQL epoch: a timestamp as a plain ordered number.
+pub fn micros(t: TimestampWithTimeZone) -> i64 {
+    pg_sys::TimestampTz::from(t)
 }
 
 /// Raise an internal error: a broken invariant on our side (SQLSTATE XX000).

@@ -19,6 +19,7 @@ mod lifecycle;
 mod native;
 mod pop;
 mod push;
+mod redrive;
 mod txn_wire;
 
 /// #[pg_test]s run inside a real PostgreSQL 15 with this extension installed. pgrx calls
@@ -32,6 +33,7 @@ mod tests {
     include!("tests/broker_api.rs");
     include!("tests/broker_functions.rs");
     include!("tests/lifecycle.rs");
+    include!("tests/features.rs");
 }
 
 ::pgrx::pg_module_magic!();
@@ -52,6 +54,7 @@ extension_sql_file!(
     name = "lifecycle",
     requires = ["broker_api"]
 );
+extension_sql_file!("../sql/admin.sql", name = "admin", requires = ["lifecycle"]);
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 
 /// Hooks for `cargo pgrx test`: every test cluster runs with `pg_test_config`.

@@ -10,12 +10,8 @@ use queen_log::lifecycle::{evict, new_log_start, retention_prefix, Rules, Segmen
 use queen_log::wire::RetentionStep;
 
 use crate::db::{
-    bad_param, col, ensure_leases, jsonb, lock_cursor, q, required, write_cursor, OrRaise,
+    bad_param, col, ensure_leases, jsonb, lock_cursor, micros, q, required, write_cursor, OrRaise,
 };
-
-fn micros(t: TimestampWithTimeZone) -> i64 {
-    pgrx::pg_sys::TimestampTz::from(t)
-}
 
 /// The partition's row, locked: (log_start, last_offset).
 fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> Option<(i64, i64)> {

@@ -7,13 +7,13 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use queen_log::ack::CursorState;
 use queen_log::pop::{
-    auto_acked, leased, parsed, plan, recorded_start, requested_start, seal_hole, seed_offset,
-    Budget, Span, Start,
+    auto_acked, leased, parsed, plan_visible, recorded_start, requested_start, seal_hole,
+    seed_offset, visible_prefix, Budget, Outcome, Span, Start,
 };
 
 use crate::db::{
-    bad_param, col, default_tenant, ensure_leases, find_partition_ref, find_queue, now,
-    plus_seconds, q, raise, read_locked, write_cursor, OrRaise, QUEUE_MODE,
+    bad_param, col, default_tenant, ensure_leases, find_partition_ref, find_queue, micros, now,
+    plus_seconds, q, raise, read_locked, write_cursor, OrRaise, QueueRef, QUEUE_MODE,
 };
 
 /// What the caller asked for, validated.
@@ -108,10 +108,39 @@ struct Claim {
     last_offset: i64,
 }
 
+/// The claim of a free lease row with something above the cursor: no live lease, no
+/// nack delay pending (`redeliver_at`).
+const CLAIM: &str = "SELECT 1 FROM queen.log_leases l
+   JOIN queen.log_consumers c
+     ON c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
+   JOIN queen.log_partitions p ON p.id = l.partition_id
+  WHERE l.partition_id = $1 AND l.consumer_group = $2
+    AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL OR l.lease_expires_at < $3)
+    AND c.committed < p.last_offset
+    AND (c.redeliver_at IS NULL OR c.redeliver_at <= $3)
+    FOR UPDATE OF l SKIP LOCKED";
+
+/// The same under `delayedProcessing`: the segment holding the cursor's next offset must
+/// be visible ($4 = now − delay), so a consumer re-polling a deferred partition locks
+/// nothing. No segment there at all (a retention hole) passes, so the hole gets sealed.
+/// One index probe; a queue without a delay never runs it.
+const CLAIM_DELAYED: &str = "SELECT 1 FROM queen.log_leases l
+   JOIN queen.log_consumers c
+     ON c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
+   JOIN queen.log_partitions p ON p.id = l.partition_id
+  WHERE l.partition_id = $1 AND l.consumer_group = $2
+    AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL OR l.lease_expires_at < $3)
+    AND c.committed < p.last_offset
+    AND (c.redeliver_at IS NULL OR c.redeliver_at <= $3)
+    AND COALESCE((SELECT s.created_at FROM queen.log_segments s
+                   WHERE s.partition_id = p.id AND s.base_offset <= GREATEST(c.committed + 1, p.log_start)
+                   ORDER BY s.base_offset DESC LIMIT 1), '-infinity') <= $4
+    FOR UPDATE OF l SKIP LOCKED";
+
 /// Claim the (partition, group) lease row: FOR UPDATE SKIP LOCKED when no live lease is
-/// held and the partition has offsets above the cursor; create the cursor (seeded) on
-/// first contact. None when the row is leased, locked elsewhere, caught up, or raced into
-/// existence by another pop.
+/// held, no nack delay is pending and the partition has (visible) offsets above the
+/// cursor; create the cursor (seeded) on first contact. None when the row is leased,
+/// held, locked elsewhere, caught up, deferred, or raced into existence by another pop.
 ///
 /// A caught-up cursor is not locked: even an unlogged row lock takes a transaction id,
 /// and with it a commit record, which every empty re-poll of a long-polling consumer
@@ -119,23 +148,19 @@ struct Claim {
 fn claim(
     client: &mut SpiClient<'_>,
     pid: Uuid,
-    queue_id: Uuid,
-    tenant: Uuid,
+    queue: &QueueRef,
     req: &PopRequest<'_>,
+    visible_before: Option<TimestampWithTimeZone>,
 ) -> Option<Claim> {
     for _ in 0..2 {
-        let free = q(
-            client,
-            "SELECT 1 FROM queen.log_leases l
-               JOIN queen.log_consumers c
-                 ON c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
-               JOIN queen.log_partitions p ON p.id = l.partition_id
-              WHERE l.partition_id = $1 AND l.consumer_group = $2
-                AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL OR l.lease_expires_at < $3)
-                AND c.committed < p.last_offset
-                FOR UPDATE OF l SKIP LOCKED",
-            &[pid.into(), req.group.into(), now().into()],
-        )
+        let free = match visible_before {
+            None => q(client, CLAIM, &[pid.into(), req.group.into(), now().into()]),
+            Some(deadline) => q(
+                client,
+                CLAIM_DELAYED,
+                &[pid.into(), req.group.into(), now().into(), deadline.into()],
+            ),
+        }
         .or_raise();
         if !free.is_empty() {
             // Read after the lock: the state the last holder committed.
@@ -158,7 +183,7 @@ fn claim(
         .next()
         .map(|r| col::<bool>(&r, 1, "lease row exists"));
         match has_lease {
-            None => return create_cursor(client, pid, queue_id, tenant, req),
+            None => return create_cursor(client, pid, queue.id, queue.tenant, req),
             Some(true) => return None,
             Some(false) => ensure_leases(client, pid, &[req.group]),
         }
@@ -266,9 +291,32 @@ fn create_cursor(
     })
 }
 
-/// Read up to `budget` frames from `next` onward across consecutive segments. Blobs are
-/// stored out of line (EXTERNAL): only the segments the plan serves are detoasted.
-pub fn serve(client: &SpiClient<'_>, pid: Uuid, next: i64, budget: i32) -> Vec<Slice> {
+/// What a pop found at and above the cursor.
+pub enum Found {
+    Slices(Vec<Slice>),
+    /// Messages are there but not visible yet (`delayedProcessing`).
+    Deferred,
+    /// No segment above the cursor.
+    Empty,
+}
+
+/// The latest segment created_at a pop of this queue may serve now: now − its
+/// `delayedProcessing`; None (nothing to check) without a delay.
+pub fn visibility_deadline(queue: &QueueRef) -> Option<TimestampWithTimeZone> {
+    (queue.delay > 0).then(|| plus_seconds(now(), -i64::from(queue.delay)))
+}
+
+/// Read up to `budget` frames from `next` onward across consecutive segments, stopping
+/// at the first segment created after `visible_before` (`queen_log::pop::plan_visible`).
+/// Blobs are stored out of line (EXTERNAL): only the segments the plan serves are
+/// detoasted.
+pub fn serve(
+    client: &SpiClient<'_>,
+    pid: Uuid,
+    next: i64,
+    budget: i32,
+    visible_before: Option<TimestampWithTimeZone>,
+) -> Found {
     let rows: Vec<_> = q(
         client,
         "SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments
@@ -287,17 +335,32 @@ pub fn serve(client: &SpiClient<'_>, pid: Uuid, next: i64, budget: i32) -> Vec<S
             end: col(r, 2, "log_segments.end_offset"),
         })
         .collect();
-    plan(next, i64::from(budget), &spans)
-        .into_iter()
-        .map(|p| Slice {
-            base: p.base,
-            start_idx: p.start_idx,
-            take: p.take,
-            msg_count: p.msg_count,
-            created_at: col(&rows[p.seg], 3, "log_segments.created_at"),
-            blob: col(&rows[p.seg], 4, "log_segments.blob"),
-        })
-        .collect()
+    let visible = match visible_before {
+        None => spans.len(),
+        Some(deadline) => {
+            let created: Vec<i64> = rows
+                .iter()
+                .map(|r| micros(col(r, 3, "log_segments.created_at")))
+                .collect();
+            visible_prefix(&created, Some(&micros(deadline)))
+        }
+    };
+    match plan_visible(next, i64::from(budget), &spans, visible) {
+        Outcome::Deferred => Found::Deferred,
+        Outcome::Empty => Found::Empty,
+        Outcome::Serve(plan) => Found::Slices(
+            plan.into_iter()
+                .map(|p| Slice {
+                    base: p.base,
+                    start_idx: p.start_idx,
+                    take: p.take,
+                    msg_count: p.msg_count,
+                    created_at: col(&rows[p.seg], 3, "log_segments.created_at"),
+                    blob: col(&rows[p.seg], 4, "log_segments.blob"),
+                })
+                .collect(),
+        ),
+    }
 }
 
 /// Write a lease of `[first, last]` to the worker.
@@ -324,25 +387,32 @@ fn write_lease(client: &mut SpiClient<'_>, pid: Uuid, req: &PopRequest<'_>, next
 }
 
 /// Pop one partition: claim, serve, lease (or auto-ack). None when nothing was claimed
-/// or served.
+/// or served. Under the queue's `delayedProcessing` only visible messages are served.
 pub fn pop_partition(
     client: &mut SpiClient<'_>,
     pid: Uuid,
-    queue_id: Uuid,
-    tenant: Uuid,
+    queue: &QueueRef,
     req: &PopRequest<'_>,
 ) -> Option<Served> {
-    let claim = claim(client, pid, queue_id, tenant, req)?;
+    let visible_before = visibility_deadline(queue);
+    let claim = claim(client, pid, queue, req, visible_before)?;
     let old = &claim.state;
-    let slices = serve(client, pid, old.committed + 1, req.budget);
-    let (Some(first), Some(last)) = (slices.first(), slices.last()) else {
-        if let Some(sealed) = seal_hole(old.committed, claim.last_offset) {
-            let next = CursorState {
-                committed: sealed,
-                ..old.clone()
-            };
-            write_cursor(client, pid, req.group, old, &next);
+    let slices = match serve(client, pid, old.committed + 1, req.budget, visible_before) {
+        Found::Slices(s) => s,
+        // A seal over deferred messages would skip them: leave the cursor alone.
+        Found::Deferred => return None,
+        Found::Empty => {
+            if let Some(sealed) = seal_hole(old.committed, claim.last_offset) {
+                let next = CursorState {
+                    committed: sealed,
+                    ..old.clone()
+                };
+                write_cursor(client, pid, req.group, old, &next);
+            }
+            return None;
         }
+    };
+    let (Some(first), Some(last)) = (slices.first(), slices.last()) else {
         return None;
     };
     let (first_off, last_off) = (first.first_offset(), last.last_offset());
@@ -430,7 +500,7 @@ pub fn pop_named<'a>(
             let Some(p) = find_partition_ref(client, tenant, queue, name) else {
                 return Vec::new();
             };
-            pop_partition(client, p.id, p.queue_id, tenant, &request(p.lease_time))
+            pop_partition(client, p.id, &p.queue, &request(p.queue.lease_time))
                 .map(|served| QueueServed {
                     partition_id: p.id,
                     partition: name.to_string(),
@@ -440,16 +510,10 @@ pub fn pop_named<'a>(
                 .collect()
         }
         Target::Queue { max_partitions } => {
-            let Some((queue_id, lease_time)) = find_queue(client, tenant, queue) else {
+            let Some(queue) = find_queue(client, tenant, queue) else {
                 return Vec::new();
             };
-            pop_queue(
-                client,
-                tenant,
-                queue_id,
-                max_partitions,
-                &request(lease_time),
-            )
+            pop_queue(client, &queue, max_partitions, &request(queue.lease_time))
         }
     }
 }
@@ -571,33 +635,54 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
     .or_raise();
 }
 
-/// Partitions of the queue that may have work for the group and hold no live lease,
-/// least recently leased first (fairness); more than needed, since some will be locked.
+/// Partitions of the queue that may have work for the group, hold no live lease and no
+/// pending nack delay, least recently leased first (fairness); more than needed, since
+/// some will be locked.
+const CANDIDATES: &str = "SELECT p.id, p.name FROM queen.log_partitions p
+   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
+   LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
+  WHERE p.queue_id = $1
+    AND (c.partition_id IS NULL AND p.last_offset >= 0
+         OR p.last_offset > c.committed
+            AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL OR l.lease_expires_at < $4)
+            AND (c.redeliver_at IS NULL OR c.redeliver_at <= $4))
+  ORDER BY l.lease_acquired_at NULLS FIRST, p.id
+  LIMIT $3";
+
+/// The same under `delayedProcessing`: only partitions whose next message is visible
+/// ($5 = now − delay; one index probe each). Without it, partitions holding only young
+/// messages, never leased and so first in line, would fill the candidate list and starve
+/// the ready ones behind them until their delay passed.
+const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name FROM queen.log_partitions p
+   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
+   LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
+  WHERE p.queue_id = $1
+    AND (c.partition_id IS NULL AND p.last_offset >= 0
+         OR p.last_offset > c.committed
+            AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL OR l.lease_expires_at < $4)
+            AND (c.redeliver_at IS NULL OR c.redeliver_at <= $4))
+    AND COALESCE((SELECT s.created_at FROM queen.log_segments s
+                   WHERE s.partition_id = p.id
+                     AND s.base_offset <= GREATEST(COALESCE(c.committed + 1, p.log_start), p.log_start)
+                   ORDER BY s.base_offset DESC LIMIT 1), '-infinity') <= $5
+  ORDER BY l.lease_acquired_at NULLS FIRST, p.id
+  LIMIT $3";
+
 fn candidates(
     client: &SpiClient<'_>,
-    queue_id: Uuid,
+    queue: &QueueRef,
     group: &str,
     want: i32,
 ) -> Vec<(Uuid, String)> {
-    q(
-        client,
-        "SELECT p.id, p.name FROM queen.log_partitions p
-               LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
-               LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
-              WHERE p.queue_id = $1
-                AND (c.partition_id IS NULL AND p.last_offset >= 0
-                     OR p.last_offset > c.committed
-                        AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL
-                             OR l.lease_expires_at < $4))
-              ORDER BY l.lease_acquired_at NULLS FIRST, p.id
-              LIMIT $3",
-        &[
-            queue_id.into(),
-            group.into(),
-            i64::from(want).saturating_mul(4).saturating_add(8).into(),
-            now().into(),
-        ],
-    )
+    let limit = i64::from(want).saturating_mul(4).saturating_add(8);
+    let args = [queue.id.into(), group.into(), limit.into(), now().into()];
+    match visibility_deadline(queue) {
+        None => q(client, CANDIDATES, &args),
+        Some(deadline) => {
+            let [a, b, c, d] = args;
+            q(client, CANDIDATES_DELAYED, &[a, b, c, d, deadline.into()])
+        }
+    }
     .or_raise()
     .map(|r| {
         (
@@ -619,15 +704,14 @@ pub struct QueueServed {
 /// with the budget as a global cap.
 pub fn pop_queue(
     client: &mut SpiClient<'_>,
-    tenant: Uuid,
-    queue_id: Uuid,
+    queue: &QueueRef,
     max_partitions: i32,
     req: &PopRequest<'_>,
 ) -> Vec<QueueServed> {
-    register_group(client, queue_id, tenant, req);
+    register_group(client, queue.id, queue.tenant, req);
     let mut out = Vec::new();
     let mut budget = Budget::new(i64::from(req.budget));
-    for (pid, name) in candidates(client, queue_id, req.group, max_partitions) {
+    for (pid, name) in candidates(client, queue, req.group, max_partitions) {
         if out.len() >= max_partitions as usize || budget.is_spent() {
             break;
         }
@@ -635,7 +719,7 @@ pub fn pop_queue(
             budget: budget.left() as i32,
             ..*req
         };
-        let Some(served) = pop_partition(client, pid, queue_id, tenant, &part_req) else {
+        let Some(served) = pop_partition(client, pid, queue, &part_req) else {
             continue;
         };
         budget.spend(frames(&served.slices));

@@ -6,6 +6,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::dedup::find_duplicates;
+use queen_log::frame::Frame;
 use queen_log::hash::split_hashes;
 use queen_log::order::partition_lock_order;
 use queen_log::segment::{decode_segment, verify_segment};
@@ -202,7 +203,7 @@ pub fn push_resolved(
 /// otherwise deadlocked against multi-partition pushes (found by the soak test).
 /// Returns the partition's txns_start (the lowest offset the sidecar still covers), or
 /// None when the partition was deleted meanwhile.
-fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> Option<i64> {
+pub fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> Option<i64> {
     q(
         client,
         "SELECT txns_start FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
@@ -214,47 +215,56 @@ fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> Option<i64> {
 }
 
 /// A duplicate verdict names the ORIGINAL messages: their ids are read from the frames at
-/// the original offsets (each covering segment decoded once). An id stays unknown when its
-/// segment was retained away or does not decode.
+/// the original offsets. An id stays unknown when its segment was retained away or does
+/// not decode.
 fn with_original_ids(client: &SpiClient<'_>, pid: Uuid, dups: Vec<(usize, i64)>) -> Vec<Duplicate> {
     let offs: Vec<i64> = dups.iter().map(|d| d.1).collect();
-    let segs: Vec<(i64, Vec<u8>)> = q(
-        client,
-        "SELECT DISTINCT ON (s.base_offset) s.base_offset, s.blob
-           FROM unnest($2::bigint[]) AS o(off)
-           CROSS JOIN LATERAL (SELECT base_offset, end_offset, blob FROM queen.log_segments
-                                WHERE partition_id = $1 AND base_offset <= o.off
-                                ORDER BY base_offset DESC LIMIT 1) s
-          WHERE s.end_offset >= o.off",
-        &[pid.into(), offs.into()],
-    )
-    .or_raise()
-    .map(|r| {
-        (
-            col(&r, 1, "log_segments.base_offset"),
-            col(&r, 2, "log_segments.blob"),
-        )
-    })
-    .collect();
-    let decoded: Vec<(i64, Vec<queen_log::frame::Frame>)> = segs
-        .into_iter()
-        .filter_map(|(base, blob)| decode_segment(&blob).ok().map(|f| (base, f)))
-        .collect();
-    let id_at = |off: i64| {
-        decoded
-            .iter()
-            .filter(|(base, _)| *base <= off)
-            .max_by_key(|(base, _)| *base)
-            .and_then(|(base, frames)| frames.get((off - base) as usize))
-            .map(|f| uuid::Uuid::from_bytes(f.message_id))
-    };
+    let frames = FramesAt::load(client, pid, &offs);
     dups.into_iter()
         .map(|(i, off)| Duplicate {
             i,
             off,
-            id: id_at(off),
+            id: frames
+                .get(off)
+                .map(|f| uuid::Uuid::from_bytes(f.message_id)),
         })
         .collect()
+}
+
+/// The frames at some offsets of a partition, each covering segment read and decoded
+/// once. A segment retained away or not decodable holds nothing here.
+pub struct FramesAt(Vec<(i64, Vec<Frame>)>);
+
+impl FramesAt {
+    pub fn load(client: &SpiClient<'_>, pid: Uuid, offs: &[i64]) -> FramesAt {
+        let segs = q(
+            client,
+            "SELECT DISTINCT ON (s.base_offset) s.base_offset, s.blob
+               FROM unnest($2::bigint[]) AS o(off)
+               CROSS JOIN LATERAL (SELECT base_offset, end_offset, blob FROM queen.log_segments
+                                    WHERE partition_id = $1 AND base_offset <= o.off
+                                    ORDER BY base_offset DESC LIMIT 1) s
+              WHERE s.end_offset >= o.off",
+            &[pid.into(), offs.to_vec().into()],
+        )
+        .or_raise()
+        .filter_map(|r| {
+            let blob: Vec<u8> = col(&r, 2, "log_segments.blob");
+            let frames = decode_segment(&blob).ok()?;
+            Some((col(&r, 1, "log_segments.base_offset"), frames))
+        })
+        .collect();
+        FramesAt(segs)
+    }
+
+    /// The frame at `off`, if its segment was loaded.
+    pub fn get(&self, off: i64) -> Option<&Frame> {
+        self.0
+            .iter()
+            .filter(|(base, _)| *base <= off)
+            .max_by_key(|(base, _)| *base)
+            .and_then(|(base, frames)| frames.get((off - base) as usize))
+    }
 }
 
 /// Sidecar rows ending above `from` (the verified watermark, or below txns_start) and

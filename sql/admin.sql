@@ -1,0 +1,173 @@
+-- Operating a queue (issue 16): DLQ redrive and deletion, queue and lag statistics.
+-- Redrive itself is Rust (src/redrive.rs, queen.dlq_redrive_v1); these select the rows
+-- it moves, delete rows, and report. Every function is scoped to a tenant: another
+-- tenant's rows behave exactly like rows that do not exist.
+
+-- Redrive up to p_limit DLQ rows of a queue (NULL group = every group), oldest failure
+-- first, through queen.dlq_redrive_v1.
+CREATE FUNCTION queen.dlq_redrive_queue_v1(p_queue text, p_group text, p_limit int,
+                                           p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_limit IS NULL THEN
+        RAISE EXCEPTION 'dlq_redrive_queue_v1: p_queue and p_limit must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_limit < 1 THEN
+        RAISE EXCEPTION 'dlq_redrive_queue_v1: p_limit must be >= 1, got %', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN queen.dlq_redrive_v1(ARRAY(
+        SELECT d.id FROM queen.log_dlq d
+          JOIN queen.log_partitions p ON p.id = d.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.tenant_id = p_tenant AND q.name = p_queue
+           AND (p_group IS NULL OR d.consumer_group = p_group)
+         ORDER BY d.failed_at, d.id LIMIT p_limit), p_tenant);
+END $$;
+
+-- The DLQ rows of one message address (partition id, transactionId), newest failure
+-- first: one per consumer group that dead-lettered it (Queen's /messages/:pid/:txn).
+CREATE FUNCTION queen.dlq_ids_at_v1(p_partition_id uuid, p_transaction_id text,
+                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS uuid[]
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT ARRAY(
+        SELECT d.id FROM queen.log_dlq d
+          JOIN queen.log_partitions p ON p.id = d.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE d.partition_id = p_partition_id AND d.transaction_id = p_transaction_id
+           AND q.tenant_id = p_tenant
+         ORDER BY d.failed_at DESC, d.id)
+$$;
+
+-- Delete the tenant's DLQ rows p_ids; returns {"deleted": n, "ids": [...]}.
+CREATE FUNCTION queen.dlq_delete_v1(p_ids uuid[],
+                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH gone AS (
+        DELETE FROM queen.log_dlq d
+         USING queen.log_partitions p, queen.queues q
+         WHERE d.id = ANY(p_ids) AND p.id = d.partition_id AND q.id = p.queue_id
+           AND q.tenant_id = p_tenant
+        RETURNING d.id)
+    SELECT jsonb_build_object('deleted', count(*),
+                              'ids', COALESCE(jsonb_agg(id ORDER BY id), '[]'::jsonb))
+      FROM gone
+$$;
+
+-- Delete up to p_limit DLQ rows of a queue (NULL group = every group; NULL limit = all),
+-- oldest failure first.
+CREATE FUNCTION queen.dlq_delete_queue_v1(p_queue text, p_group text, p_limit int,
+                                          p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL THEN
+        RAISE EXCEPTION 'dlq_delete_queue_v1: p_queue must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_limit < 1 THEN
+        RAISE EXCEPTION 'dlq_delete_queue_v1: p_limit must be >= 1, got %', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN queen.dlq_delete_v1(ARRAY(
+        SELECT d.id FROM queen.log_dlq d
+          JOIN queen.log_partitions p ON p.id = d.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.tenant_id = p_tenant AND q.name = p_queue
+           AND (p_group IS NULL OR d.consumer_group = p_group)
+         ORDER BY d.failed_at, d.id LIMIT p_limit), p_tenant);
+END $$;
+
+-- The tenant's queues (all, or one by name) with their settings, newest first. A NULL
+-- tenant lists every tenant's (the operator's view: the broker's /metrics); the broker
+-- passes the caller's tenant on every API route.
+CREATE FUNCTION queen.queue_list_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
+                                    p_queue text DEFAULT NULL)
+RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_namespace text, r_task text,
+              r_created_at timestamptz,
+              r_lease_time int, r_retry_limit int, r_dead_letter_queue bool,
+              r_dlq_after_max_retries bool, r_delayed_processing int, r_retention_seconds int,
+              r_completed_retention_seconds int, r_dedup_window_seconds int, r_options jsonb)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT q.tenant_id, q.id, q.name, q.namespace, q.task, q.created_at, q.lease_time, q.retry_limit,
+           q.dead_letter_queue, q.dlq_after_max_retries, q.delayed_processing,
+           q.retention_seconds, q.completed_retention_seconds, q.dedup_window_seconds, q.options
+      FROM queen.queues q
+     WHERE (p_tenant IS NULL OR q.tenant_id = p_tenant) AND (p_queue IS NULL OR q.name = p_queue)
+     ORDER BY q.created_at DESC, q.name
+$$;
+
+-- Lag and queue statistics: one row per (partition, consumer group), and one row with a
+-- NULL group for a partition no group has read yet; a NULL tenant as for queue_list_v1. Read from the partition rows
+-- (last_offset, log_start), the cursor and lease rows, the DLQ rows, and one index probe
+-- per lagging cursor for the created_at of its first unconsumed message: no segment is
+-- scanned, so the cost grows with partitions and groups, never with messages.
+--   r_lag: messages still to deliver, last_offset - max(committed, log_start - 1);
+--   r_oldest_unconsumed_at / _age (seconds): the first message the group has not
+--     consumed (for a partition without cursors: its oldest message);
+--   r_leased / r_leased_messages / r_worker: a live lease, its span and its leaseId;
+--   r_retries: retry budget spent on the batch at the cursor; r_dlq: the group's DLQ rows;
+--   r_redeliver_at: a nack's delay still pending (NULL once it has passed).
+CREATE FUNCTION queen.queue_stats_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
+                                     p_queue text DEFAULT NULL)
+RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_partition_id uuid, r_partition text,
+              r_partition_created_at timestamptz, r_log_start bigint, r_last_offset bigint,
+              r_last_write_at timestamptz, r_consumer_group text, r_committed bigint, r_lag bigint,
+              r_oldest_unconsumed_at timestamptz, r_oldest_unconsumed_age double precision,
+              r_leased bool, r_leased_messages bigint, r_worker text, r_lease_acquired_at timestamptz,
+              r_retries int, r_total_consumed bigint, r_evicted bigint, r_redeliver_at timestamptz,
+              r_dlq bigint)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH now AS (SELECT clock_timestamp() AS t),
+    parts AS (
+        SELECT q.tenant_id, q.id AS queue_id, q.name::text AS queue, p.id, p.name, p.created_at,
+               p.log_start, p.last_offset, p.last_write_at
+          FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+         WHERE (p_tenant IS NULL OR q.tenant_id = p_tenant) AND (p_queue IS NULL OR q.name = p_queue)),
+    dlq AS (
+        SELECT d.partition_id, d.consumer_group, count(*) AS n
+          FROM queen.log_dlq d JOIN parts x ON x.id = d.partition_id
+         GROUP BY 1, 2),
+    cursors AS (
+        SELECT x.*, c.consumer_group, c.committed, c.batch_retry_count, c.total_consumed,
+               c.evicted, c.redeliver_at, l.batch_end, l.worker_id, l.lease_acquired_at,
+               COALESCE(l.worker_id IS NOT NULL AND l.lease_expires_at > now.t, false) AS live,
+               GREATEST(COALESCE(c.committed, -1), x.log_start - 1) AS consumed_to, now.t AS now
+          FROM parts x CROSS JOIN now
+          LEFT JOIN queen.log_consumers c ON c.partition_id = x.id
+          LEFT JOIN queen.log_leases l
+            ON l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group)
+    SELECT k.tenant_id, k.queue_id, k.queue, k.id, k.name, k.created_at, k.log_start, k.last_offset,
+           k.last_write_at, k.consumer_group, k.committed,
+           CASE WHEN k.consumer_group IS NOT NULL THEN GREATEST(k.last_offset - k.consumed_to, 0) END,
+           o.created_at, extract(epoch FROM k.now - o.created_at)::float8,
+           k.live, CASE WHEN k.live THEN GREATEST(k.batch_end - k.committed, 0) ELSE 0 END,
+           CASE WHEN k.live THEN k.worker_id END, k.lease_acquired_at,
+           k.batch_retry_count, k.total_consumed, k.evicted,
+           CASE WHEN k.redeliver_at > k.now THEN k.redeliver_at END,
+           COALESCE(d.n, 0)
+      FROM cursors k
+      LEFT JOIN dlq d ON d.partition_id = k.id AND d.consumer_group = k.consumer_group
+      LEFT JOIN LATERAL (
+          SELECT s.created_at FROM queen.log_segments s
+           WHERE k.last_offset > k.consumed_to
+             AND s.partition_id = k.id AND s.base_offset <= k.consumed_to + 1
+           ORDER BY s.base_offset DESC LIMIT 1) o ON true
+     ORDER BY k.tenant_id, k.queue, k.name, k.consumer_group COLLATE "C"
+$$;
