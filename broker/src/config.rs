@@ -47,6 +47,10 @@ pub struct Config {
     /// `QUEEN_DEDUP_CACHE_MB`: memory for the push dedup watermark cache (dedup.rs);
     /// 0 = off (every push probes its whole dedup window).
     pub dedup_cache_mb: usize,
+    /// `QUEEN_METRICS_QUEUE_SERIES`: most label sets of each per-queue and per-(queue,
+    /// group) gauge at `/metrics`; the rest are added up under `queue="__other__"`.
+    /// 0 = no queue gauges (the statistics are never read for /metrics).
+    pub metrics_queue_series: usize,
 }
 
 impl Config {
@@ -84,6 +88,7 @@ impl Config {
                 as i32,
             max_push_items: num(&get, "QUEEN_MAX_PUSH_ITEMS", 10_000)?.max(1),
             dedup_cache_mb: num(&get, "QUEEN_DEDUP_CACHE_MB", 128)?,
+            metrics_queue_series: num(&get, "QUEEN_METRICS_QUEUE_SERIES", 200)?,
         })
     }
 
@@ -113,7 +118,7 @@ impl fmt::Display for Config {
             "database_url={} listen={} pool_size={} body_limit_mb={} statement_timeout_ms={} \
              ack_registry={} ack_registry_mb={} ack_fusion={} ack_fusion_shards={} \
              ack_fusion_max_inflight={} ack_fusion_hold_ms={} pool_timeout_ms={} tenancy={} max_batch={} \
-             max_push_items={} dedup_cache_mb={}",
+             max_push_items={} dedup_cache_mb={} metrics_queue_series={}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -130,7 +135,8 @@ impl fmt::Display for Config {
             if self.tenancy() { "on" } else { "off" },
             self.max_batch,
             self.max_push_items,
-            self.dedup_cache_mb
+            self.dedup_cache_mb,
+            self.metrics_queue_series
         )
     }
 }

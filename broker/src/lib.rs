@@ -7,6 +7,7 @@ pub mod dedup;
 pub mod error;
 pub mod fusion;
 pub mod metrics;
+pub mod queue_stats;
 pub mod registry;
 pub mod routes;
 pub mod state;

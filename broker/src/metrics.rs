@@ -49,6 +49,12 @@ pub struct Metrics {
     pub messages_duplicate: AtomicU64,
     pub messages_popped: AtomicU64,
     pub dlq_filed: AtomicU64,
+    /// DLQ rows moved back into their partitions (redrive).
+    pub dlq_redriven: AtomicU64,
+    /// DLQ rows deleted.
+    pub dlq_deleted: AtomicU64,
+    /// The last rendering of the queue gauges and when it was made (see [`queue_gauges`]).
+    queue_gauges: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
 }
 
 impl Metrics {
@@ -141,6 +147,16 @@ impl Metrics {
                 "queen_dlq_filed_total",
                 "Messages filed to the dead-letter queue.",
                 &self.dlq_filed,
+            ),
+            (
+                "queen_dlq_redriven_total",
+                "Dead-letter rows moved back into their partitions.",
+                &self.dlq_redriven,
+            ),
+            (
+                "queen_dlq_deleted_total",
+                "Dead-letter rows deleted.",
+                &self.dlq_deleted,
             ),
         ] {
             scalar(&mut out, name, "counter", help, load(c));
@@ -285,6 +301,215 @@ pub fn render(state: &AppState) -> String {
     out
 }
 
+/// How long one reading of the statistics serves `/metrics` scrapes: a scraper (or
+/// anyone: /metrics is not authenticated) cannot make the broker query them more often.
+pub const QUEUE_GAUGES_TTL: Duration = Duration::from_secs(5);
+/// The fold-in label of the series beyond [`MAX_QUEUE_SERIES`].
+const OTHER: &str = "__other__";
+
+/// The per-queue and per-(queue, group) gauges from `queen.queue_stats_v1` (every
+/// tenant; `tenant` is a label), rendered at most every [`QUEUE_GAUGES_TTL`]. The label
+/// sets are bounded by `QUEEN_METRICS_QUEUE_SERIES` per family: the series with the
+/// largest lag (per queue: pending) are shown, the rest are added up under
+/// `queue="__other__"` (and `group="__other__"`), so sums stay right whatever the number
+/// of queues. When the statistics cannot be read, `queen_queue_stats_up 0` only.
+pub async fn queue_gauges(state: &AppState) -> String {
+    let max = state.config.metrics_queue_series;
+    if max == 0 {
+        return String::new();
+    }
+    let mut cache = state.metrics.queue_gauges.lock().await;
+    if let Some((at, text)) = cache.as_ref() {
+        if at.elapsed() < QUEUE_GAUGES_TTL {
+            return text.clone();
+        }
+    }
+    let text = match crate::queue_stats::load(state, None, None).await {
+        Ok(queues) => render_queues(&queues, max),
+        Err(e) => {
+            tracing::warn!("queue statistics for /metrics: {e}");
+            let mut out = String::new();
+            scalar(
+                &mut out,
+                "queen_queue_stats_up",
+                "gauge",
+                QUEUE_STATS_UP_HELP,
+                0,
+            );
+            return out;
+        }
+    };
+    *cache = Some((std::time::Instant::now(), text.clone()));
+    text
+}
+
+const QUEUE_STATS_UP_HELP: &str = "1 when the queue statistics could be read for this scrape.";
+
+/// One gauge family's values by label set, largest first, folded beyond the bound.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+}
+
+/// Per (tenant, queue, group): lag, oldest unconsumed age, leased, retries, DLQ rows.
+const GROUP_FAMILIES: [Family; 5] = [
+    Family {
+        name: "queen_consumer_lag_messages",
+        help: "Messages a consumer group has still to consume, summed over the queue's partitions.",
+    },
+    Family {
+        name: "queen_consumer_oldest_unconsumed_age_seconds",
+        help: "Age of the oldest message a consumer group has not consumed (0 when caught up).",
+    },
+    Family {
+        name: "queen_consumer_leased_messages",
+        help: "Messages under a live lease of the consumer group.",
+    },
+    Family {
+        name: "queen_consumer_retries",
+        help: "Retry budget spent on the batches at the group's cursors, summed over partitions.",
+    },
+    Family {
+        name: "queen_consumer_dlq_messages",
+        help: "Dead-letter rows the consumer group filed.",
+    },
+];
+
+/// Per (tenant, queue): retained, pending (slowest reader), dead-letter, partitions.
+const QUEUE_FAMILIES: [Family; 4] = [
+    Family {
+        name: "queen_queue_messages",
+        help: "Messages retained in the queue's partitions.",
+    },
+    Family {
+        name: "queen_queue_pending_messages",
+        help: "Messages the slowest consumer of each partition has not consumed, summed.",
+    },
+    Family {
+        name: "queen_queue_dlq_messages",
+        help: "Dead-letter rows of the queue.",
+    },
+    Family {
+        name: "queen_queue_partitions",
+        help: "Partitions of the queue.",
+    },
+];
+
+/// Keep at most `max` series: the largest `max − 1` (by value `rank`) and one folding the
+/// rest (summed, or the maximum for the values in `fold_max`); returns how many folded.
+fn bounded<K>(
+    mut rows: Vec<(K, Vec<f64>)>,
+    max: usize,
+    rank: usize,
+    other: K,
+    fold_max: &[usize],
+) -> (Vec<(K, Vec<f64>)>, usize) {
+    rows.sort_by(|a, b| b.1[rank].total_cmp(&a.1[rank]));
+    if rows.len() <= max {
+        return (rows, 0);
+    }
+    let rest = rows.split_off(max.saturating_sub(1));
+    let dropped = rest.len();
+    let mut folded = vec![0.0f64; rest[0].1.len()];
+    for (_, v) in &rest {
+        for (i, x) in v.iter().enumerate() {
+            folded[i] = if fold_max.contains(&i) {
+                folded[i].max(*x)
+            } else {
+                folded[i] + x
+            };
+        }
+    }
+    rows.push((other, folded));
+    (rows, dropped)
+}
+
+fn render_queues(queues: &[crate::queue_stats::QueueStats], max: usize) -> String {
+    use queen_log::stats::{Figures, GroupTotals};
+    let mut per_group: Vec<((String, String, String), Vec<f64>)> = Vec::new();
+    let mut per_queue: Vec<((String, String), Vec<f64>)> = Vec::new();
+    for q in queues {
+        let (tenant, name) = (q.meta.tenant.to_string(), q.meta.name.clone());
+        let mut f = Figures::default();
+        q.partitions.iter().for_each(|p| f.add(&p.stats.figures()));
+        per_queue.push((
+            (tenant.clone(), name.clone()),
+            vec![
+                f.total as f64,
+                f.pending as f64,
+                f.dead_letter as f64,
+                q.partitions.len() as f64,
+            ],
+        ));
+        for g in q.groups() {
+            let t = GroupTotals::of(q.cursors().filter(|(_, c)| c.group == g).map(|(_, c)| c));
+            per_group.push((
+                (tenant.clone(), name.clone(), g.to_string()),
+                vec![
+                    t.lag as f64,
+                    t.max_age_s.unwrap_or(0.0),
+                    t.leased_messages as f64,
+                    t.retries as f64,
+                    t.dlq as f64,
+                ],
+            ));
+        }
+    }
+    let other = || OTHER.to_string();
+    let (groups, dropped_groups) = bounded(per_group, max, 0, (other(), other(), other()), &[1]);
+    let (queues, dropped_queues) = bounded(per_queue, max, 1, (other(), other()), &[]);
+    let mut out = String::new();
+    scalar(
+        &mut out,
+        "queen_queue_stats_up",
+        "gauge",
+        QUEUE_STATS_UP_HELP,
+        1,
+    );
+    for (i, fam) in GROUP_FAMILIES.iter().enumerate() {
+        header(&mut out, fam.name, "gauge", fam.help);
+        for ((t, q, g), v) in &groups {
+            let _ = writeln!(
+                out,
+                "{}{{tenant=\"{}\",queue=\"{}\",group=\"{}\"}} {}",
+                fam.name,
+                label(t),
+                label(q),
+                label(g),
+                v[i]
+            );
+        }
+    }
+    for (i, fam) in QUEUE_FAMILIES.iter().enumerate() {
+        header(&mut out, fam.name, "gauge", fam.help);
+        for ((t, q), v) in &queues {
+            let _ = writeln!(
+                out,
+                "{}{{tenant=\"{}\",queue=\"{}\"}} {}",
+                fam.name,
+                label(t),
+                label(q),
+                v[i]
+            );
+        }
+    }
+    scalar(
+        &mut out,
+        "queen_queue_series_folded",
+        "gauge",
+        "Series beyond QUEEN_METRICS_QUEUE_SERIES, added up under queue=\"__other__\".",
+        (dropped_groups + dropped_queues) as u64,
+    );
+    out
+}
+
+/// A label value escaped for the exposition format.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 fn load(c: &AtomicU64) -> u64 {
     c.load(Ordering::Relaxed)
 }
@@ -301,6 +526,32 @@ fn scalar(out: &mut String, name: &str, kind: &str, help: &str, v: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_series_beyond_the_bound_fold_into_one_keeping_sums_and_maxima() {
+        let rows: Vec<(u32, Vec<f64>)> = (0..10)
+            .map(|i| (i, vec![f64::from(i), 100.0 - f64::from(i)]))
+            .collect();
+        let (kept, folded) = bounded(rows.clone(), 4, 0, 99, &[1]);
+        assert_eq!(folded, 7);
+        assert_eq!(
+            kept.iter().map(|r| r.0).collect::<Vec<_>>(),
+            [9, 8, 7, 99],
+            "largest first, then the fold"
+        );
+        assert_eq!(
+            kept[3].1,
+            vec![21.0, 100.0],
+            "sum of 0..=6, max of the second value"
+        );
+        let (all, none) = bounded(rows, 10, 0, 99, &[]);
+        assert_eq!((all.len(), none), (10, 0));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
 
     #[test]
     fn histogram_is_cumulative_with_inf_sum_count() {

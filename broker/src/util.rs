@@ -25,6 +25,14 @@ pub fn iso_ms(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// A SQL result's timestamp (UTC with microseconds) in the HTTP form (milliseconds);
+/// passed through unchanged if it does not parse.
+pub fn micros_to_ms(text: &str) -> String {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| iso_ms(t.with_timezone(&Utc)))
+        .unwrap_or_else(|_| text.to_string())
+}
+
 /// Parses a uuid, naming the field on failure.
 pub fn parse_uuid(s: &str, what: &str) -> ApiResult<uuid::Uuid> {
     uuid::Uuid::parse_str(s).map_err(|_| ApiError::bad(format!("invalid {what} {s:?}: not a UUID")))
@@ -41,6 +49,15 @@ pub fn group_or_queue_mode(g: Option<&str>) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sql_timestamps_render_with_milliseconds() {
+        assert_eq!(
+            micros_to_ms("2026-01-02T03:04:05.678901Z"),
+            "2026-01-02T03:04:05.678Z"
+        );
+        assert_eq!(micros_to_ms("not a time"), "not a time");
+    }
 
     #[test]
     fn default_tenant_literal() {

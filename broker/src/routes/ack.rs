@@ -43,6 +43,9 @@ struct AckIn {
     error: Option<String>,
     consumer_group: Option<String>,
     lease_id: Option<String>,
+    /// A nack's delay (our addition): the batch is redelivered no earlier than this many
+    /// seconds from now. Only with status failed or retry.
+    delay_seconds: Option<i64>,
 }
 
 /// Each acknowledgment stays raw JSON until it is read into an `AckIn`: no `Value` tree.
@@ -96,6 +99,8 @@ pub(crate) struct Item {
     pub(crate) error: Option<String>,
     pub(crate) group: String,
     pub(crate) lease: Option<String>,
+    /// `delaySeconds`, validated (failed or retry only, 0..=i32::MAX).
+    pub(crate) delay: Option<i32>,
 }
 
 /// The per-item answer.
@@ -106,6 +111,7 @@ struct Out {
     lease_released: bool,
     dlq: bool,
     noop: bool,
+    redeliver_at: Option<String>,
 }
 
 impl Out {
@@ -174,6 +180,20 @@ fn checked_item(i: usize, a: AckIn, top_group: Option<&str>) -> ApiResult<Item> 
     })?;
     let pid = parse_uuid(&a.partition_id, "partitionId")
         .map_err(|e| ApiError::bad(format!("{e} at index {i}")))?;
+    let delay = match a.delay_seconds {
+        None => None,
+        Some(_) if !matches!(status, Status::Failed | Status::Retry) => {
+            return Err(ApiError::bad(format!(
+                "delaySeconds is only allowed with status failed or retry (index {i})"
+            )))
+        }
+        Some(d) => Some(i32::try_from(d).ok().filter(|d| *d >= 0).ok_or_else(|| {
+            ApiError::bad(format!(
+                "delaySeconds must be an integer from 0 to {} (index {i}), got {d}",
+                i32::MAX
+            ))
+        })?),
+    };
     let group = group_or_queue_mode(top_group.or(a.consumer_group.as_deref())).to_string();
     Ok(Item {
         hash: txn_hash(&a.transaction_id),
@@ -183,6 +203,7 @@ fn checked_item(i: usize, a: AckIn, top_group: Option<&str>) -> ApiResult<Item> 
         error: a.error.filter(|e| !e.is_empty()),
         group,
         lease: a.lease_id.filter(|l| !l.is_empty()),
+        delay,
     })
 }
 
@@ -244,6 +265,7 @@ async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<
             lease_released: o.lease_released,
             dlq: o.dlq,
             noop: o.noop,
+            redeliver_at: o.redeliver_at,
         })
         .collect())
 }
@@ -259,6 +281,9 @@ pub struct Answer {
     lease_released: bool,
     dlq: bool,
     noop: bool,
+    /// A nack's delay held the redelivery back until then (only when it did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redeliver_at: Option<String>,
 }
 
 /// Item indexes per (partition, group, lease), in order of first appearance.
@@ -379,13 +404,22 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
     }
     let hashes: Vec<&[u8]> = g.iter().map(|it| it.hash.as_slice()).collect();
     let statuses: Vec<&str> = g.iter().map(|it| it.status.sql()).collect();
+    // The group's nack delay: the longest any of its nacks asked for.
+    let delay = g.iter().filter_map(|it| it.delay).max().unwrap_or(0);
     let db = state.db().await?;
-    let row = db
-        .query_one(
-&db.prepare_cached("SELECT queen.log_ack_by_hash_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[])").await?,
+    let row = if delay > 0 {
+        db.query_one(
+            &db.prepare_cached("SELECT queen.log_ack_by_hash_delay_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[], $6::int)").await?,
+            &[&first.pid, &first.group, &lease, &hashes, &statuses, &delay],
+        )
+        .await?
+    } else {
+        db.query_one(
+            &db.prepare_cached("SELECT queen.log_ack_by_hash_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[])").await?,
             &[&first.pid, &first.group, &lease, &hashes, &statuses],
         )
-        .await?;
+        .await?
+    };
     let r: Value = row.get(0);
     if r.get("ok").and_then(Value::as_bool) != Some(true) {
         let e = r
@@ -395,6 +429,12 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
         return Ok(vec![Out::fail(e); g.len()]);
     }
     let mut outs = map_lists(&r, g);
+    if let Some(at) = r.get("redeliverAt").and_then(Value::as_str) {
+        let at = crate::util::micros_to_ms(at);
+        outs.iter_mut()
+            .filter(|o| o.success)
+            .for_each(|o| o.redeliver_at = Some(at.clone()));
+    }
     if r.get("dlq").and_then(Value::as_bool) == Some(true) {
         file_dlq(state, &db, g, &r, &mut outs).await?;
     }

@@ -21,12 +21,13 @@ struct ConfigureBody {
 
 /// The integer options of `queen.configure_queue_v1` (validated here so a bad value is
 /// a 400 naming the key) and its boolean ones.
-const INT_OPTIONS: [&str; 5] = [
+const INT_OPTIONS: [&str; 6] = [
     "leaseTime",
     "retryLimit",
     "retentionSeconds",
     "completedRetentionSeconds",
     "dedupWindowSeconds",
+    "delayedProcessing",
 ];
 const BOOL_OPTIONS: [&str; 2] = ["deadLetterQueue", "dlqAfterMaxRetries"];
 

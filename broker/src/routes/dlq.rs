@@ -72,6 +72,8 @@ fn render(m: &Value) -> Value {
     };
     json!({
         "id": field("id"),
+        // The DLQ row's own id: what replay and delete by id take.
+        "dlqId": field("dlqId"),
         "transactionId": field("transactionId"),
         "partitionId": field("partitionId"),
         "queue": field("queue"),

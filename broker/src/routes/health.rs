@@ -37,8 +37,7 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        crate::metrics::render(&state),
-    )
+    let mut text = crate::metrics::render(&state);
+    text.push_str(&crate::metrics::queue_gauges(&state).await);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

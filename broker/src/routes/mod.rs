@@ -4,11 +4,15 @@ pub mod ack;
 pub mod auth;
 pub mod configure;
 pub mod dlq;
+pub mod dlq_admin;
 pub mod health;
 pub mod lease;
+pub mod messages;
 pub mod pop;
 pub mod push;
 pub mod queues;
+pub mod resources;
+pub mod status;
 pub mod transaction;
 
 use axum::body::Body;
@@ -38,11 +42,12 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/ack/batch", post(ack::ack_batch))
         .route("/api/v1/lease/{lease_id}/extend", post(lease::extend))
         .route("/api/v1/transaction", post(transaction::transaction))
-        .route("/api/v1/dlq", get(dlq::list))
+        .route("/api/v1/dlq", get(dlq::list).delete(dlq_admin::purge))
         .route(
             "/api/v1/resources/queues/{queue}",
-            delete(queues::delete_queue),
+            get(resources::get_queue).delete(queues::delete_queue),
         )
+        .merge(admin_routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -59,6 +64,34 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(json_errors))
         .with_state(state)
+}
+
+/// Operating a queue (issue 16): Queen's admin views, DLQ redrive and deletion.
+fn admin_routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/resources/queues", get(resources::list_queues))
+        .route(
+            "/api/v1/resources/queues/{queue}/depth",
+            get(resources::queue_depth),
+        )
+        .route("/api/v1/resources/partitions", get(resources::partitions))
+        .route("/api/v1/resources/overview", get(resources::overview))
+        .route("/api/v1/status/queues", get(status::queues))
+        .route("/api/v1/status/queues/{queue}", get(status::queue_detail))
+        .route("/api/v1/consumer-groups", get(status::groups))
+        .route("/api/v1/consumer-groups/lagging", get(status::lagging))
+        .route("/api/v1/consumer-groups/{group}", get(status::group))
+        .route(
+            "/api/v1/messages/{partition_id}/{transaction_id}",
+            delete(messages::delete_message),
+        )
+        .route(
+            "/api/v1/messages/{partition_id}/{transaction_id}/retry",
+            post(messages::retry),
+        )
+        .route("/api/v1/dlq/redrive", post(dlq_admin::redrive_many))
+        .route("/api/v1/dlq/{id}", delete(dlq_admin::delete_one))
+        .route("/api/v1/dlq/{id}/replay", post(dlq_admin::replay))
 }
 
 /// Error bodies are JSON everywhere (broker.md §1): axum's own rejections (413 body too

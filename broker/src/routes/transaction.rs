@@ -142,7 +142,15 @@ fn parse_op(i: usize, op: &Value) -> ApiResult<Op> {
             Ok(Op::Push(i, items))
         }
         // Unknown statuses keep the /ack wording: `unknown status "x" at index <op>`.
-        Some("ack") => Ok(Op::Ack(i, ack::item(i, op.clone(), None)?)),
+        Some("ack") => {
+            let it = ack::item(i, op.clone(), None)?;
+            if it.delay.is_some() {
+                return Err(ApiError::bad(format!(
+                    "operations[{i}]: delaySeconds is not supported in a transaction"
+                )));
+            }
+            Ok(Op::Ack(i, it))
+        }
         _ => Err(ApiError::bad(format!(
             "operations[{i}]: type must be \"push\" or \"ack\""
         ))),

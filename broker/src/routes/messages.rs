@@ -1,0 +1,182 @@
+//! Queen's message-address admin routes, for dead-lettered messages (Queen's SDK
+//! `admin.retry_message` / `admin.delete_message`):
+//!
+//! - `POST /api/v1/messages/{partitionId}/{transactionId}/retry`: redrive the DLQ rows of
+//!   that address (one per group that dead-lettered it) as ONE new message into its
+//!   partition, removing them in the same transaction;
+//! - `DELETE /api/v1/messages/{partitionId}/{transactionId}`: delete those DLQ rows.
+//!
+//! Only dead-lettered messages have rows: a live message (immutable in its segment), an
+//! unknown address, a malformed partition id and another tenant's message all answer
+//! Queen's 404. The shared redrive and delete calls live here too, for routes/dlq_admin.rs.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use queen_log::wire::{DlqDeleted, RedriveResult, RedriveRow, Redriven};
+use serde_json::{json, Value};
+use tokio_postgres::types::Json as Jsonb;
+use uuid::Uuid;
+
+use crate::error::ApiResult;
+use crate::metrics::Metrics;
+use crate::routes::auth::Tenant;
+use crate::state::AppState;
+
+/// `queen.dlq_redrive_v1` for the tenant's rows `ids`; wakes the long-polls of every
+/// partition a message went back into.
+pub(crate) async fn redrive(state: &AppState, tenant: Uuid, ids: &[Uuid]) -> ApiResult<Redriven> {
+    let db = state.db().await?;
+    let row = db
+        .query_one(
+            &db.prepare_cached("SELECT queen.dlq_redrive_v1($1::uuid[], $2::uuid)")
+                .await?,
+            &[&ids, &tenant],
+        )
+        .await?;
+    let Jsonb(r): Jsonb<Redriven> = row.get(0);
+    redriven(state, tenant, &r);
+    Ok(r)
+}
+
+/// After a redrive: count it, and wake the long-polls of every partition a message went
+/// back into (as a push would).
+pub(crate) fn redriven(state: &AppState, tenant: Uuid, r: &Redriven) {
+    Metrics::add(&state.metrics.dlq_redriven, r.moved as u64);
+    for m in r
+        .results
+        .iter()
+        .filter(|m| m.result == RedriveResult::Moved)
+    {
+        if let (Some(q), Some(p)) = (&m.queue, &m.partition) {
+            state.wake(tenant, q, p);
+        }
+    }
+}
+
+/// `queen.dlq_delete_v1` for the tenant's rows `ids`.
+pub(crate) async fn delete(state: &AppState, tenant: Uuid, ids: &[Uuid]) -> ApiResult<DlqDeleted> {
+    let db = state.db().await?;
+    let row = db
+        .query_one(
+            &db.prepare_cached("SELECT queen.dlq_delete_v1($1::uuid[], $2::uuid)")
+                .await?,
+            &[&ids, &tenant],
+        )
+        .await?;
+    let Jsonb(d): Jsonb<DlqDeleted> = row.get(0);
+    Metrics::add(&state.metrics.dlq_deleted, d.deleted as u64);
+    Ok(d)
+}
+
+/// Queen's answer to one replayed DLQ row (`replayedAs` describes the new message);
+/// `removed` counts every row that left the DLQ with it. A row that could not go back is
+/// a 409 (Queen's answer to a refused push); one that is gone is `None` (the caller's 404).
+pub(crate) fn replay_answer(row: &RedriveRow, removed: i64) -> Option<Response> {
+    let moved = row.result == RedriveResult::Moved;
+    let status = match row.result {
+        RedriveResult::Gone => return None,
+        RedriveResult::Refused => {
+            let body = json!({
+                "success": false, "result": "refused", "dlqId": row.dlq_id,
+                "error": row.error, "reason": row.error, "dlqRowRemoved": false,
+            });
+            return Some((StatusCode::CONFLICT, Json(body)).into_response());
+        }
+        RedriveResult::Moved => "queued",
+        RedriveResult::Duplicate => "duplicate",
+    };
+    let body = json!({
+        "success": true,
+        "result": if moved { "moved" } else { "duplicate" },
+        "queue": row.queue,
+        "partition": row.partition,
+        "partitionId": row.partition_id,
+        "consumerGroup": row.consumer_group,
+        "dlqId": row.dlq_id,
+        "originalTransactionId": row.original_transaction_id,
+        "replayedAs": {
+            "index": 0,
+            "message_id": row.message_id.unwrap_or(Uuid::nil()),
+            "transaction_id": row.transaction_id,
+            "queueName": row.queue,
+            "status": status,
+            "offset": row.offset,
+        },
+        "dlqRowRemoved": moved,
+        "dlqRowsRemoved": removed,
+    });
+    Some(Json(body).into_response())
+}
+
+/// Queen's 404 for an address without DLQ rows; `what` finishes its sentence.
+fn not_found(pid: &str, txn: &str, what: &str) -> Response {
+    let body = json!({
+        "success": false, "partitionId": pid, "transactionId": txn,
+        "error": "Message not found",
+        "message": format!("No dead-letter row for this address. {what}"),
+    });
+    (StatusCode::NOT_FOUND, Json(body)).into_response()
+}
+
+/// The tenant's DLQ rows at (partition id, transactionId), newest failure first; none
+/// for a partition id that is not a UUID.
+async fn rows_at(state: &AppState, tenant: Uuid, pid: &str, txn: &str) -> ApiResult<Vec<Uuid>> {
+    let Ok(pid) = Uuid::parse_str(pid) else {
+        return Ok(Vec::new());
+    };
+    let db = state.db().await?;
+    let row = db
+        .query_one(
+            &db.prepare_cached("SELECT queen.dlq_ids_at_v1($1::uuid, $2::text, $3::uuid)")
+                .await?,
+            &[&pid, &txn, &tenant],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+/// `POST /api/v1/messages/{partitionId}/{transactionId}/retry` (body ignored: the SDK
+/// sends `{}`).
+pub async fn retry(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path((pid, txn)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let gone = || not_found(&pid, &txn, "Only dead-lettered messages can be replayed");
+    let ids = rows_at(&state, tenant, &pid, &txn).await?;
+    if ids.is_empty() {
+        return Ok(gone());
+    }
+    let r = redrive(&state, tenant, &ids).await?;
+    let newest = &r.results[0];
+    Ok(replay_answer(newest, r.moved).unwrap_or_else(gone))
+}
+
+/// `DELETE /api/v1/messages/{partitionId}/{transactionId}`: every DLQ row of the
+/// address, across groups.
+pub async fn delete_message(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path((pid, txn)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let ids = rows_at(&state, tenant, &pid, &txn).await?;
+    let d = if ids.is_empty() {
+        None
+    } else {
+        Some(delete(&state, tenant, &ids).await?).filter(|d| d.deleted > 0)
+    };
+    let Some(d) = d else {
+        return Ok(not_found(
+            &pid,
+            &txn,
+            "Live messages live in immutable segments and cannot be deleted",
+        ));
+    };
+    let body: Value = json!({
+        "success": true, "partitionId": pid, "transactionId": txn,
+        "deleted": d.deleted, "message": "Message deleted successfully",
+    });
+    Ok(Json(body).into_response())
+}
