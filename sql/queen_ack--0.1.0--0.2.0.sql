@@ -700,6 +700,8 @@ $$;
 --   r_leased / r_leased_messages / r_worker: a live lease, its span and its leaseId;
 --   r_retries: retry budget spent on the batch at the cursor; r_dlq: the group's DLQ rows;
 --   r_redeliver_at: a nack's delay still pending (NULL once it has passed).
+-- Rows come in no particular order (sorting 10,000 partitions' rows by name cost a third
+-- of the call): ORDER BY what you need.
 CREATE FUNCTION queen.queue_stats_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
                                      p_queue text DEFAULT NULL)
 RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_partition_id uuid, r_partition text,
@@ -747,7 +749,6 @@ AS $$
            WHERE k.last_offset > k.consumed_to
              AND s.partition_id = k.id AND s.base_offset <= k.consumed_to + 1
            ORDER BY s.base_offset DESC LIMIT 1) o ON true
-     ORDER BY k.tenant_id, k.queue, k.name, k.consumer_group COLLATE "C"
 $$;
 
 REVOKE ALL ON FUNCTION queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea[], text[], int),

@@ -3,6 +3,8 @@
 //! `queen.queue_stats_v1`, read into `queen_log::stats` and grouped per queue and
 //! partition. Every view is rendered from these, so they all count alike.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use queen_log::stats::{Cursor, Partition};
 use serde_json::Value;
@@ -49,7 +51,7 @@ impl PartitionStats {
     }
 }
 
-/// A queue with its partitions, in partition name order.
+/// A queue with its partitions, in partition name order (cursors in group order).
 #[derive(Debug, Clone)]
 pub struct QueueStats {
     pub meta: QueueMeta,
@@ -106,17 +108,31 @@ pub async fn load(
             partitions: Vec::new(),
         })
         .collect();
-    let index: std::collections::HashMap<Uuid, usize> = queues
+    let index: HashMap<Uuid, usize> = queues
         .iter()
         .enumerate()
         .map(|(i, q)| (q.meta.id, i))
         .collect();
+    let mut parts: HashMap<Uuid, usize> = HashMap::new();
     for r in rows?.iter() {
         // A queue created between the two statements has no list row: skip it.
         let Some(&qi) = index.get(&r.get::<_, Uuid>(0)) else {
             continue;
         };
-        add_row(&mut queues[qi], r);
+        let q = &mut queues[qi];
+        let pid: Uuid = r.get(1);
+        let pi = *parts.entry(pid).or_insert_with(|| {
+            q.partitions.push(partition(r));
+            q.partitions.len() - 1
+        });
+        add_row(&mut q.partitions[pi], r);
+    }
+    // The rows come unordered: partitions by name, cursors by group, bytewise.
+    for q in &mut queues {
+        q.partitions.sort_by(|a, b| a.name.cmp(&b.name));
+        for p in &mut q.partitions {
+            p.stats.cursors.sort_by(|a, b| a.group.cmp(&b.group));
+        }
     }
     Ok(queues)
 }
@@ -142,25 +158,25 @@ fn meta(r: &tokio_postgres::Row) -> QueueMeta {
     }
 }
 
-/// One stats row into its queue: a new partition when the id changes (rows come sorted
-/// by partition), then its cursor (none for a partition without any).
-fn add_row(q: &mut QueueStats, r: &tokio_postgres::Row) {
-    let pid: Uuid = r.get(1);
-    if q.partitions.last().is_none_or(|p| p.id != pid) {
-        q.partitions.push(PartitionStats {
-            id: pid,
-            name: r.get(2),
-            created_at: ts(r.get(3)).unwrap_or_default(),
-            last_write_at: ts(r.get(6)).unwrap_or_default(),
-            last_lease_at: None,
-            stats: Partition {
-                log_start: r.get(4),
-                last_offset: r.get(5),
-                ..Partition::default()
-            },
-        });
+/// A partition from the first of its stats rows.
+fn partition(r: &tokio_postgres::Row) -> PartitionStats {
+    PartitionStats {
+        id: r.get(1),
+        name: r.get(2),
+        created_at: ts(r.get(3)).unwrap_or_default(),
+        last_write_at: ts(r.get(6)).unwrap_or_default(),
+        last_lease_at: None,
+        stats: Partition {
+            log_start: r.get(4),
+            last_offset: r.get(5),
+            ..Partition::default()
+        },
     }
-    let p = q.partitions.last_mut().expect("pushed above");
+}
+
+/// One stats row into its partition: its cursor, or (a row without a group) what a
+/// partition without cursors reports.
+fn add_row(p: &mut PartitionStats, r: &tokio_postgres::Row) {
     let oldest_at = ts(r.get(10));
     let oldest_age: Option<f64> = r.get(11);
     let Some(group) = r.get::<_, Option<String>>(7) else {

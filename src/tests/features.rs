@@ -355,7 +355,8 @@ fn stats_rows(q: &str) -> String {
         "SELECT string_agg(concat_ws('|', r_partition, coalesce(r_consumer_group, '-'), coalesce(r_committed::text, '-'),
                                      coalesce(r_lag::text, '-'), r_leased, r_leased_messages, coalesce(r_retries::text, '-'),
                                      coalesce(r_total_consumed::text, '-'), r_dlq, r_redeliver_at IS NOT NULL,
-                                     r_oldest_unconsumed_at IS NOT NULL), E'\\n')
+                                     r_oldest_unconsumed_at IS NOT NULL), E'\\n'
+                          ORDER BY r_partition, r_consumer_group COLLATE \"C\")
            FROM queen.queue_stats_v1(p_queue => '{q}')"
     ))
     .unwrap_or_default()

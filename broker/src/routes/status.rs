@@ -23,8 +23,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::queue_stats::{load, QueueStats};
 use crate::routes::auth::Tenant;
 use crate::routes::resources::{
-    figures_json, group_totals, group_totals_json, one_queue, partition_json, queue_figures,
-    queue_not_found,
+    figures_json, group_totals, group_totals_json, one_queue, partition_out, queue_figures,
+    queue_not_found, PartitionOut,
 };
 use crate::state::AppState;
 
@@ -101,16 +101,24 @@ pub async fn queue_detail(
         return Ok(queue_not_found());
     };
     let priority = q.meta.options.get("priority").cloned().unwrap_or(json!(0));
-    Ok(Json(json!({
-        "queue": {
+    let detail = StatusDetail {
+        queue: json!({
             "id": q.meta.id, "name": q.meta.name, "namespace": q.meta.namespace,
             "task": q.meta.task, "priority": priority, "createdAt": q.meta.created_at,
             "config": config_json(&q),
-        },
-        "partitions": q.partitions.iter().map(partition_json).collect::<Vec<_>>(),
-        "totals": {"messages": figures_json(&queue_figures(&q), false, true)},
-    }))
-    .into_response())
+        }),
+        partitions: q.partitions.iter().map(partition_out).collect(),
+        totals: json!({"messages": figures_json(&queue_figures(&q), false, true)}),
+    };
+    Ok(Json(detail).into_response())
+}
+
+/// Queen's status detail (the partitions typed, as in the resource detail).
+#[derive(serde::Serialize)]
+struct StatusDetail<'a> {
+    queue: Value,
+    partitions: Vec<PartitionOut<'a>>,
+    totals: Value,
 }
 
 /// `GET /api/v1/consumer-groups`: one element per (group, queue). Subscription fields
