@@ -43,6 +43,8 @@ if PG_URL=$(bash tests/cluster.sh start); then
     # Leases are unlogged: a crash and a standby promotion void them, acked data stays.
     run_suite lease_durability bash tests/lease_durability.sh
     QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker
+    # The README's marked psql and curl examples, run as written against a broker.
+    run_suite readme bash tests/readme_examples.sh "$PG_URL"
     # The real Python SDK (queen-mq from PyPI, in target/py-venv) against the broker.
     run_suite python bash tests/python_e2e.sh "$PG_URL"
     # Soak with faults, crash durability (kill -9 broker, PostgreSQL -m immediate),

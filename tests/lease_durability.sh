@@ -5,7 +5,8 @@
 #   2. a streaming standby (pg_basebackup -R) promoted after the primary dies with a
 #      batch leased and unacked.
 # Each time: the acked cursor is intact, the old lease is refused, the batch is delivered
-# again as a first delivery, and acking it loses nothing.
+# again as a first delivery, and acking it loses nothing. A nack's delay (issue 16) is
+# durable: the crash does not make the held batch deliverable early.
 #   tests/lease_durability.sh            (own short-lived clusters; prints cargo-style lines)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +58,11 @@ sql $PORT "SELECT queen.push('dur', '[0,1,2,3,4,5,6,7,8,9,10,11]',
 read -r pid lease first <<<"$(lease_batch $PORT)"
 check acked_batch_commits "$(ack_batch $PORT "$pid" "$lease" "$first" acked)" "3"
 
-# 1. Crash with a batch leased and unacked.
+# 1. Crash with a batch leased and unacked, and another nacked with a 600 s delay.
+sql $PORT "SELECT queen.push('held', '[0]', ARRAY['h0'])" >/dev/null
+check nack_delay_held_before_the_crash "$(sql $PORT "SELECT queen.log_ack_by_hash_delay_v1(r_partition_id,
+        '__QUEUE_MODE__', r_lease_id, ARRAY[queen.xxh3_128(r_transaction_id)], ARRAY['failed'], 600)->>'leaseReleased'
+        FROM queen.pop('held', p_lease_seconds => 300)")" "true"
 read -r pid lease first <<<"$(lease_batch $PORT)"
 check lease_taken_before_the_crash "$first" "3"
 as_pg "$PGBIN/pg_ctl" -D "$PDATA" stop -m immediate >/dev/null
@@ -65,6 +70,9 @@ as_pg "$PGBIN/pg_ctl" -D "$PDATA" -l "$PDATA/server.log" -w \
     -o "-p $PORT -k /tmp/qa-test-sock-$PORT -c listen_addresses=127.0.0.1" start >/dev/null
 check crash_keeps_the_acked_cursor "$(committed $PORT)" "2"
 check crash_voids_every_lease "$(sql $PORT "SELECT count(*) FROM queen.log_leases")" "0"
+check crash_keeps_a_nack_delay "$(sql $PORT "SELECT count(*) FROM queen.pop('held')")|$(sql $PORT "SELECT c.redeliver_at > clock_timestamp() + interval '500 s'
+        FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+        JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'held'")" "0|t"
 check crash_old_lease_is_refused "$(ack_batch $PORT "$pid" "$lease" "$first" error)" "invalid or expired lease"
 read -r pid lease2 first2 <<<"$(lease_batch $PORT)"
 check crash_batch_redelivers "$first2|$(sql $PORT "SELECT attempt_count FROM queen.log_leases")" "3|1"

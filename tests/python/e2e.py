@@ -25,6 +25,9 @@ from queen import Queen
 
 BASE_URL = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:6632"
 RUN = uuid.uuid4().hex[:8]
+# The recording transport of the run (set in main): a scenario may look at the exact
+# HTTP status of an SDK call whose method hides it (pop() returns [] on any error).
+TRANSPORT = None
 
 
 class RecordingTransport(httpx.AsyncBaseTransport):
@@ -341,17 +344,115 @@ async def test_transaction(client):
           f"push of a rejected transaction was committed (commit -> {failed!r})")
 
 
+async def test_push_delayed_message(client):
+    """Queen's own SDK test pushDelayedMessage (clients/client-js/test-v2/push.js) with the
+    Python SDK, step for step: the same queue name, option, transactionId, payload, pops
+    and sleep. Queen's runner first deletes its test queues; so does this."""
+    with contextlib.suppress(Exception):
+        await client.queue("test-queue-delayed").delete()
+    q = await client.queue("test-queue-delayed").config({"delayed_processing": 2}).create()
+    check(q.get("configured") is True, f"configure: {q!r}")
+    check((q.get("options") or {}).get("delayedProcessing") == 2, f"delayedProcessing echo: {q!r}")
+    await client.queue("test-queue-delayed").push(
+        [{"transactionId": "test-transaction-dealyed-id", "data": {"message": "Hello, world!", "aaa": "1"}}]
+    )
+    pop1 = await client.queue("test-queue-delayed").batch(1).wait(False).pop()
+    check(pop1 == [], f"Message not delayed: {pop1!r}")
+    # pop() answers [] on errors too: the broker really said 204 (nothing yet).
+    check(TRANSPORT.log[-1][3] == 204, f"immediate pop answered {TRANSPORT.log[-1][3]}")
+    await asyncio.sleep(2.5)
+    pop2 = await client.queue("test-queue-delayed").batch(1).wait(True).pop()
+    check(len(pop2) == 1, f"Message not delivered after the delay: {pop2!r}")
+    check(pop2[0]["transactionId"] == "test-transaction-dealyed-id", f"delivered {pop2[0]!r}")
+    check(pop2[0]["data"] == {"message": "Hello, world!", "aaa": "1"}, f"payload {pop2[0].get('data')!r}")
+    await client.queue("test-queue-delayed").delete()
+
+
+async def test_admin_helpers(client):
+    """The SDK's admin helpers against the broker: the resource, status and consumer-group
+    views, and a dead-lettered message retried (redriven) and deleted by address."""
+    q = qname("admin")
+    admin = client.admin
+    await configure(client, q, retry_limit=0, lease_time=30)
+    bad, bad2 = str(uuid.uuid4()), str(uuid.uuid4())
+    await client.queue(q).push([{"data": {"bad": 1}, "transactionId": bad}, {"data": {"ok": 1}},
+                                {"data": {"bad": 2}, "transactionId": bad2}])
+    m = await pop(client, q, batch=1)
+    n = await client.ack(m[0], False, {"error": "poison"})
+    check(n.get("dlq") is True, f"retryLimit 0: the first nack dead-letters: {n!r}")
+    pid = m[0]["partitionId"]
+
+    listed = [x for x in (await admin.list_queues())["queues"] if x["name"] == q]
+    check(len(listed) == 1, f"list_queues does not list {q}")
+    check(listed[0]["messages"]["total"] == 3 and listed[0]["messages"]["deadLetter"] == 1,
+          f"list_queues figures {listed[0]['messages']!r}")
+    detail = await admin.get_queue(q)
+    check(detail["totals"]["pending"] == 2 and detail["partitions"][0]["id"] == pid, f"get_queue {detail!r}")
+    depth = await admin.get_queue_depth(q)
+    check(depth["pending"] == 2 and depth["partitions"][0]["pending"] == 2, f"get_queue_depth {depth!r}")
+    parts = await admin.get_partitions(queue=q)
+    check(parts["partitions"][0]["id"] == pid, f"get_partitions {parts!r}")
+    overview = await admin.get_overview()
+    check(overview["queues"] >= 1 and "lag" in overview, f"get_overview {overview!r}")
+    stats = await admin.get_queue_stats(queue=q)
+    check(stats["queues"][0]["messages"]["deadLetter"] == 1, f"get_queue_stats {stats!r}")
+    sdetail = await admin.get_queue_detail(q)
+    check(sdetail["queue"]["config"]["retryLimit"] == 0, f"get_queue_detail {sdetail!r}")
+    groups = [g for g in await admin.list_consumer_groups() if g["queueName"] == q]
+    check([g["name"] for g in groups] == ["__QUEUE_MODE__"], f"list_consumer_groups {groups!r}")
+    qm = await admin.get_consumer_group("__QUEUE_MODE__")
+    check(qm[q]["partitions"][0]["offsetLag"] == 2, f"get_consumer_group {qm.get(q)!r}")
+    lagging = await admin.get_lagging_consumers(0)
+    check(any(x["queue_name"] == q for x in lagging), "get_lagging_consumers misses the queue")
+
+    # retry_message: the dead-lettered message goes back as a new message, once.
+    r = await admin.retry_message(pid, bad)
+    check(r.get("success") is True and r.get("result") == "moved" and r.get("dlqRowRemoved") is True,
+          f"retry_message {r!r}")
+    redriven = r["replayedAs"]["transaction_id"]
+    check(redriven.startswith("dlq:") and redriven.endswith(":" + bad), f"redrive transactionId {redriven!r}")
+    dlq = await client.queue(q).dlq().get()
+    check(dlq.get("messages") == [], f"DLQ after retry_message {dlq!r}")
+    msgs = await pop(client, q, batch=10)
+    check([x["data"] for x in msgs] == [{"ok": 1}, {"bad": 2}, {"bad": 1}], f"after retry {msgs!r}")
+    check(msgs[2]["transactionId"] == redriven, f"redriven delivery {msgs[2]!r}")
+    # Retried once only: the address has no DLQ row any more.
+    raised = None
+    try:
+        await admin.retry_message(pid, bad)
+    except Exception as e:  # noqa: BLE001  (the SDK raises on 404)
+        raised = e
+    check(raised is not None and "not found" in str(raised).lower(), f"second retry_message: {raised!r}")
+
+    # delete_message: dead-letter the second poison message, then delete its row.
+    a0 = await client.ack(msgs[0], True)
+    check(a0.get("success") is True, f"ack {a0!r}")
+    n2 = await client.ack(msgs[1], False, {"error": "poison 2"})
+    check(n2.get("dlq") is True, f"second dead letter {n2!r}")
+    rest = await pop(client, q, batch=10)
+    check([x["transactionId"] for x in rest] == [redriven], f"after the second dead letter {rest!r}")
+    a2 = await client.ack(rest[0], True)
+    check(a2.get("success") is True, f"ack of the redriven message {a2!r}")
+    d = await admin.delete_message(pid, bad2)
+    check(d.get("success") is True and d.get("deleted") == 1, f"delete_message {d!r}")
+    check((await client.queue(q).dlq().get()).get("messages") == [], "DLQ after delete_message")
+    check(await pop(client, q, batch=10) == [], "deleting a DLQ row redelivers nothing")
+
+
 SCENARIOS = [
     ("configure_queue", test_configure_queue),
     ("push_consume_ack", test_push_consume_ack),
     ("nack_to_dlq", test_nack_to_dlq),
     ("lease_renew", test_lease_renew),
     ("transaction_ack_and_push", test_transaction),
+    ("push_delayed_message", test_push_delayed_message),
+    ("admin_helpers", test_admin_helpers),
 ]
 
 
 async def main():
-    transport = RecordingTransport()
+    global TRANSPORT
+    transport = TRANSPORT = RecordingTransport()
     client = Queen(url=BASE_URL, transport=transport, retry_attempts=1, timeout_millis=10000)
     passed = failed = 0
     for name, fn in SCENARIOS:
@@ -376,7 +477,7 @@ async def main():
             sys.stderr.flush()
     # Best-effort cleanup of this run's queues.
     mark = len(transport.log)
-    for tag in ("cfg", "ack", "dlq", "dlq2", "lease", "tx-src", "tx-dst"):
+    for tag in ("cfg", "ack", "dlq", "dlq2", "lease", "tx-src", "tx-dst", "admin"):
         try:
             await client.queue(qname(tag)).delete()
         except Exception:  # noqa: BLE001
