@@ -13,6 +13,7 @@
 //! - [`order`]: the global lock order.
 //! - [`sqlstate`]: what an error's SQLSTATE means to a caller.
 //! - [`wire`]: the typed JSON results the extension returns and the broker reads.
+//! - [`names`]: the length rule of queue, partition and consumer-group names (§14).
 //!
 //! Shared by the extension (`queen_ack`) and the broker (`queen_broker`), so that both
 //! encode, hash, decide and read results exactly alike.
@@ -23,6 +24,7 @@ pub mod dlq;
 pub mod frame;
 pub mod hash;
 pub mod lifecycle;
+pub mod names;
 pub mod order;
 pub mod payload;
 pub mod pop;
