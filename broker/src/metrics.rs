@@ -55,6 +55,10 @@ pub struct Metrics {
     pub dlq_deleted: AtomicU64,
     /// The last rendering of the queue gauges and when it was made (see [`queue_gauges`]).
     queue_gauges: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
+    /// Connections over `QUEEN_MAX_CONNECTIONS`, answered 503 and closed.
+    pub connections_rejected: AtomicU64,
+    /// Requests whose body did not arrive within `QUEEN_BODY_READ_TIMEOUT_MS` (408).
+    pub body_timeouts: AtomicU64,
 }
 
 impl Metrics {
@@ -158,6 +162,16 @@ impl Metrics {
                 "Dead-letter rows deleted.",
                 &self.dlq_deleted,
             ),
+            (
+                "queen_http_connections_rejected_total",
+                "Connections over QUEEN_MAX_CONNECTIONS, answered 503 and closed.",
+                &self.connections_rejected,
+            ),
+            (
+                "queen_http_body_timeouts_total",
+                "Requests whose body did not arrive within QUEEN_BODY_READ_TIMEOUT_MS (408).",
+                &self.body_timeouts,
+            ),
         ] {
             scalar(&mut out, name, "counter", help, load(c));
         }
@@ -233,6 +247,59 @@ pub fn render(state: &AppState) -> String {
             out,
             "queen_ack_registry_evictions_total{{cause=\"{cause}\"}} {v}"
         );
+    }
+    let d = state.dedup.stats();
+    for (name, kind, help, v) in [
+        (
+            "queen_dedup_cache_bytes",
+            "gauge",
+            "Accounted push dedup cache memory (bytes; QUEEN_DEDUP_CACHE_MB bounds it).",
+            d.bytes,
+        ),
+        (
+            "queen_dedup_cache_hashes",
+            "gauge",
+            "TransactionId hashes held by the push dedup cache.",
+            d.hashes,
+        ),
+        (
+            "queen_dedup_cache_partitions",
+            "gauge",
+            "Partitions held by the push dedup cache.",
+            d.partitions,
+        ),
+        (
+            "queen_dedup_cache_loads_total",
+            "counter",
+            "Dedup windows read from the database into the cache.",
+            d.loads,
+        ),
+        (
+            "queen_dedup_cache_skipped_total",
+            "counter",
+            "Pushes that did not load an evicted or refused partition (it does not fit).",
+            d.skipped,
+        ),
+        (
+            "queen_dedup_cache_too_big_total",
+            "counter",
+            "Loads given up: the window needs more than half the cache.",
+            d.too_big,
+        ),
+        (
+            "queen_dedup_cache_evictions_total",
+            "counter",
+            "Partitions evicted to keep the cache within QUEEN_DEDUP_CACHE_MB.",
+            d.evicted,
+        ),
+        (
+            "queen_dedup_cache_window_grew_total",
+            "counter",
+            "Cached partitions dropped because their queue's dedup window grew.",
+            d.window_grew,
+        ),
+    ] {
+        scalar(&mut out, name, kind, help, v);
     }
     let f = state.fusion.as_ref().map(|f| f.stats()).unwrap_or_default();
     scalar(

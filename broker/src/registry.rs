@@ -11,23 +11,25 @@
 //! sets before taking it, and so does `record`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use queen_log::hash::{txn_hash, TxnHash};
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::util::table_bytes;
 
 /// TTL slack beyond the lease, and the lease assumed when the pop used the queue default.
 const TTL_SLACK: Duration = Duration::from_secs(10);
 const UNKNOWN_LEASE_SECS: u64 = 300;
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 const LOG_EVERY: Duration = Duration::from_secs(10);
-/// Rough per-entry overhead (key, strings, map and order slots) for the byte cap.
-const ENTRY_OVERHEAD: usize = 160;
-/// Bytes per hash-set slot: the 16-byte hash plus the table's control byte.
-const SLOT_BYTES: usize = 17;
+/// Bytes of one element of the LRU order map: a (seq, key) pair in B-tree leaves of 11
+/// slots (544 bytes), which appends at the high end leave about half full.
+const ORDER_BYTES: usize = 96;
+/// An `Arc<str>`'s two reference counts, stored with the string's bytes.
+const ARC_HEADER: usize = 16;
 
 /// One partition's share of a leasing pop, as the pop handler reports it.
 pub struct Delivered {
@@ -61,7 +63,9 @@ pub struct RegistryStats {
     pub evicted_sql: u64,
 }
 
-type Key = (Uuid, String);
+/// The group name is stored once, shared by the entry map and the LRU order map (a long
+/// name cloned into both was half of a registry's memory, and charged once).
+type Key = (Uuid, Arc<str>);
 
 struct Entry {
     worker: String,
@@ -69,6 +73,7 @@ struct Entry {
     hashes: HashSet<TxnHash>,
     expires: Instant,
     seq: u64,
+    /// Heap bytes this entry owns: its group name, worker string and hash set table.
     bytes: usize,
 }
 
@@ -78,6 +83,7 @@ struct Map {
     /// Insertion order for LRU eviction: an entry is read at most once (a hit removes
     /// it), so insertion order is recency order.
     order: BTreeMap<u64, Key>,
+    /// Sum of the entries' own heap bytes (see [`Map::accounted`] for the whole).
     bytes: usize,
     next_seq: u64,
     last_sweep: Option<Instant>,
@@ -129,7 +135,7 @@ impl Registry {
         let now = Instant::now();
         // Off-lock: merge per key, hash, build.
         let mut merged: Vec<Delivered> = Vec::with_capacity(delivered.len());
-        let mut at: HashMap<Key, usize> = HashMap::new();
+        let mut at: HashMap<(Uuid, String), usize> = HashMap::new();
         for d in delivered {
             match at.get(&(d.partition_id, d.group.clone())) {
                 Some(&i) => {
@@ -162,14 +168,7 @@ impl Registry {
             m.order.insert(e.seq, key.clone());
             m.entries.insert(key, e);
         }
-        while m.bytes > self.cap_bytes {
-            let Some((_, key)) = m.order.pop_first() else {
-                break;
-            };
-            if m.remove(&key).is_some() {
-                m.count(Cause::Lru);
-            }
-        }
+        m.fit(self.cap_bytes);
     }
 
     /// The fast-path test: when the entry's worker is `worker`, it has not expired and its
@@ -185,7 +184,7 @@ impl Registry {
         if !self.enabled {
             return None;
         }
-        let key = (pid, group.to_string());
+        let key: Key = (pid, Arc::from(group));
         let now = Instant::now();
         let mut m = self.map.lock().expect("registry poisoned");
         let (expired, hit) = match m.entries.get(&key) {
@@ -213,7 +212,7 @@ impl Registry {
         if !self.enabled {
             return;
         }
-        let key = (pid, group.to_string());
+        let key: Key = (pid, Arc::from(group));
         let mut m = self.map.lock().expect("registry poisoned");
         if m.entries.get(&key).is_some_and(|e| e.worker == worker) {
             m.remove(&key);
@@ -236,7 +235,7 @@ impl Registry {
         let m = self.map.lock().expect("registry poisoned");
         RegistryStats {
             entries: m.entries.len() as u64,
-            bytes: m.bytes as u64,
+            bytes: m.accounted() as u64,
             ..m.stats
         }
     }
@@ -245,7 +244,7 @@ impl Registry {
 /// Builds an entry off-lock; None when two frames share a transactionId (the by-hash
 /// path would resolve such a batch to a partial ack, which the fast path cannot mimic).
 fn build_entry(d: Delivered, now: Instant) -> (Key, Option<Entry>) {
-    let key = (d.partition_id, d.group);
+    let key: Key = (d.partition_id, Arc::from(d.group));
     let hashes: HashSet<TxnHash> = d.txns.iter().map(|t| txn_hash(t)).collect();
     if hashes.len() != d.txns.len() || hashes.is_empty() {
         return (key, None);
@@ -253,7 +252,7 @@ fn build_entry(d: Delivered, now: Instant) -> (Key, Option<Entry>) {
     let lease = d
         .lease_seconds
         .map_or(UNKNOWN_LEASE_SECS, |s| s.max(1) as u64);
-    let bytes = ENTRY_OVERHEAD + key.1.len() + d.worker.len() + SLOT_BYTES * hashes.capacity();
+    let bytes = ARC_HEADER + key.1.len() + d.worker.capacity() + table_bytes(hashes.capacity(), 16);
     let entry = Entry {
         worker: d.worker,
         batch_end: d.batch_end,
@@ -266,6 +265,34 @@ fn build_entry(d: Delivered, now: Instant) -> (Key, Option<Entry>) {
 }
 
 impl Map {
+    /// Everything the registry holds: the entries' heap, the entry table by its
+    /// capacity (it never shrinks), and the order map.
+    fn accounted(&self) -> usize {
+        self.bytes
+            + table_bytes(self.entries.capacity(), std::mem::size_of::<(Key, Entry)>())
+            + self.order.len() * ORDER_BYTES
+    }
+
+    /// Evicts least recently recorded entries until everything fits in `cap`. Entries
+    /// come and go all the time, and the table's tombstones make it double although the
+    /// number of entries did not grow: a table over twice as large as its entries need
+    /// is shrunk first, so the cap is not spent on empty buckets.
+    fn fit(&mut self, cap: usize) {
+        while self.accounted() > cap {
+            let len = self.entries.len();
+            if self.entries.capacity() > 2 * len + 64 {
+                self.entries.shrink_to(len);
+                continue;
+            }
+            let Some((_, key)) = self.order.pop_first() else {
+                break;
+            };
+            if self.remove(&key).is_some() {
+                self.count(Cause::Lru);
+            }
+        }
+    }
+
     fn remove(&mut self, key: &Key) -> Option<Entry> {
         let e = self.entries.remove(key)?;
         self.order.remove(&e.seq);
@@ -370,7 +397,8 @@ mod tests {
         assert_eq!(r.take_if_match(pid, "g", "w", &set(&["b", "a"])), Some(7));
         assert_eq!(r.take_if_match(pid, "g", "w", &set(&["b", "a"])), None);
         let s = r.stats();
-        assert_eq!((s.hits, s.misses, s.entries, s.bytes), (1, 3, 0, 0));
+        assert_eq!((s.hits, s.misses, s.entries), (1, 3, 0));
+        assert!(s.bytes < 1024, "only the empty entry table is left: {s:?}");
     }
 
     #[test]
@@ -444,7 +472,7 @@ mod tests {
         let before = Instant::now();
         r.record(vec![delivered(pid, "w", &["a"])]);
         let m = r.map.lock().unwrap();
-        let e = &m.entries[&(pid, "g".to_string())];
+        let e = &m.entries[&(pid, Arc::from("g"))];
         let ttl = e.expires.duration_since(before);
         assert!(ttl >= Duration::from_secs(40) && ttl < Duration::from_secs(41));
     }
@@ -461,7 +489,7 @@ mod tests {
         }
         {
             let m = r.map.lock().unwrap();
-            assert!(m.bytes <= 1024 * 1024);
+            assert!(m.accounted() <= 1024 * 1024);
             assert_eq!(m.entries.len(), m.order.len());
             assert_eq!(m.bytes, m.entries.values().map(|e| e.bytes).sum::<usize>());
         }
@@ -473,6 +501,30 @@ mod tests {
         assert_eq!(
             r.take_if_match(last, "g", "w", &set(&["a", "b", "c"])),
             Some(7)
+        );
+    }
+
+    #[test]
+    fn a_long_group_name_is_stored_once_and_charged_once() {
+        let r = reg(1);
+        let pid = Uuid::now_v7();
+        let group = "g".repeat(255);
+        let mut d = delivered(pid, "w", &["a", "b"]);
+        d.group = group.clone();
+        r.record(vec![d]);
+        let m = r.map.lock().unwrap();
+        let (key, e) = m.entries.iter().next().unwrap();
+        // One allocation of the name, shared by the entry map and the order map.
+        assert_eq!(Arc::strong_count(&key.1), 2);
+        assert!(Arc::ptr_eq(&key.1, &m.order[&e.seq].1));
+        assert_eq!(
+            e.bytes,
+            ARC_HEADER + 255 + e.worker.capacity() + table_bytes(e.hashes.capacity(), 16)
+        );
+        let slot = std::mem::size_of::<(Key, Entry)>();
+        assert_eq!(
+            m.accounted(),
+            e.bytes + table_bytes(m.entries.capacity(), slot) + ORDER_BYTES
         );
     }
 

@@ -101,3 +101,47 @@ async fn cache_off_gives_the_same_verdicts() {
     );
     assert_eq!(b.state.dedup.cached_hashes(), 0);
 }
+
+/// Issue 12 item 3: a cache loaded under a short window must not hide rows a longer
+/// window brings back into the probe. With dedupWindowSeconds 2, broker E2 pushes X;
+/// 3 s later broker E pushes Y (E loads its cache, X already outside the window); the
+/// window is raised to 3600 (through E2, so E never sees the configure); X through E
+/// must be the duplicate E2 would call it, with the original message id.
+#[tokio::test]
+async fn raising_the_window_through_another_broker_is_seen_by_the_cache() {
+    let e = start().await;
+    let e2 = start().await;
+    let q = unique("dedup-window");
+    e2.configure(&q, json!({"dedupWindowSeconds": 2})).await;
+    let x = push_txns(&e2, &q, &["x".to_string()]).await;
+    assert_eq!(x[0]["status"], "queued");
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    let y = push_txns(&e, &q, &["y".to_string()]).await;
+    assert_eq!(y[0]["status"], "queued");
+    assert!(e.state.dedup.cached_hashes() > 0, "E cached the partition");
+    e2.configure(&q, json!({"dedupWindowSeconds": 3600})).await;
+    let again = push_txns(&e, &q, &["x".to_string()]).await;
+    assert_eq!(again[0]["status"], "duplicate", "{again:?}");
+    assert_eq!(again[0]["message_id"], x[0]["message_id"]);
+    // E2 (no cache of this partition) agrees.
+    let via_e2 = push_txns(&e2, &q, &["x".to_string()]).await;
+    assert_eq!(via_e2[0]["status"], "duplicate", "{via_e2:?}");
+}
+
+/// The same state reached by one broker: its cache was loaded under the short window,
+/// then this broker itself raised it.
+#[tokio::test]
+async fn raising_the_window_through_the_same_broker_is_seen_by_the_cache() {
+    let e = start().await;
+    let q = unique("dedup-window1");
+    e.configure(&q, json!({"dedupWindowSeconds": 2})).await;
+    let x = push_txns(&e, &q, &["x".to_string()]).await;
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    // A fresh cache (as after a restart or an eviction) loads without X.
+    e.state.dedup.forget_all();
+    push_txns(&e, &q, &["y".to_string()]).await;
+    e.configure(&q, json!({"dedupWindowSeconds": 3600})).await;
+    let again = push_txns(&e, &q, &["x".to_string()]).await;
+    assert_eq!(again[0]["status"], "duplicate", "{again:?}");
+    assert_eq!(again[0]["message_id"], x[0]["message_id"]);
+}

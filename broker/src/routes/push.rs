@@ -27,7 +27,8 @@ use crate::metrics::Metrics;
 use crate::routes::auth::Tenant;
 use crate::routes::configure::check_queue_name;
 use crate::state::AppState;
-use crate::util::parse_json;
+use crate::util::{check_name, parse_json};
+use queen_log::names::NameKind;
 
 /// The body with each item left as raw JSON: items are validated field by field below and
 /// payloads are stored as the client wrote them, never built into a `Value` tree.
@@ -228,14 +229,14 @@ fn validate_item(i: usize, fields: [Field<'_>; 4], payload: Vec<u8>) -> ApiResul
         Field::Str(s) => s.into_owned(),
         _ => return Err(bad("queue must be a non-empty string")),
     };
-    check_queue_name(&queue)
-        .map_err(|_| bad("queue must be a non-empty string of at most 255 characters"))?;
+    check_queue_name(&queue).map_err(|e| bad(&e.to_string()))?;
     let partition = match partition {
         Field::Absent => "Default".to_string(),
         Field::Str(s) if s.is_empty() => "Default".to_string(),
         Field::Str(s) => s.into_owned(),
         Field::Other => return Err(bad("partition must be a string")),
     };
+    check_name(NameKind::Partition, &partition).map_err(|e| bad(&e.to_string()))?;
     let message_id = Uuid::now_v7();
     let txn = match txn {
         Field::Absent => message_id.to_string(),
@@ -315,19 +316,20 @@ pub(crate) fn frame_of(it: &Item) -> Frame {
     }
 }
 
-/// The partition id of every group whose partition exists already, and whether its
-/// queue has a dedup window: one query per request, before pushing.
+/// The partition id of every group whose partition exists already, and its queue's
+/// dedup window now (seconds; the cache checks it, dedup.rs): one query per request,
+/// before pushing.
 async fn known_partitions(
     db: &deadpool_postgres::Object,
     tenant: Uuid,
     groups: &[&Group],
-) -> ApiResult<HashMap<usize, (Uuid, bool)>> {
+) -> ApiResult<HashMap<usize, (Uuid, i32)>> {
     let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
     let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
     let rows = db
         .query(
             &db.prepare_cached(
-                "SELECT t.i::int, p.id, q.dedup_window_seconds > 0
+                "SELECT t.i::int, p.id, q.dedup_window_seconds
                    FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(qn, pn, i)
                    JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
                    JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn",
@@ -348,47 +350,19 @@ async fn known_partitions(
 async fn dedup_targets(
     db: &deadpool_postgres::Object,
     cache: &DedupCache,
-    known: &HashMap<usize, (Uuid, bool)>,
+    known: &HashMap<usize, (Uuid, i32)>,
 ) -> ApiResult<HashMap<usize, Uuid>> {
     if !cache.enabled() {
         return Ok(HashMap::new());
     }
     let mut out = HashMap::new();
-    for (&g, &(pid, _)) in known.iter().filter(|(_, (_, windowed))| *windowed) {
-        if cache.watermark(pid, &[]).is_none() {
-            load_window(db, cache, pid).await?;
+    for (&g, &(pid, window)) in known.iter().filter(|(_, (_, window))| *window > 0) {
+        if cache.wants_load(pid, window) {
+            cache.load_window(db, pid).await?;
         }
         out.insert(g, pid);
     }
     Ok(out)
-}
-
-/// One snapshot of a partition's `last_offset` and its sidecar rows inside the window.
-async fn load_window(
-    db: &deadpool_postgres::Object,
-    cache: &DedupCache,
-    pid: Uuid,
-) -> ApiResult<()> {
-    let rows = db
-        .query(
-&db.prepare_cached("SELECT p.last_offset, t.base_offset, t.hashes
-               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-               LEFT JOIN queen.log_txns t ON t.partition_id = p.id
-                    AND t.created_at >= clock_timestamp() - make_interval(secs => q.dedup_window_seconds)
-              WHERE p.id = $1 ORDER BY t.base_offset").await?,
-            &[&pid],
-        )
-        .await?;
-    let Some(last) = rows.first().map(|r| r.get::<_, i64>(0)) else {
-        return Ok(()); // deleted meanwhile: nothing to cache
-    };
-    let segs: Vec<(i64, Vec<TxnHash>)> = rows
-        .iter()
-        .filter_map(|r| Some((r.get::<_, Option<i64>>(1)?, r.get::<_, Option<Vec<u8>>>(2)?)))
-        .map(|(base, packed)| (base, split_hashes(&packed).unwrap_or_default()))
-        .collect();
-    cache.load(pid, last, &segs);
-    Ok(())
 }
 
 /// Pushes every group with pending items as one multi call and records the verdicts.
@@ -524,7 +498,7 @@ async fn partition_ids<'a>(
     db: &deadpool_postgres::Object,
     tenant: Uuid,
     groups: &'a [Group],
-    known: &HashMap<usize, (Uuid, bool)>,
+    known: &HashMap<usize, (Uuid, i32)>,
 ) -> ApiResult<PartitionIds<'a>> {
     let key = |g: &'a Group| (g.queue.as_str(), g.partition.as_str());
     let mut out: PartitionIds<'a> = HashMap::new();
