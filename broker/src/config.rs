@@ -51,6 +51,22 @@ pub struct Config {
     /// group) gauge at `/metrics`; the rest are added up under `queue="__other__"`.
     /// 0 = no queue gauges (the statistics are never read for /metrics).
     pub metrics_queue_series: usize,
+    /// `QUEEN_MAX_LEASE_SECONDS`: longest lease a request may ask for (pop
+    /// `leaseSeconds`, lease extend `seconds`, configure `leaseTime`); above → 400.
+    pub max_lease_seconds: i32,
+    /// `QUEEN_HEADER_READ_TIMEOUT_MS`: a connection must deliver a request's complete
+    /// header within this time of the broker starting to wait for it, else it is closed
+    /// (also bounds idle keep-alive connections); 0 = no limit.
+    pub header_read_timeout_ms: u64,
+    /// `QUEEN_BODY_READ_TIMEOUT_MS`: a request body must arrive completely within this
+    /// time after its header, else 408 and the connection is closed; 0 = no limit.
+    pub body_read_timeout_ms: u64,
+    /// `QUEEN_MAX_CONNECTIONS`: open client connections at most; one more is answered
+    /// 503 and closed at once; 0 = no cap.
+    pub max_connections: usize,
+    /// `QUEEN_SHUTDOWN_DRAIN_MS`: on SIGTERM/ctrl-c, longest wait for in-flight requests
+    /// (parked long-polls answer 204 at once) before the remaining connections are cut.
+    pub shutdown_drain_ms: u64,
 }
 
 impl Config {
@@ -89,6 +105,12 @@ impl Config {
             max_push_items: num(&get, "QUEEN_MAX_PUSH_ITEMS", 10_000)?.max(1),
             dedup_cache_mb: num(&get, "QUEEN_DEDUP_CACHE_MB", 128)?,
             metrics_queue_series: num(&get, "QUEEN_METRICS_QUEUE_SERIES", 200)?,
+            max_lease_seconds: num::<u32>(&get, "QUEEN_MAX_LEASE_SECONDS", 86_400)?
+                .clamp(1, i32::MAX as u32) as i32,
+            header_read_timeout_ms: num(&get, "QUEEN_HEADER_READ_TIMEOUT_MS", 30_000)?,
+            body_read_timeout_ms: num(&get, "QUEEN_BODY_READ_TIMEOUT_MS", 60_000)?,
+            max_connections: num(&get, "QUEEN_MAX_CONNECTIONS", 1024)?,
+            shutdown_drain_ms: num(&get, "QUEEN_SHUTDOWN_DRAIN_MS", 10_000)?,
         })
     }
 
@@ -118,7 +140,8 @@ impl fmt::Display for Config {
             "database_url={} listen={} pool_size={} body_limit_mb={} statement_timeout_ms={} \
              ack_registry={} ack_registry_mb={} ack_fusion={} ack_fusion_shards={} \
              ack_fusion_max_inflight={} ack_fusion_hold_ms={} pool_timeout_ms={} tenancy={} max_batch={} \
-             max_push_items={} dedup_cache_mb={} metrics_queue_series={}",
+             max_push_items={} dedup_cache_mb={} metrics_queue_series={} max_lease_seconds={} \
+             header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -136,7 +159,12 @@ impl fmt::Display for Config {
             self.max_batch,
             self.max_push_items,
             self.dedup_cache_mb,
-            self.metrics_queue_series
+            self.metrics_queue_series,
+            self.max_lease_seconds,
+            self.header_read_timeout_ms,
+            self.body_read_timeout_ms,
+            self.max_connections,
+            self.shutdown_drain_ms
         )
     }
 }
@@ -203,6 +231,12 @@ mod tests {
         assert_eq!(c.max_batch, 10_000);
         assert_eq!(c.max_push_items, 10_000);
         assert_eq!(c.ack_fusion_shards, 8, "broker.md §4 default");
+        assert_eq!(c.max_lease_seconds, 86_400);
+        assert_eq!(
+            (c.header_read_timeout_ms, c.body_read_timeout_ms),
+            (30_000, 60_000)
+        );
+        assert_eq!((c.max_connections, c.shutdown_drain_ms), (1024, 10_000));
         assert_eq!(
             c.ack_fusion_max_inflight,
             std::thread::available_parallelism().unwrap().get()

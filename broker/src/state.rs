@@ -32,6 +32,8 @@ pub struct Inner {
     pub fusion: Option<Fusion>,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
+    /// Becomes true once shutdown begins: parked long-polls answer 204 at once.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::ops::Deref for AppState {
@@ -69,7 +71,25 @@ impl AppState {
             pool,
             metrics: Metrics::default(),
             wakers: Mutex::new(HashMap::new()),
+            stopping: tokio::sync::watch::Sender::new(false),
         })))
+    }
+
+    /// Shutdown has begun (server.rs): every parked long-poll answers 204 now instead
+    /// of holding the drain for up to its timeout.
+    pub fn begin_shutdown(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Resolves once shutdown has begun (at once if it already has).
+    pub async fn stopping(&self) {
+        let mut rx = self.stopping.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
     }
 
     /// A pooled connection, or 503 when none can be had.

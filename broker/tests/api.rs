@@ -222,9 +222,9 @@ async fn lease_extend() {
     assert!(v["expiresAt"].is_string());
     assert_eq!(v["expiresAt"], v["newExpiresAt"]);
     assert_eq!(v["expiresAt"], v["lease_expires_at"]);
-    // Missing / unparsable body = 60 s; never shortens, still a success.
+    // A missing body (or `{}`) = 60 s; never shortens, still a success.
     let (s, v) = b
-        .post_raw(&format!("/api/v1/lease/{lease}/extend"), "not json")
+        .post_raw(&format!("/api/v1/lease/{lease}/extend"), "")
         .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v["renewed"], 1);
@@ -377,4 +377,79 @@ async fn new_group_from_now_skips_earlier_messages() {
     // Queue mode (no group) starts from the beginning.
     let pop = b.pop(&q, "batch=10").await.unwrap();
     assert_eq!(pop["messages"].as_array().unwrap().len(), 2);
+}
+
+/// Issue 12 item 14: `__QUEUE_MODE__` is the reserved name of the queue-mode cursor.
+/// Over HTTP it is accepted as an explicit spelling of queue mode (clients echo it back
+/// as the group of their acks), and answers exactly as if no group were given: the pop
+/// answer says `consumerGroup: null`, the cursor is the queue-mode one, and a named
+/// group keeps its own.
+#[tokio::test]
+async fn queue_mode_literal_as_consumer_group_is_queue_mode() {
+    let b = start().await;
+    let q = unique("qm");
+    b.push(json!([{"queue": q, "transactionId": "m1", "payload": 1},
+                  {"queue": q, "transactionId": "m2", "payload": 2}]))
+        .await;
+    let pop = b
+        .pop(&q, "consumerGroup=__QUEUE_MODE__&batch=1")
+        .await
+        .expect("pop");
+    assert_eq!(pop["consumerGroup"], Value::Null, "{pop}");
+    assert_eq!(pop["messages"][0]["consumerGroup"], Value::Null, "{pop}");
+    assert_eq!(pop["messages"][0]["transactionId"], "m1");
+    // Its lease is the queue-mode lease: a plain queue-mode pop finds the partition leased.
+    assert!(b.pop(&q, "batch=1").await.is_none());
+    // An ack naming the literal acks that lease.
+    let m = &pop["messages"][0];
+    let (s, v) = b
+        .post(
+            "/api/v1/ack",
+            &json!({"transactionId": "m1", "partitionId": m["partitionId"],
+                    "leaseId": pop["leaseId"], "consumerGroup": "__QUEUE_MODE__"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v[0]["success"], true, "{v}");
+    let next = b.pop(&q, "batch=1").await.expect("queue mode continues");
+    assert_eq!(next["messages"][0]["transactionId"], "m2");
+    // A named group is independent of both.
+    let g = b.pop(&q, "consumerGroup=g&batch=1").await.expect("group");
+    assert_eq!(g["consumerGroup"], "g");
+    assert_eq!(g["messages"][0]["transactionId"], "m1");
+}
+
+/// Issue 12 item 15: Queen's server accepts configure with `"queue": ""` (one of its
+/// SDK test suites relies on it, an older one expects the opposite). We keep the 400: a
+/// queue named "" can be configured but never pushed to, popped or deleted over HTTP (an
+/// empty path segment routes nowhere, and push refuses an empty queue), so the answer
+/// `configured: true` would only leave an unusable row behind. Nothing is written.
+#[tokio::test]
+async fn configure_with_an_empty_queue_name_is_400_and_writes_nothing() {
+    let b = start().await;
+    let (s, v) = b
+        .post(
+            "/api/v1/configure",
+            &json!({"queue": "", "options": {"leaseTime": 5}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(v["error"], "queue name must not be empty");
+    let (s, v) = b
+        .post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "", "payload": 1}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let db = common::admin().await;
+    let n: i64 = db
+        .query_one("SELECT count(*) FROM queen.queues WHERE name = ''", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+    // The routes that would name it cannot.
+    let (s, _) = b.get("/api/v1/pop/queue/").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
 }

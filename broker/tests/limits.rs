@@ -266,3 +266,241 @@ async fn broker_runs_as_least_privilege_role() {
         "postgres://r@h/db"
     );
 }
+
+/// Issue 12 item 9: slow clients. Reads `s` until the broker closes it (EOF or reset)
+/// or `limit` passes; meanwhile `drip` writes one byte of `bytes` per second, as a slow
+/// client would. Returns what was read and whether (and when) the broker closed.
+async fn drip_until_closed(
+    s: &mut tokio::net::TcpStream,
+    bytes: &[u8],
+    limit: Duration,
+) -> (Vec<u8>, Option<Duration>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    let mut next = 0;
+    let mut buf = [0u8; 4096];
+    while t0.elapsed() < limit {
+        if next < bytes.len() && s.write_all(&bytes[next..next + 1]).await.is_err() {
+            return (got, Some(t0.elapsed()));
+        }
+        next += 1;
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < deadline {
+            let left = deadline - Instant::now();
+            match tokio::time::timeout(left, s.read(&mut buf)).await {
+                Err(_) => break,
+                Ok(Ok(0)) | Ok(Err(_)) => return (got, Some(t0.elapsed())),
+                Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+    (got, None)
+}
+
+fn addr(b: &Broker) -> String {
+    b.base.trim_start_matches("http://").to_string()
+}
+
+#[tokio::test]
+async fn header_sent_one_byte_per_second_is_closed_within_the_header_timeout() {
+    let b = start_with(|c| c.header_read_timeout_ms = 2000).await;
+    let mut s = tokio::net::TcpStream::connect(addr(&b)).await.unwrap();
+    // 60+ bytes at one per second: completing it would take over a minute.
+    let header = format!(
+        "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: {}\r\n\r\n",
+        "a".repeat(40)
+    );
+    let (got, closed) = drip_until_closed(&mut s, header.as_bytes(), Duration::from_secs(20)).await;
+    let closed = closed.expect("the broker must close a connection whose header trickles in");
+    assert!(closed < Duration::from_secs(10), "closed after {closed:?}");
+    assert!(
+        !String::from_utf8_lossy(&got).contains("200 OK"),
+        "never served"
+    );
+    // A prompt client on a new connection is served as usual.
+    assert_eq!(b.get("/health").await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn body_sent_one_byte_per_second_gets_408_and_is_closed_within_the_body_timeout() {
+    let b = start_with(|c| c.body_read_timeout_ms = 2000).await;
+    let q = unique("slowbody");
+    let body = json!({"items": [{"queue": q, "payload": "x".repeat(100)}]}).to_string();
+    let head = format!(
+        "POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut s = tokio::net::TcpStream::connect(addr(&b)).await.unwrap();
+    use tokio::io::AsyncWriteExt;
+    s.write_all(head.as_bytes()).await.unwrap();
+    let (got, closed) = drip_until_closed(&mut s, body.as_bytes(), Duration::from_secs(20)).await;
+    let text = String::from_utf8_lossy(&got).to_string();
+    let closed = closed.expect("the broker must close a connection whose body trickles in");
+    assert!(
+        closed < Duration::from_secs(10),
+        "closed after {closed:?}: {text}"
+    );
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("QUEEN_BODY_READ_TIMEOUT_MS"), "{text}");
+    // Nothing was pushed.
+    let db = common::admin().await;
+    let n: i64 = db
+        .query_one("SELECT count(*) FROM queen.queues WHERE name = $1", &[&q])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+    assert!(
+        b.state
+            .metrics
+            .body_timeouts
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+}
+
+/// One request on an open connection, keep-alive: the raw answer head and body.
+async fn roundtrip(s: &mut tokio::net::TcpStream, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("answered")
+            .unwrap_or(0);
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        let complete = text.split_once("\r\n\r\n").is_some_and(|(h, body)| {
+            h.lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(|v| v.trim().to_string())
+                })
+                .and_then(|v| v.parse::<usize>().ok())
+                .is_some_and(|len| body.len() >= len)
+        });
+        if n == 0 || complete {
+            return text;
+        }
+    }
+}
+
+#[tokio::test]
+async fn connections_over_the_cap_get_503_and_a_freed_slot_is_served() {
+    let b = start_with(|c| c.max_connections = 3).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = tokio::net::TcpStream::connect(addr(&b)).await.unwrap();
+        assert!(roundtrip(&mut s, "/health")
+            .await
+            .starts_with("HTTP/1.1 200"));
+        held.push(s);
+    }
+    let mut over = tokio::net::TcpStream::connect(addr(&b)).await.unwrap();
+    let text = roundtrip(&mut over, "/health").await;
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("retry-after: 1"),
+        "{text}"
+    );
+    let body = text.split_once("\r\n\r\n").unwrap().1;
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("QUEEN_MAX_CONNECTIONS"),
+        "{v}"
+    );
+    assert!(
+        b.state
+            .metrics
+            .connections_rejected
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+    // The held connections are still served; closing one frees its slot.
+    assert!(roundtrip(&mut held[0], "/health")
+        .await
+        .starts_with("HTTP/1.1 200"));
+    drop(held.pop());
+    let t0 = Instant::now();
+    loop {
+        let mut s = tokio::net::TcpStream::connect(addr(&b)).await.unwrap();
+        if roundtrip(&mut s, "/health")
+            .await
+            .starts_with("HTTP/1.1 200")
+        {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "slot never freed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue 12 item 12: QUEEN_MAX_LEASE_SECONDS bounds every lease a request can ask for:
+/// pop leaseSeconds, lease extend seconds and configure leaseTime; above it → 400
+/// naming the variable, nothing changed; at it → accepted.
+#[tokio::test]
+async fn max_lease_bounds_pop_extend_and_configure() {
+    let b = start_with(|c| c.max_lease_seconds = 100).await;
+    let q = unique("maxlease");
+    let (s, v) = b
+        .post(
+            "/api/v1/configure",
+            &json!({"queue": q, "options": {"leaseTime": 101}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("QUEEN_MAX_LEASE_SECONDS"),
+        "{v}"
+    );
+    b.configure(&q, json!({"leaseTime": 100})).await;
+    b.push(json!([{"queue": q, "payload": 1}])).await;
+    let (s, v) = b
+        .get(&format!("/api/v1/pop/queue/{q}?leaseSeconds=101"))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("leaseSeconds"), "{v}");
+    let pop = b.pop(&q, "leaseSeconds=100").await.expect("pop at the cap");
+    let lease = pop["leaseId"].as_str().unwrap();
+    let admin = common::admin().await;
+    let expiry = || async {
+        admin
+            .query_one(
+                "SELECT extract(epoch FROM lease_expires_at - lease_acquired_at)::float8,
+                        lease_expires_at::text
+                   FROM queen.log_consumers WHERE worker_id = $1",
+                &[&lease],
+            )
+            .await
+            .unwrap()
+    };
+    let row = expiry().await;
+    assert!((row.get::<_, f64>(0) - 100.0).abs() < 1.0);
+    let before: String = row.get(1);
+    let path = format!("/api/v1/lease/{lease}/extend");
+    let (s, v) = b.post(&path, &json!({"seconds": 101})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("QUEEN_MAX_LEASE_SECONDS"),
+        "{v}"
+    );
+    assert_eq!(expiry().await.get::<_, String>(1), before, "not renewed");
+    let (s, v) = b.post(&path, &json!({"seconds": 100})).await;
+    assert_eq!((s, v["renewed"].clone()), (StatusCode::OK, json!(1)), "{v}");
+}

@@ -340,3 +340,252 @@ async fn dlq_listing_configure_and_delete_are_per_tenant() {
     let (_, v) = a.post("/api/v1/configure", &json!({"queue": q})).await;
     assert_eq!(v["queueId"], own["queueId"]);
 }
+
+/// The route templates registered in broker/src/routes/mod.rs, read from the source, so
+/// a route added without a case below fails the test that enumerates them.
+fn routes_in_source() -> Vec<String> {
+    let src = include_str!("../src/routes/mod.rs");
+    let mut out: Vec<String> = src
+        .match_indices(".route(")
+        .filter_map(|(i, _)| {
+            let rest = &src[i..];
+            let start = rest.find('"')? + 1;
+            let end = start + rest[start..].find('"')?;
+            Some(rest[start..end].to_string())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every row of tenant `t`'s data, digested: queues, partitions, segments, sidecar,
+/// cursors, DLQ rows and subscription records.
+async fn tenant_digest(db: &tokio_postgres::Client, t: Uuid) -> String {
+    db.query_one(
+        "WITH qs AS (SELECT id FROM queen.queues WHERE tenant_id = $1),
+              ps AS (SELECT p.id FROM queen.log_partitions p JOIN qs ON qs.id = p.queue_id)
+         SELECT md5(COALESCE(string_agg(x, '|' ORDER BY x), '')) FROM (
+           SELECT 'q' || q::text AS x FROM queen.queues q WHERE q.tenant_id = $1
+           UNION ALL SELECT 'p' || p::text FROM queen.log_partitions p WHERE p.id IN (SELECT id FROM ps)
+           UNION ALL SELECT 's' || concat_ws(',', s.partition_id, s.base_offset, s.end_offset, md5(s.blob))
+                       FROM queen.log_segments s WHERE s.partition_id IN (SELECT id FROM ps)
+           UNION ALL SELECT 't' || concat_ws(',', t.partition_id, t.base_offset, md5(t.hashes))
+                       FROM queen.log_txns t WHERE t.partition_id IN (SELECT id FROM ps)
+           UNION ALL SELECT 'c' || c::text FROM queen.log_consumers c WHERE c.partition_id IN (SELECT id FROM ps)
+           UNION ALL SELECT 'd' || d::text FROM queen.log_dlq d WHERE d.partition_id IN (SELECT id FROM ps)
+           UNION ALL SELECT 'm' || m::text FROM queen.consumer_groups_metadata m WHERE m.tenant_id = $1) r",
+        &[&t],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Issue 12 item 13: no HTTP request of one tenant reaches another tenant's data through
+/// ANY endpoint. Tenant A holds queues with messages (a secret payload), a live lease, a
+/// named group's cursor and a DLQ row; tenant B sends every route of the router at A's
+/// names and ids (and a transaction that claims A's tenant in `_tenant`). Every answer B
+/// gets is free of A's payloads and ids of A's data, and every row of A's data is the
+/// same afterwards; A's own lease still acks.
+#[tokio::test]
+async fn no_route_reaches_another_tenants_data() {
+    let b = start_with(|c| c.jwt_secret = Some(SECRET.into())).await;
+    let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
+    let a = b.with_token(&token_for(ta));
+    let other = b.with_token(&token_for(tb));
+    let secret = "secret-of-A";
+    let q = unique("tall");
+    let a_cfg = a
+        .configure(&q, json!({"leaseTime": 60, "retryLimit": 0}))
+        .await;
+    a.push(json!([
+        {"queue": q, "transactionId": "m1", "payload": {"s": secret, "n": 1}},
+        {"queue": q, "transactionId": "m2", "payload": {"s": secret, "n": 2}},
+        {"queue": q, "partition": "p2", "transactionId": "m3", "payload": {"s": secret}},
+    ]))
+    .await;
+    let pop = a.pop(&q, "batch=1").await.expect("A pops");
+    let (pid, lease) = (
+        pop["partitionId"].as_str().unwrap().to_string(),
+        pop["leaseId"].as_str().unwrap().to_string(),
+    );
+    let gpop = a
+        .pop(&q, "consumerGroup=g&batch=1")
+        .await
+        .expect("A's group");
+    let mut nack = common::acks_for(&gpop, "failed", Some("poison"));
+    nack["consumerGroup"] = json!("g");
+    let (_, v) = a.ack_batch(nack).await;
+    assert_eq!(v[0]["dlq"], true, "A has a DLQ row: {v}");
+    let db = common::admin().await;
+    let before = tenant_digest(&db, ta).await;
+
+    // Every route, enumerated from the router's source.
+    let covered = [
+        "/api/v1/ack",
+        "/api/v1/ack/batch",
+        "/api/v1/configure",
+        "/api/v1/dlq",
+        "/api/v1/lease/{lease_id}/extend",
+        "/api/v1/pop/queue/{queue}",
+        "/api/v1/pop/queue/{queue}/partition/{partition}",
+        "/api/v1/push",
+        "/api/v1/resources/queues/{queue}",
+        "/api/v1/transaction",
+        "/health",
+        "/metrics",
+    ];
+    assert_eq!(
+        routes_in_source(),
+        covered,
+        "a route was added or renamed: give it a cross-tenant case here"
+    );
+    let ack_a = json!({"transactionId": "m1", "partitionId": pid, "leaseId": lease});
+    let mut answers: Vec<(String, StatusCode, Value)> = Vec::new();
+    let mut note = |what: &str, (s, v): (StatusCode, Value)| answers.push((what.into(), s, v));
+    // Reads.
+    for path in [
+        format!("/api/v1/pop/queue/{q}?batch=10"),
+        format!("/api/v1/pop/queue/{q}?batch=10&consumerGroup=g"),
+        format!("/api/v1/pop/queue/{q}/partition/Default?batch=10"),
+        format!("/api/v1/pop/queue/{q}/partition/p2?batch=10&autoAck=true"),
+        format!("/api/v1/pop/queue/{q}?batch=10&wait=true&timeout=200"),
+        format!("/api/v1/dlq?queue={q}"),
+        "/api/v1/dlq".to_string(),
+        "/api/v1/dlq?consumerGroup=g".to_string(),
+    ] {
+        let r = other.get(&path).await;
+        assert!(
+            r.0 == StatusCode::NO_CONTENT || r.0 == StatusCode::OK,
+            "{path}: {r:?}"
+        );
+        note(&path, r);
+    }
+    // Writes aimed at A's lease, partition and names.
+    note("ack", other.post("/api/v1/ack", &ack_a).await);
+    for status in ["completed", "failed", "dlq"] {
+        let mut one = ack_a.clone();
+        one["status"] = json!(status);
+        note(
+            "ack/batch",
+            other.ack_batch(json!({"acknowledgments": [one]})).await,
+        );
+    }
+    note(
+        "ack/batch group",
+        other
+            .ack_batch(json!({"consumerGroup": "g", "acknowledgments": [
+                {"transactionId": "m1", "partitionId": pid}]}))
+            .await,
+    );
+    note(
+        "extend",
+        other
+            .post(
+                &format!("/api/v1/lease/{lease}/extend"),
+                &json!({"seconds": 600}),
+            )
+            .await,
+    );
+    note(
+        "transaction",
+        other
+            .post(
+                "/api/v1/transaction",
+                &json!({"operations": [
+                    {"type": "push", "items": [{"queue": q, "transactionId": "m2", "payload": "b"}]},
+                    {"type": "ack", "transactionId": "m1", "partitionId": pid, "leaseId": lease}],
+                    "_tenant": ta}),
+            )
+            .await,
+    );
+    note(
+        "transaction claiming A's tenant",
+        other
+            .post(
+                "/api/v1/transaction",
+                &json!({"operations": [{"type": "push", "items": [
+                    {"queue": q, "transactionId": "m1", "payload": "b"}]}], "_tenant": ta}),
+            )
+            .await,
+    );
+    note(
+        "push",
+        other
+            .post(
+                "/api/v1/push",
+                &json!({"items": [
+        {"queue": q, "transactionId": "m1", "payload": "b"},
+        {"queue": q, "partition": "p2", "transactionId": "m3", "payload": "b"}]}),
+            )
+            .await,
+    );
+    let cfg = other
+        .post(
+            "/api/v1/configure",
+            &json!({"queue": q, "options": {"leaseTime": 1, "retryLimit": 9}}),
+        )
+        .await;
+    assert_ne!(
+        cfg.1["queueId"], a_cfg["queueId"],
+        "B configured a queue of its own"
+    );
+    note("configure", cfg);
+    note(
+        "pop after B's pushes",
+        other.get(&format!("/api/v1/pop/queue/{q}?batch=10")).await,
+    );
+    // B's writes went to B's own queue of that name.
+    let empty = tenant_digest(&db, Uuid::new_v4()).await;
+    assert_ne!(tenant_digest(&db, tb).await, empty, "B wrote its own rows");
+    note(
+        "delete",
+        other.delete(&format!("/api/v1/resources/queues/{q}")).await,
+    );
+    // Unauthenticated, process-wide: no names, ids or payloads of anyone.
+    for path in ["/health", "/metrics"] {
+        let r = b
+            .http
+            .get(format!("{}{path}", b.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        note(
+            path,
+            (StatusCode::OK, Value::String(r.text().await.unwrap())),
+        );
+    }
+
+    for (what, s, v) in &answers {
+        let text = v.to_string();
+        for leaked in [secret, pid.as_str(), lease.as_str()] {
+            // B's ack answers echo the ids B itself sent; nothing else may carry them.
+            let echoed =
+                what.starts_with("ack") || what == "extend" || what.starts_with("transaction");
+            if leaked == secret || !echoed {
+                assert!(
+                    !text.contains(leaked),
+                    "{what} ({s}) leaks {leaked}: {text}"
+                );
+            }
+        }
+        if what.starts_with("ack") {
+            assert!(
+                v.as_array().unwrap().iter().all(|i| i["success"] == false),
+                "{what}: {v}"
+            );
+        }
+    }
+    for (what, _, v) in answers
+        .iter()
+        .filter(|(w, _, _)| w == "/metrics" || w == "/health")
+    {
+        assert!(!v.as_str().unwrap().contains(&q), "{what} names a queue");
+    }
+    assert_eq!(before, tenant_digest(&db, ta).await, "B changed A's data");
+    // A's lease is intact and A's own ack takes it.
+    let (s, v) = a.ack_batch(common::acks_for(&pop, "completed", None)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v[0]["success"], true, "{v}");
+}

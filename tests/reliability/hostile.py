@@ -12,11 +12,21 @@ Asserted for every input:
     the same before and after it.
 Short form: 2000 inputs (RELIABILITY_FUZZ_INPUTS overrides); long form: 20000.
 The broker runs with QUEEN_BODY_LIMIT_MB=2 so oversized bodies exercise the 413 path.
+
+Issue 12 inputs: partition and consumer-group names of 256 bytes to 10 KB on every route
+that takes one (must be 400, item 6; 255 bytes must not be refused), lease extend
+`seconds` of 0, negative, fractional, string, null or above QUEEN_MAX_LEASE_SECONDS (must
+be 400, item 12), and a slow-client phase on a broker with 2 s header/body timeouts and
+8 connections at most (item 9): clients trickling a header or a body one byte a second
+are closed within 10 s (the body ones answered 408), a ninth connection gets 503 with
+Retry-After, and a freed slot is served again.
 """
 
 import json
 import os
 import random
+import socket
+import threading
 import time
 import uuid
 
@@ -72,6 +82,21 @@ WEIRD_NUMS = [0, -1, -2147483648, 2147483647, 2147483648, 9223372036854775807, 9
               -9223372036854775809, 10 ** 30, 1.5, -0.0, 1e308, "1", "abc", None, True, [], {}]
 WEIRD_QUERY_NUMS = ["0", "-1", "1", "5", "abc", "1e3", "1.5", "2147483647", "2147483648", "99999999999999999999",
                     "-9223372036854775809", "%00", "%FF", "+1", "%201", "0x10", "", "NaN", "inf"]
+# Issue 12 item 6: names around the 255-byte limit and far beyond it (a btree index row
+# overflowed from about 2,700 bytes; a 10 KB name needed 10232 bytes).
+# Random hex cannot be compressed below the index row limit (a run of one letter can).
+
+
+def hexname(n, rnd=random.Random(SEED)):
+    return "".join(rnd.choice("0123456789abcdef") for _ in range(n))
+
+
+LONG_NAMES = [hexname(255), "é" * 127, hexname(256), "é" * 128, "\U0001F4A9" * 64, hexname(2700), hexname(2728),
+              "é" * 1400, hexname(10240)]
+# Issue 12 item 12: lease extend `seconds` that must be refused (default max lease 86400).
+EXTEND_BAD = [0, -1, -86400, 1.5, "60", None, True, [], {}, 10 ** 12, 2 ** 31, 86401]
+# Requests of these families must be answered 400 when they reach the broker unmangled.
+EXPECT_400 = ("names_bad", "extend_bad")
 STATUSES = ["completed", "failed", "retry", "dlq", "FAILED", "Completed", "nack", "", " ok", "ok ", "success",
             "acked", "ok", "null", "\u0000", "dlq\u0000", "é", None, 1, True, [], {}]
 
@@ -147,7 +172,12 @@ def push_item(rnd, ctx):
 
 def base_request(rnd, ctx):
     """A plausible request of a random endpoint: (method, path, body object or None, tag)."""
-    k = rnd.randrange(9)
+    k = rnd.randrange(11)
+    if k == 9:
+        return names_request(rnd, ctx)
+    if k == 10:
+        lease = pick(rnd, [ctx.lease, str(uuid.uuid4()), "not-a-uuid"])
+        return "POST", f"/api/v1/lease/{lease}/extend", {"seconds": pick(rnd, EXTEND_BAD)}, "extend_bad"
     if k == 0:
         opts = {pick(rnd, ["leaseTime", "retryLimit", "deadLetterQueue", "dlqAfterMaxRetries",
                            "retentionSeconds", "completedRetentionSeconds", "dedupWindowSeconds", "priority"]):
@@ -193,6 +223,159 @@ def base_request(rnd, ctx):
         return "GET", "/api/v1/dlq?" + qs, None, "dlq"
     return "DELETE", "/api/v1/resources/queues/" + pick(rnd, [f"{RUN}_nonexistent", "%00", "%FF", "x" * 300,
                                                                  "%E2%80%AE", "a%2Fb"]), None, "delete"
+
+
+def names_request(rnd, ctx):
+    """A request naming a partition or consumer group around or beyond 255 bytes."""
+    name = pick(rnd, LONG_NAMES)
+    tag = "names_ok" if len(name.encode()) <= 255 else "names_bad"
+    r = rnd.randrange(7)
+    if r == 0:
+        return "POST", "/api/v1/push", {"items": [{"queue": QUEUE, "partition": name, "payload": 1}]}, tag
+    if r == 1:
+        return "GET", f"/api/v1/pop/queue/{QUEUE}/partition/{q(name)}?batch=1", None, tag
+    if r == 2:
+        return "GET", f"/api/v1/pop/queue/{QUEUE}?batch=1&consumerGroup={q(name)}", None, tag
+    if r == 3:
+        items = [ack_item(rnd, ctx) for _ in range(2)]
+        for it in items:
+            it.pop("consumerGroup", None)
+        return "POST", "/api/v1/ack/batch", {"consumerGroup": name, "acknowledgments": items}, tag
+    if r == 4:
+        return "POST", "/api/v1/transaction", {"operations": [
+            {"type": "push", "items": [{"queue": QUEUE, "partition": name, "payload": 1}]}]}, tag
+    if r == 5:
+        a = ack_item(rnd, ctx)
+        a.update({"type": "ack", "consumerGroup": name})
+        return "POST", "/api/v1/transaction", {"operations": [a]}, tag
+    return "GET", f"/api/v1/dlq?consumerGroup={q(name)}", None, tag
+
+
+def trickle(port, head, body, out, key):
+    """Item 9: sends `head` then `body` one byte a second (for a header-trickle, the
+    header itself); records when the broker closed the connection and what it said."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    t0 = time.time()
+    got = b""
+    closed = None
+    try:
+        if head:
+            s.sendall(head)
+        for b in body:
+            try:
+                s.send(bytes([b]))
+            except OSError:
+                closed = time.time() - t0
+                break
+            s.settimeout(1.0)
+            try:
+                d = s.recv(4096)
+                if not d:
+                    closed = time.time() - t0
+                    break
+                got += d
+            except socket.timeout:
+                pass
+            except OSError:
+                closed = time.time() - t0
+                break
+            if time.time() - t0 > 20:
+                break
+        if closed is None and got:
+            # An answer came: wait (bounded) for the close that must follow it.
+            s.settimeout(5)
+            try:
+                while s.recv(4096):
+                    pass
+                closed = time.time() - t0
+            except OSError:
+                closed = time.time() - t0
+    finally:
+        s.close()
+    out[key] = (closed, got)
+
+
+def http_get_on(s, path):
+    """One keep-alive GET on an open socket: the raw answer (status line first)."""
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    s.settimeout(5)
+    got = b""
+    while b"\r\n\r\n" not in got:
+        d = s.recv(4096)
+        if not d:
+            return got
+        got += d
+    head, _, body = got.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    while len(body) < length:
+        d = s.recv(4096)
+        if not d:
+            break
+        body += d
+    return head + b"\r\n\r\n" + body
+
+
+def slow_clients(fail):
+    """Item 9 on its own broker: trickled headers and bodies are closed within the
+    timeouts, connections over the cap get 503, a freed slot is served."""
+    cap = 8
+    broker = Broker("hostile-slow", env={"QUEEN_HEADER_READ_TIMEOUT_MS": "2000",
+                                          "QUEEN_BODY_READ_TIMEOUT_MS": "2000",
+                                          "QUEEN_MAX_CONNECTIONS": str(cap)})
+    broker.start()
+    body = json.dumps({"items": [{"queue": f"{RUN}_slow", "payload": "x" * 64}]}).encode()
+    post_head = (f"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(body)}\r\n\r\n").encode()
+    get_head = ("GET /api/v1/pop/queue/%s HTTP/1.1\r\nHost: x\r\nX-Pad: %s\r\n\r\n" % (QUEUE, "a" * 40)).encode()
+    out = {}
+    threads = [threading.Thread(target=trickle, args=(broker.port, b"", get_head, out, f"header{i}")) for i in range(2)]
+    threads += [threading.Thread(target=trickle, args=(broker.port, post_head, body, out, f"body{i}")) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for key, (closed, got) in sorted(out.items()):
+        fail.check(closed is not None and closed < 10, f"slow client {key} not closed within 10 s ({closed})")
+        if key.startswith("body"):
+            fail.check(got.startswith(b"HTTP/1.1 408"), f"slow body {key} answered {got[:60]!r}, not 408")
+        else:
+            fail.check(b" 200 " not in got[:20], f"slow header {key} was served: {got[:60]!r}")
+    held = []
+    for _ in range(cap):
+        s = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+        fail.check(http_get_on(s, "/health").startswith(b"HTTP/1.1 200"), "held connection not served")
+        held.append(s)
+    over = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+    try:
+        ans = http_get_on(over, "/health")
+    except OSError as e:
+        ans = repr(e).encode()
+    over.close()
+    fail.check(ans.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in ans.lower(),
+               f"connection over the cap answered {ans[:80]!r}")
+    held.pop().close()
+    served = False
+    deadline = time.time() + 5
+    while time.time() < deadline and not served:
+        s = socket.create_connection(("127.0.0.1", broker.port), timeout=5)
+        try:
+            served = http_get_on(s, "/health").startswith(b"HTTP/1.1 200")
+        except OSError:
+            pass
+        s.close()
+        time.sleep(0.05)
+    fail.check(served, "a freed connection slot was not served again")
+    for s in held:
+        s.close()
+    fail.check(broker.alive(), "slow-client broker died")
+    panics = broker.panics()
+    fail.check(not panics, f"slow-client broker panicked: {panics[:3]}")
+    broker.stop()
+    summary = {k: (round(v[0], 1) if v[0] is not None else None, v[1][:12].decode("latin-1")) for k, v in out.items()}
+    log(f"hostile slow clients: {json.dumps(summary, sort_keys=True)}; over-cap answer {ans[:12]!r}")
 
 
 def pop_path(rnd):
@@ -360,6 +543,8 @@ def main():
                     rejected = isinstance(j, dict) and j.get("success") is False
                 except ValueError:
                     fail.add(f"transaction 200 with a non-JSON body: {desc}")
+        if tag in EXPECT_400 and corruption in ("valid", "none", "junk-on-get"):
+            fail.check(status == 400, f"{tag} must be 400: {desc} -> {status} {resp[:160]!r}")
         if rejected:
             outcomes["rejected_checked"] += 1
             fail.check(after == before, f"rejected request ({status}) changed the tables: {desc} "
@@ -372,6 +557,7 @@ def main():
     crashes = backend_crashes_in(pg_log_since(log_off))
     fail.check(not crashes, f"PostgreSQL backends crashed: {crashes[:3]}")
     broker.stop()
+    slow_clients(fail)
     log(f"hostile figures: inputs tried={N_INPUTS} 2xx={outcomes['2xx']} 4xx={outcomes['4xx']} "
         f"5xx={outcomes['5xx']} dropped={outcomes['dropped']} rejected-with-table-check={outcomes['rejected_checked']} "
         f"odd-content-type={wrong_ct} runtime {time.time() - t0:.1f}s")

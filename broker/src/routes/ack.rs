@@ -21,7 +21,8 @@ use crate::fusion::{Parked, Verdict};
 use crate::metrics::Metrics;
 use crate::routes::auth::Tenant;
 use crate::state::AppState;
-use crate::util::{group_or_queue_mode, parse_json, parse_uuid};
+use crate::util::{check_name, group_or_queue_mode, parse_json, parse_uuid};
+use queen_log::names::NameKind;
 
 const UNRESOLVED: &str = "unresolvable: transaction not in the ack window (hash purged or never \
                           pushed); if leased, the message redelivers";
@@ -195,6 +196,7 @@ fn checked_item(i: usize, a: AckIn, top_group: Option<&str>) -> ApiResult<Item> 
         })?),
     };
     let group = group_or_queue_mode(top_group.or(a.consumer_group.as_deref())).to_string();
+    check_name(NameKind::ConsumerGroup, &group)?;
     Ok(Item {
         hash: txn_hash(&a.transaction_id),
         txn: a.transaction_id,

@@ -8,8 +8,10 @@ use serde_json::{json, Map, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::routes::auth::Tenant;
+use crate::routes::lease::check_lease_cap;
 use crate::state::AppState;
-use crate::util::parse_json;
+use crate::util::{check_name, json_integer, parse_json};
+use queen_log::names::NameKind;
 
 #[derive(Deserialize)]
 struct ConfigureBody {
@@ -42,6 +44,10 @@ pub async fn configure(
     check_queue_name(&body.queue)?;
     let options = body.options.unwrap_or_default();
     let normalized = normalized_options(&options)?;
+    if let Some(Value::Number(n)) = normalized.get("leaseTime") {
+        let lease = n.as_i64().unwrap_or(i64::MAX);
+        check_lease_cap("options.leaseTime", lease, state.config.max_lease_seconds)?;
+    }
     let db = state.db().await?;
     let row = db
         .query_one(
@@ -67,15 +73,11 @@ pub async fn configure(
     })))
 }
 
-/// Queue names are non-empty and fit the varchar(255) column.
+/// Queue names are non-empty and at most 255 bytes (queen_log::names, the rule of every
+/// name). "" is refused although Queen's server accepts it: such a queue could never be
+/// pushed to, popped or deleted over HTTP (broker/README.md, Decisions).
 pub fn check_queue_name(q: &str) -> ApiResult<()> {
-    if q.is_empty() {
-        return Err(ApiError::bad("queue must be a non-empty string"));
-    }
-    if q.chars().count() > 255 {
-        return Err(ApiError::bad("queue name longer than 255 characters"));
-    }
-    Ok(())
+    check_name(NameKind::Queue, q)
 }
 
 /// The options as stored: every key verbatim, except that the known ones are checked
@@ -98,11 +100,8 @@ fn int_opt(o: &Map<String, Value>, key: &str) -> ApiResult<Option<i32>> {
     let bad = || ApiError::bad(format!("options.{key} must be a non-negative integer"));
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => {
-            let v = n
-                .as_i64()
-                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-                .ok_or_else(bad)?;
+        Some(v @ Value::Number(_)) => {
+            let v = json_integer(v).ok_or_else(bad)?;
             i32::try_from(v)
                 .ok()
                 .filter(|v| *v >= 0)

@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use crate::error::{ApiError, ApiResult};
 use crate::routes::auth::Tenant;
 use crate::state::AppState;
-use crate::util::QUEUE_MODE;
+use crate::util::{check_name, QUEUE_MODE};
+use queen_log::names::NameKind;
 
 /// Largest page; a larger `limit` is a 400 (page through with `offset`).
 pub const MAX_LIMIT: i32 = 1000;
@@ -25,6 +26,9 @@ pub async fn list(
     let offset = bounded(get("offset"), "offset", 0, 0, i32::MAX)?;
     let queue = get("queue");
     let group = get("consumerGroup");
+    for (kind, name) in [(NameKind::Queue, queue), (NameKind::ConsumerGroup, group)] {
+        name.map_or(Ok(()), |n| check_name(kind, n))?;
+    }
     let db = state.db().await?;
     let row = db
         .query_one(

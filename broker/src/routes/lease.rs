@@ -6,11 +6,12 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::routes::auth::Tenant;
 use crate::state::AppState;
+use crate::util::{json_integer, parse_json};
 
-/// Renewal length when the body is missing, empty, unparsable or has no usable `seconds`.
+/// Renewal length when the body is missing, empty, `null` or has no `seconds` key.
 const DEFAULT_SECONDS: i32 = 60;
 
 pub async fn extend(
@@ -19,7 +20,7 @@ pub async fn extend(
     Path(lease_id): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let seconds = requested_seconds(&body);
+    let seconds = requested_seconds(&body, state.config.max_lease_seconds)?;
     // Leases are uuids minted by pops: anything else can hold no lease, so it gets the
     // unknown-lease answer without a database round trip.
     if uuid::Uuid::parse_str(&lease_id).is_err() {
@@ -50,13 +51,47 @@ pub async fn extend(
     Ok(Json(answer(&lease_id, renewed, expires)))
 }
 
-fn requested_seconds(body: &[u8]) -> i32 {
-    let v: Option<Value> = serde_json::from_slice(body).ok();
-    v.as_ref()
-        .and_then(|v| v.get("seconds"))
-        .and_then(|s| s.as_i64().or_else(|| s.as_f64().map(|f| f as i64)))
-        .filter(|s| *s > 0)
-        .map_or(DEFAULT_SECONDS, |s| s.min(i64::from(i32::MAX)) as i32)
+/// The renewal length. No body, an empty one, `null` or an object without `seconds`
+/// means the default 60 s (the Python SDK sends `{}`); a `seconds` that is present must
+/// be an integer (an integral float like `30.0` counts) from 1 to the maximum lease.
+/// Anything else — 0, negative, fractional, a string, null, a body that is not a JSON
+/// object — is a 400: silently renewing for 60 s would hide the client's mistake.
+fn requested_seconds(body: &[u8], max: i32) -> ApiResult<i32> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(DEFAULT_SECONDS);
+    }
+    let v: Value = parse_json(body)?;
+    let seconds = match &v {
+        Value::Null => return Ok(DEFAULT_SECONDS),
+        Value::Object(o) => match o.get("seconds") {
+            None => return Ok(DEFAULT_SECONDS),
+            Some(s) => s,
+        },
+        _ => {
+            return Err(ApiError::bad(
+                "body must be a JSON object like {\"seconds\": 60}",
+            ))
+        }
+    };
+    let n = json_integer(seconds).filter(|n| *n >= 1).ok_or_else(|| {
+        ApiError::bad(format!(
+            "seconds must be an integer from 1 to {max}, got {seconds}"
+        ))
+    })?;
+    check_lease_cap("seconds", n, max)?;
+    Ok(n as i32)
+}
+
+/// `QUEEN_MAX_LEASE_SECONDS` bounds every lease a request can ask for: pop
+/// `leaseSeconds`, lease extend `seconds` and configure `leaseTime`. Above → 400 naming
+/// the parameter (a clamp would hand out a shorter lease than asked for without saying).
+pub(crate) fn check_lease_cap(name: &str, n: i64, max: i32) -> ApiResult<()> {
+    if n > i64::from(max) {
+        return Err(ApiError::bad(format!(
+            "{name} must be at most {max} seconds (QUEEN_MAX_LEASE_SECONDS), got {n}"
+        )));
+    }
+    Ok(())
 }
 
 fn answer(lease_id: &str, renewed: i64, expires: Option<String>) -> Value {
@@ -68,4 +103,46 @@ fn answer(lease_id: &str, renewed: i64, expires: Option<String>) -> Value {
         "newExpiresAt": expires,
         "lease_expires_at": expires,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absent_seconds_mean_the_default() {
+        for body in ["", "  ", "null", "{}", "{\"other\": 1}"] {
+            assert_eq!(
+                requested_seconds(body.as_bytes(), 100).ok(),
+                Some(60),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn present_seconds_must_be_an_integer_within_the_cap() {
+        assert_eq!(
+            requested_seconds(b"{\"seconds\": 100}", 100).ok(),
+            Some(100)
+        );
+        assert_eq!(
+            requested_seconds(b"{\"seconds\": 30.0}", 100).ok(),
+            Some(30)
+        );
+        for body in [
+            "{\"seconds\": 0}",
+            "{\"seconds\": -1}",
+            "{\"seconds\": 1.5}",
+            "{\"seconds\": \"60\"}",
+            "{\"seconds\": null}",
+            "{\"seconds\": true}",
+            "{\"seconds\": 101}",
+            "{\"seconds\": 1e300}",
+            "[1]",
+            "not json",
+        ] {
+            assert!(requested_seconds(body.as_bytes(), 100).is_err(), "{body}");
+        }
+    }
 }

@@ -56,6 +56,11 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))
+        // Inside the request count, so a body timeout is counted as the 408 it answers.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::body_timeout::body_deadline,
+        ))
         // route_layer: runs after routing, so the matched route template is known.
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

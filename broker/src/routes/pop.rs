@@ -23,8 +23,11 @@ use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use crate::registry::Delivered;
 use crate::routes::auth::Tenant;
+use crate::routes::configure::check_queue_name;
+use crate::routes::lease::check_lease_cap;
 use crate::state::AppState;
-use crate::util::{group_or_queue_mode, iso_ms};
+use crate::util::{check_name, group_or_queue_mode, iso_ms, named_group};
+use queen_log::names::NameKind;
 
 /// Default long-poll timeout when `wait=true` comes without `timeout`.
 const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -115,15 +118,18 @@ fn parse(
             let n = v.parse::<i64>().map_err(|_| {
                 ApiError::bad(format!("leaseSeconds must be an integer, got {v:?}"))
             })?;
-            if n > i64::from(i32::MAX) {
-                return Err(ApiError::bad(format!(
-                    "leaseSeconds must be at most {}, got {v:?}",
-                    i32::MAX
-                )));
-            }
+            check_lease_cap("leaseSeconds", n, state.config.max_lease_seconds)?;
             Some(n.max(0) as i32)
         }
     };
+    check_queue_name(&queue)?;
+    if let Some(p) = &partition {
+        check_name(NameKind::Partition, p)?;
+    }
+    let group = named_group(get("consumerGroup"));
+    if let Some(g) = group {
+        check_name(NameKind::ConsumerGroup, g)?;
+    }
     let auto_ack = bool_param(get("autoAck"), "autoAck")?;
     Ok(PopReq {
         queue,
@@ -131,7 +137,7 @@ fn parse(
         batch,
         wait: bool_param(get("wait"), "wait")?,
         timeout: Duration::from_millis(timeout_ms),
-        group: get("consumerGroup").map(str::to_string),
+        group: group.map(str::to_string),
         auto_ack,
         // Unknown modes pass through: the extension treats them as "all" (never a 4xx).
         sub_mode: get("subscriptionMode").unwrap_or("all").to_string(),
@@ -201,12 +207,14 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
             return respond(&state, &req, slices, attempts).await;
         }
         let now = Instant::now();
-        if !req.wait || now >= deadline {
+        if !req.wait || now >= deadline || state.is_stopping() {
             return Ok(StatusCode::NO_CONTENT.into_response());
         }
         tokio::select! {
             _ = &mut notified => {}
             _ = tokio::time::sleep(backoff.min(deadline - now)) => {}
+            // Shutdown: answer now, the drain must not wait out the long-poll.
+            _ = state.stopping() => return Ok(StatusCode::NO_CONTENT.into_response()),
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use crate::error::ApiResult;
 use crate::routes::auth::Tenant;
+use crate::routes::configure::check_queue_name;
 use crate::state::AppState;
 
 /// Through `queen.delete_queue_v1`: the queue with its partitions, segments and cursors
@@ -16,6 +17,7 @@ pub async fn delete_queue(
     Tenant(tenant): Tenant,
     Path(queue): Path<String>,
 ) -> ApiResult<Json<Value>> {
+    check_queue_name(&queue)?;
     let db = state.db().await?;
     let row = db
         .query_one(
