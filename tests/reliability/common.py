@@ -285,7 +285,11 @@ class Stats:
 
 
 class Client:
-    """Keep-alive HTTP/1.1 client. request() returns (status, raw body bytes)."""
+    """Keep-alive HTTP/1.1 client. request() returns (status, raw body bytes).
+
+    Like any keep-alive client (urllib3, httpx, reqwest), it checks an idle connection
+    before reusing it: the broker closes connections that stay idle longer than
+    QUEEN_HEADER_READ_TIMEOUT_MS, and a request written into such a socket would fail."""
 
     def __init__(self, port, stats=None, record=True):
         self.port = port
@@ -294,6 +298,8 @@ class Client:
         self.conn = None
 
     def _conn(self, timeout):
+        if self.conn is not None and self.conn.sock is not None and _dropped(self.conn.sock):
+            self.close()
         if self.conn is None:
             self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         self.conn.timeout = timeout
@@ -339,6 +345,17 @@ class Client:
             return st, (json.loads(data) if data else None)
         except ValueError:
             return st, data
+
+
+def _dropped(sock):
+    """True when an idle keep-alive socket was closed by the peer (readable with no
+    answer pending means EOF or a reset)."""
+    import select
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def q(s):
