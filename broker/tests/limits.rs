@@ -481,7 +481,7 @@ async fn max_lease_bounds_pop_extend_and_configure() {
             .query_one(
                 "SELECT extract(epoch FROM lease_expires_at - lease_acquired_at)::float8,
                         lease_expires_at::text
-                   FROM queen.log_consumers WHERE worker_id = $1",
+                   FROM queen.log_leases WHERE worker_id = $1",
                 &[&lease],
             )
             .await

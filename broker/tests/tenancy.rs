@@ -359,7 +359,7 @@ fn routes_in_source() -> Vec<String> {
 }
 
 /// Every row of tenant `t`'s data, digested: queues, partitions, segments, sidecar,
-/// cursors, DLQ rows and subscription records.
+/// cursors, leases, DLQ rows and subscription records.
 async fn tenant_digest(db: &tokio_postgres::Client, t: Uuid) -> String {
     db.query_one(
         "WITH qs AS (SELECT id FROM queen.queues WHERE tenant_id = $1),
@@ -372,6 +372,7 @@ async fn tenant_digest(db: &tokio_postgres::Client, t: Uuid) -> String {
            UNION ALL SELECT 't' || concat_ws(',', t.partition_id, t.base_offset, md5(t.hashes))
                        FROM queen.log_txns t WHERE t.partition_id IN (SELECT id FROM ps)
            UNION ALL SELECT 'c' || c::text FROM queen.log_consumers c WHERE c.partition_id IN (SELECT id FROM ps)
+           UNION ALL SELECT 'l' || l::text FROM queen.log_leases l WHERE l.partition_id IN (SELECT id FROM ps)
            UNION ALL SELECT 'd' || d::text FROM queen.log_dlq d WHERE d.partition_id IN (SELECT id FROM ps)
            UNION ALL SELECT 'm' || m::text FROM queen.consumer_groups_metadata m WHERE m.tenant_id = $1) r",
         &[&t],
