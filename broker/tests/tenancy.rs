@@ -390,7 +390,13 @@ async fn tenant_digest(db: &tokio_postgres::Client, t: Uuid) -> String {
 /// same afterwards; A's own lease still acks.
 #[tokio::test]
 async fn no_route_reaches_another_tenants_data() {
-    let b = start_with(|c| c.jwt_secret = Some(SECRET.into())).await;
+    // QUEEN_METRICS_QUEUE_SERIES=0: the queue gauges of /metrics would show every
+    // tenant's queue names (documented in the README's security model).
+    let b = start_with(|c| {
+        c.jwt_secret = Some(SECRET.into());
+        c.metrics_queue_series = 0;
+    })
+    .await;
     let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
     let a = b.with_token(&token_for(ta));
     let other = b.with_token(&token_for(tb));
@@ -418,6 +424,11 @@ async fn no_route_reaches_another_tenants_data() {
     nack["consumerGroup"] = json!("g");
     let (_, v) = a.ack_batch(nack).await;
     assert_eq!(v[0]["dlq"], true, "A has a DLQ row: {v}");
+    let (_, listing) = a.get(&format!("/api/v1/dlq?queue={q}")).await;
+    let dlq_id = listing["messages"][0]["dlqId"]
+        .as_str()
+        .expect("A's DLQ row id")
+        .to_string();
     let db = common::admin().await;
     let before = tenant_digest(&db, ta).await;
 
@@ -426,12 +437,26 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/ack",
         "/api/v1/ack/batch",
         "/api/v1/configure",
+        "/api/v1/consumer-groups",
+        "/api/v1/consumer-groups/lagging",
+        "/api/v1/consumer-groups/{group}",
         "/api/v1/dlq",
+        "/api/v1/dlq/redrive",
+        "/api/v1/dlq/{id}",
+        "/api/v1/dlq/{id}/replay",
         "/api/v1/lease/{lease_id}/extend",
+        "/api/v1/messages/{partition_id}/{transaction_id}",
+        "/api/v1/messages/{partition_id}/{transaction_id}/retry",
         "/api/v1/pop/queue/{queue}",
         "/api/v1/pop/queue/{queue}/partition/{partition}",
         "/api/v1/push",
+        "/api/v1/resources/overview",
+        "/api/v1/resources/partitions",
+        "/api/v1/resources/queues",
         "/api/v1/resources/queues/{queue}",
+        "/api/v1/resources/queues/{queue}/depth",
+        "/api/v1/status/queues",
+        "/api/v1/status/queues/{queue}",
         "/api/v1/transaction",
         "/health",
         "/metrics",
@@ -461,6 +486,41 @@ async fn no_route_reaches_another_tenants_data() {
             "{path}: {r:?}"
         );
         note(&path, r);
+    }
+    // The admin views: lists must not show A's queue; a view of A's queue or group by
+    // name answers like one of a name nobody has.
+    for path in [
+        "/api/v1/resources/queues",
+        "/api/v1/resources/partitions",
+        "/api/v1/resources/overview",
+        "/api/v1/status/queues",
+        "/api/v1/consumer-groups",
+        "/api/v1/consumer-groups/lagging",
+    ] {
+        let r = other.get(path).await;
+        assert!(!r.0.is_server_error(), "{path}: {r:?}");
+        assert!(
+            !r.1.to_string().contains(&q),
+            "{path} lists A's queue: {}",
+            r.1
+        );
+        note(path, r);
+    }
+    let missing = unique("nobody");
+    for path in [
+        "/api/v1/resources/queues/{q}",
+        "/api/v1/resources/queues/{q}/depth",
+        "/api/v1/status/queues/{q}",
+        "/api/v1/consumer-groups/{g}",
+    ] {
+        let foreign = other
+            .get(&path.replace("{q}", &q).replace("{g}", "g"))
+            .await;
+        let absent = other
+            .get(&path.replace("{q}", &missing).replace("{g}", &missing))
+            .await;
+        assert_eq!(foreign.0, absent.0, "{path}: {foreign:?} vs {absent:?}");
+        note(&format!("named {path}"), foreign);
     }
     // Writes aimed at A's lease, partition and names.
     note("ack", other.post("/api/v1/ack", &ack_a).await);
@@ -510,6 +570,41 @@ async fn no_route_reaches_another_tenants_data() {
             )
             .await,
     );
+    // DLQ and message administration aimed at A's rows.
+    for (method, path, body) in [
+        ("DELETE", format!("/api/v1/messages/{pid}/m2"), Value::Null),
+        (
+            "POST",
+            format!("/api/v1/messages/{pid}/m1/retry"),
+            json!({}),
+        ),
+        ("POST", format!("/api/v1/dlq/{dlq_id}/replay"), json!({})),
+        ("DELETE", format!("/api/v1/dlq/{dlq_id}"), Value::Null),
+        (
+            "POST",
+            "/api/v1/dlq/redrive".to_string(),
+            json!({"ids": [dlq_id]}),
+        ),
+        (
+            "POST",
+            "/api/v1/dlq/redrive".to_string(),
+            json!({"queue": q}),
+        ),
+        ("DELETE", format!("/api/v1/dlq?queue={q}"), Value::Null),
+        (
+            "DELETE",
+            format!("/api/v1/dlq?queue={q}&consumerGroup=g"),
+            Value::Null,
+        ),
+    ] {
+        let r = if method == "POST" {
+            other.post(&path, &body).await
+        } else {
+            other.delete(&path).await
+        };
+        assert!(!r.0.is_server_error(), "{method} {path}: {r:?}");
+        note(&format!("admin {method} {path}"), r);
+    }
     note(
         "push",
         other
@@ -562,8 +657,10 @@ async fn no_route_reaches_another_tenants_data() {
         let text = v.to_string();
         for leaked in [secret, pid.as_str(), lease.as_str()] {
             // B's ack answers echo the ids B itself sent; nothing else may carry them.
-            let echoed =
-                what.starts_with("ack") || what == "extend" || what.starts_with("transaction");
+            let echoed = what.starts_with("ack")
+                || what == "extend"
+                || what.starts_with("transaction")
+                || what.starts_with("admin");
             if leaked == secret || !echoed {
                 assert!(
                     !text.contains(leaked),
