@@ -22,6 +22,8 @@ run_suite() { # name, command...
     [ "$rc" -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
 }
 
+# rustfmt and clippy -D warnings over the workspace (scripts/lint.sh).
+run_suite lint bash scripts/lint.sh
 run_suite pure cargo test -p queen_log
 # PostgreSQL refuses to run as root: the test cluster runs as postgres in a short path
 # (its unix socket lives there).

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The habits that keep the code as it is: rustfmt and clippy (every target, warnings are
+# errors) over the whole workspace. Prints cargo-style lines and a "test result:" line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+passed=0 failed=0
+run() { # name, command...
+    local name=$1; shift
+    if "$@" >"/tmp/qa-lint-$name.log" 2>&1; then
+        passed=$((passed + 1)); echo "test lint::$name ... ok"
+    else
+        failed=$((failed + 1)); echo "test lint::$name ... FAILED"; tail -40 "/tmp/qa-lint-$name.log"
+    fi
+}
+run rustfmt cargo fmt --all --check
+run clippy cargo clippy --workspace --all-targets -- -D warnings
+echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"
+[ $failed -eq 0 ]
