@@ -3,7 +3,9 @@
 -- granted to the NOLOGIN role `queen_broker` (cluster-wide, created once, kept by DROP
 -- EXTENSION since other databases may use it). Give a login role membership:
 --   CREATE ROLE broker LOGIN PASSWORD '...' IN ROLE queen_broker;
--- It may read the tables (observability) but never writes them directly.
+-- It reads no table either: the broker calls functions only (issue 14), so the schema is
+-- not part of its API. What an operator reads comes through functions and the views
+-- queen.partition_storage and queen.consumer_lag (a view reads as its owner).
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'queen_broker') THEN
@@ -13,4 +15,4 @@ END $$;
 REVOKE ALL ON ALL ROUTINES IN SCHEMA queen FROM PUBLIC;
 GRANT USAGE ON SCHEMA queen TO queen_broker;
 GRANT EXECUTE ON ALL ROUTINES IN SCHEMA queen TO queen_broker;
-GRANT SELECT ON ALL TABLES IN SCHEMA queen TO queen_broker;
+GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;

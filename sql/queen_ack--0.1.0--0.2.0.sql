@@ -43,7 +43,6 @@ ALTER TABLE queen.log_consumers
     DROP COLUMN worker_id, DROP COLUMN batch_end, DROP COLUMN lease_expires_at,
     DROP COLUMN lease_acquired_at, DROP COLUMN attempt_offset, DROP COLUMN attempt_count;
 ALTER TABLE queen.log_consumers SET (fillfactor = 70);
-GRANT SELECT ON queen.log_leases TO queen_broker;
 
 -- Renewal extends the lease rows.
 CREATE OR REPLACE FUNCTION queen.log_renew_lease_v1(p_worker text, p_seconds int) RETURNS jsonb
@@ -461,7 +460,7 @@ GRANT EXECUTE ON FUNCTION queen.log_retention_step_v1(uuid, timestamptz, timesta
                           queen.log_orphans_step_v1(int),
                           queen.maintenance_plan_v1() TO queen_broker;
 GRANT EXECUTE ON PROCEDURE queen.run_maintenance(int, int, jsonb) TO queen_broker;
-GRANT SELECT ON queen.maintenance_state, queen.partition_storage, queen.consumer_lag TO queen_broker;
+GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;
 
 -- Hardening (issue 12). ----------------------------------------------------------------
 
@@ -767,3 +766,28 @@ GRANT EXECUTE ON FUNCTION queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea
                           queen.dlq_delete_queue_v1(text, text, int, uuid),
                           queen.queue_list_v1(uuid, text),
                           queen.queue_stats_v1(uuid, text) TO queen_broker;
+
+-- The broker reads no table (issue 14): the dedup cache's load is a function too. -------
+
+-- The dedup window of a partition as the broker's watermark cache loads it, in one
+-- snapshot: the partition's last offset, its queue's window now, and the sidecar rows
+-- inside that window, oldest first (one row with NULL base when there are none; no row
+-- when the partition does not exist).
+CREATE FUNCTION queen.dedup_window_v1(p_partition_id uuid)
+RETURNS TABLE(r_last_offset bigint, r_window int, r_base bigint, r_hashes bytea)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.last_offset, q.dedup_window_seconds, t.base_offset, t.hashes
+      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+      LEFT JOIN queen.log_txns t ON t.partition_id = p.id
+           AND t.created_at >= clock_timestamp() - make_interval(secs => q.dedup_window_seconds)
+     WHERE p.id = p_partition_id
+     ORDER BY t.base_offset
+$$;
+REVOKE ALL ON FUNCTION queen.dedup_window_v1(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.dedup_window_v1(uuid) TO queen_broker;
+
+-- The broker role reads no table (issue 14): 0.1.0 granted SELECT on every table.
+REVOKE SELECT ON ALL TABLES IN SCHEMA queen FROM queen_broker;
+GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;

@@ -191,6 +191,7 @@ pub fn push_resolved(
         if !dups.is_empty() {
             return PushVerdict::Duplicate {
                 dups: with_original_ids(client, pid, dups),
+                partition_id: uuid::Uuid::from_bytes(*pid.as_bytes()),
             };
         }
     }
@@ -341,6 +342,7 @@ fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> PushVer
     PushVerdict::Queued {
         base_offset: base,
         created_at: iso_utc(at),
+        partition_id: uuid::Uuid::from_bytes(*pid.as_bytes()),
     }
 }
 

@@ -159,7 +159,7 @@ fn push_frames(
                 }
                 break;
             }
-            PushVerdict::Duplicate { dups } => {
+            PushVerdict::Duplicate { dups, .. } => {
                 let dup: Vec<usize> = dups.iter().map(|d| todo[d.i]).collect();
                 todo.retain(|i| !dup.contains(i));
             }

@@ -395,11 +395,7 @@ impl DedupCache {
         use futures_util::TryStreamExt;
         let stmt = db
             .prepare_cached(
-                "SELECT p.last_offset, q.dedup_window_seconds, t.base_offset, t.hashes
-                   FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-                   LEFT JOIN queen.log_txns t ON t.partition_id = p.id
-                        AND t.created_at >= clock_timestamp() - make_interval(secs => q.dedup_window_seconds)
-                  WHERE p.id = $1 ORDER BY t.base_offset",
+                "SELECT r_last_offset, r_window, r_base, r_hashes FROM queen.dedup_window_v1($1)",
             )
             .await?;
         let params: [&(dyn ToSql + Sync); 1] = [&pid];

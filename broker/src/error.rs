@@ -5,6 +5,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use queen_log::sqlstate::{classify, ErrorClass};
 use serde_json::json;
 
 /// Why a request failed.
@@ -99,17 +100,21 @@ impl From<tokio_postgres::Error> for ApiError {
         };
         let code = db.code().code();
         let msg = db.message().to_string();
-        if code.starts_with("08") || code == "57P01" || code == "57P03" || code == "53300" {
-            ApiError::Unavailable(format!("database unavailable: {msg}"))
-        } else if code == "57014" {
-            // query_canceled: QUEEN_STATEMENT_TIMEOUT_MS cut the statement (or an operator
-            // cancelled it); the transaction rolled back, so a retry is safe.
-            ApiError::Unavailable(format!("database statement timeout: {msg}"))
-        } else if code.starts_with("22") {
+        // One table for every caller of the SQL API (queen_log::sqlstate).
+        match classify(code) {
+            ErrorClass::Unavailable => {
+                ApiError::Unavailable(format!("database unavailable: {msg}"))
+            }
+            // A statement timeout (QUEEN_STATEMENT_TIMEOUT_MS), a cancel, a lost
+            // serialization or deadlock race: the transaction rolled back, retry is safe.
+            ErrorClass::Retryable => {
+                ApiError::Unavailable(format!("database retry later ({code}): {msg}"))
+            }
             // Input errors the extension caught that our own validation let through.
-            ApiError::BadRequest(msg)
-        } else {
-            ApiError::Internal(format!("database error {code}: {msg}"))
+            ErrorClass::BadInput => ApiError::BadRequest(msg),
+            ErrorClass::Duplicate | ErrorClass::Internal => {
+                ApiError::Internal(format!("database error {code}: {msg}"))
+            }
         }
     }
 }

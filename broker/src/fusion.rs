@@ -28,9 +28,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use serde_json::Value;
+use queen_log::sqlstate;
+use queen_log::wire::MultiAck;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
+use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
 /// Period of the coalesce summary log line.
@@ -399,36 +401,29 @@ async fn run_multi(pool: &Pool, rows: &[Row]) -> Result<Vec<Verdict>, String> {
             return Err(e.to_string());
         }
     };
-    let v: Value = row.get(0);
-    verdicts(&v, rows.len())
+    let PgJson(v): PgJson<MultiAck> = row.get(0);
+    verdicts(v, rows.len())
 }
 
-/// Whether an error means the connection itself is gone (no server error at all, a
-/// connection exception, or the server terminating the session).
+/// Whether an error means the connection itself is gone (queen_log::sqlstate's rule).
 fn connection_lost(e: &tokio_postgres::Error) -> bool {
-    e.as_db_error().is_none_or(|d| {
-        let c = d.code().code();
-        c.starts_with("08") || c.starts_with("57P")
-    })
+    sqlstate::connection_lost(e.as_db_error().map(|d| d.code().code()))
 }
 
 /// The per-row verdicts of a `log_ack_multi_v1` answer, by input ordinal.
-fn verdicts(v: &Value, n: usize) -> Result<Vec<Verdict>, String> {
-    let results = v
-        .get("results")
-        .and_then(Value::as_array)
-        .filter(|a| a.len() == n && v.get("ok").and_then(Value::as_bool) != Some(false))
-        .ok_or_else(|| format!("unexpected log_ack_multi_v1 result: {v}"))?;
-    Ok(results
-        .iter()
-        .map(|r| match r.get("ok").and_then(Value::as_bool) {
-            Some(true) => Verdict::Committed,
-            _ => Verdict::Rejected(
-                r.get("error")
-                    .and_then(Value::as_str)
-                    .unwrap_or("rejected")
-                    .to_string(),
-            ),
+fn verdicts(v: MultiAck, n: usize) -> Result<Vec<Verdict>, String> {
+    if !v.ok || v.results.len() != n {
+        return Err(format!(
+            "unexpected log_ack_multi_v1 result: ok={} with {} results for {n} rows",
+            v.ok,
+            v.results.len()
+        ));
+    }
+    Ok(v.results
+        .into_iter()
+        .map(|r| match r.ok {
+            true => Verdict::Committed,
+            false => Verdict::Rejected(r.error.unwrap_or_else(|| "rejected".into())),
         })
         .collect())
 }
@@ -468,19 +463,19 @@ mod tests {
 
     #[test]
     fn verdicts_by_ordinal() {
-        let v = json!({"ok": true, "results": [
+        let v: MultiAck = serde_json::from_value(json!({"ok": true, "results": [
             {"ok": true, "acked": 2, "error": null},
             {"ok": false, "acked": 0, "error": "invalid or expired lease"},
-        ]});
+        ]}))
+        .unwrap();
         assert_eq!(
-            verdicts(&v, 2).unwrap(),
+            verdicts(v.clone(), 2).unwrap(),
             vec![
                 Verdict::Committed,
                 Verdict::Rejected("invalid or expired lease".into())
             ]
         );
-        assert!(verdicts(&v, 3).is_err());
-        assert!(verdicts(&json!({"ok": false, "error": "x"}), 0).is_err());
+        assert!(verdicts(v, 3).is_err());
     }
 
     #[test]

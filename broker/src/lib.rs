@@ -5,10 +5,14 @@
 pub mod body_timeout;
 pub mod config;
 pub mod dedup;
+pub mod dlq_ops;
 pub mod error;
+pub mod exposition;
 pub mod fusion;
+pub mod items;
 pub mod metrics;
 pub mod queue_stats;
+pub mod queue_views;
 pub mod registry;
 pub mod routes;
 pub mod server;

@@ -9,7 +9,7 @@ use crate::error::{ApiError, ApiResult};
 /// The queue-mode consumer group (contract conventions).
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
 
-/// The default tenant (contract conventions); this broker has no tenancy yet.
+/// The default tenant (contract conventions): every request's tenant while tenancy is off.
 pub const DEFAULT_TENANT: uuid::Uuid = uuid::Uuid::from_u128(1);
 
 /// Parses a JSON body into `T` (which may borrow from it); any syntax or shape problem is
@@ -105,6 +105,25 @@ pub fn named_group(g: Option<&str>) -> Option<&str> {
 /// as a 400 naming what is wrong.
 pub fn check_name(kind: NameKind, name: &str) -> ApiResult<()> {
     names::check_name(kind, name).map_err(|e| ApiError::bad(e.to_string()))
+}
+
+/// Queue names are non-empty and at most 255 bytes (queen_log::names, the rule of every
+/// name). "" is refused although Queen's server accepts it: such a queue could never be
+/// pushed to, popped or deleted over HTTP (broker/README.md, Decisions).
+pub fn check_queue_name(q: &str) -> ApiResult<()> {
+    check_name(NameKind::Queue, q)
+}
+
+/// `QUEEN_MAX_LEASE_SECONDS` bounds every lease a request can ask for: pop
+/// `leaseSeconds`, lease extend `seconds` and configure `leaseTime`. Above → 400 naming
+/// the parameter (a clamp would hand out a shorter lease than asked for without saying).
+pub fn check_lease_cap(name: &str, n: i64, max: i32) -> ApiResult<()> {
+    if n > i64::from(max) {
+        return Err(ApiError::bad(format!(
+            "{name} must be at most {max} seconds (QUEEN_MAX_LEASE_SECONDS), got {n}"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

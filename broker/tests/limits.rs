@@ -248,7 +248,10 @@ async fn broker_runs_as_least_privilege_role() {
         .query_one(
             "SELECT current_user::text, has_table_privilege('queen.queues', 'INSERT'),
                     has_table_privilege('queen.log_consumers', 'UPDATE'),
-                    pg_has_role('queen_broker', 'MEMBER')",
+                    pg_has_role('queen_broker', 'MEMBER'),
+                    (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                      WHERE n.nspname = 'queen' AND c.relkind IN ('r', 'p')
+                        AND has_table_privilege(c.oid, 'SELECT'))",
             &[],
         )
         .await
@@ -257,6 +260,11 @@ async fn broker_runs_as_least_privilege_role() {
     assert!(!row.get::<_, bool>(1));
     assert!(!row.get::<_, bool>(2));
     assert!(row.get::<_, bool>(3));
+    assert_eq!(
+        row.get::<_, i64>(4),
+        0,
+        "the broker calls functions only: it reads no table"
+    );
     assert_eq!(
         common::with_user("postgres://postgres:pw@h:5/db?x=1", "r"),
         "postgres://r@h:5/db?x=1"

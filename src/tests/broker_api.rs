@@ -58,11 +58,24 @@ fn broker_role_executes_functions_but_cannot_write_tables() {
     Spi::run("CREATE ROLE qa_stranger LOGIN").unwrap();
     sqlstate_of("SELECT 1"); // create the helper before switching roles
     Spi::run("SET LOCAL ROLE qa_broker_login").unwrap();
+    // Everything goes through functions...
     push_n("q", "Default", "t", 2);
-    assert!(lease("q", "g", "w", 2).is_some());
-    assert_eq!(ack_hash("q", "g", "w", &["t0", "t1"], None)["acked"], 2);
+    let acked = j("SELECT queen.ack(r_partition_id, r_lease_id, array_agg(r_transaction_id))
+                     FROM queen.pop('q', 'Default', p_batch => 2, p_lease_seconds => 30)
+                    GROUP BY r_partition_id, r_lease_id");
+    assert_eq!(acked["acked"], 2);
+    // ...and the views an operator reads...
+    assert_eq!(i64_of("SELECT committed FROM queen.consumer_lag"), 1);
+    assert_eq!(i64_of("SELECT segments FROM queen.partition_storage"), 1);
+    // ...while no table can be written or read directly (issue 14: the schema is not
+    // part of the broker's API; 0.1.0 let it read every table).
     assert!(sqlstate_of("INSERT INTO queen.queues (name) VALUES ('direct')").starts_with("42501"));
     assert!(sqlstate_of("UPDATE queen.log_consumers SET committed = 99").starts_with("42501"));
+    for t in ["queues", "log_partitions", "log_segments", "log_txns", "log_consumers", "log_leases",
+              "log_dlq", "consumer_groups_metadata", "maintenance_state"] {
+        let r = sqlstate_of(&format!("SELECT count(*) FROM queen.{t}"));
+        assert!(r.starts_with("42501"), "the broker role read queen.{t}: {r}");
+    }
     Spi::run("RESET ROLE; SET LOCAL ROLE qa_stranger").unwrap();
     assert!(sqlstate_of("SELECT queen.log_renew_lease_v1('w', 5)").starts_with("42501"));
 }

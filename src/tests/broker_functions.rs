@@ -17,7 +17,7 @@ fn every_jsonb_result_has_its_wire_shape() {
     same_shape::<wire::QueueInfo>(&j("SELECT queen.queue_info_v1('q')"));
     let pushed = push_n("q", "Default", "t", 3);
     same_shape::<wire::PushVerdict>(&serde_json::json!({"status": pushed["status"], "baseOffset": pushed["baseOffset"],
-                                                        "createdAt": pushed["createdAt"]}));
+                                                        "createdAt": pushed["createdAt"], "partitionId": pushed["partitionId"]}));
     same_shape::<Vec<wire::PushVerdict>>(&j(&format!("SELECT queen.log_push_multi_v1(ARRAY['q'], ARRAY['Default'], ARRAY[1], ARRAY[queen.xxh3_128('t0')], ARRAY[-1]::bigint[], ARRAY[{}])", seg(&["t0"]))));
     lease("q", "g", "w", 3);
     same_shape::<wire::Reply<wire::HashAck>>(&ack_hash("q", "g", "w", &["t0"], None));

@@ -4,7 +4,9 @@
 -- install of the default version. Objects are named, never identified by OID.
 --
 -- Function bodies are compared with whitespace collapsed and `--` comments dropped, so an
--- upgrade script may re-indent a body, but not change a single token of it.
+-- upgrade script may re-indent a body, but not change a single token of it. Grants are
+-- compared as effective privileges: a NULL ACL is spelled as the owner's default, because
+-- a REVOKE in an upgrade leaves the same rights written out explicitly.
 \pset format unaligned
 \pset tuples_only on
 \pset pager off
@@ -44,14 +46,15 @@ facts AS (
     UNION ALL
     -- function grants
     SELECT format('function-acl %s(%s) %s', p.proname, pg_get_function_identity_arguments(p.oid),
-                  COALESCE((SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(p.proacl) a), 'default'))
+                  (SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(COALESCE(p.proacl, acldefault('f', p.proowner))) a))
       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'queen'
     UNION ALL
     -- relations (tables, views, sequences, indexes): kind, persistence, options, grants, membership
     SELECT format('relation %s kind=%s persistence=%s options=%s acl=%s member=%s',
                   c.relname, c.relkind, c.relpersistence,
                   COALESCE(array_to_string(c.reloptions, ';'), '-'),
-                  COALESCE((SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(c.relacl) a), 'default'),
+                  (SELECT string_agg(a::text, ',' ORDER BY a::text)
+                     FROM unnest(COALESCE(c.relacl, acldefault((CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END)::"char", c.relowner))) a),
                   EXISTS (SELECT 1 FROM members m WHERE m.classid = 'pg_class'::regclass AND m.objid = c.oid)
                   OR c.relkind IN ('i', 'S') AND EXISTS (
                       SELECT 1 FROM pg_depend d JOIN members m ON m.classid = 'pg_class'::regclass AND m.objid = d.refobjid
@@ -99,7 +102,7 @@ facts AS (
     UNION ALL
     -- the schema and its grants
     SELECT format('schema %s acl=%s', n.nspname,
-                  COALESCE((SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(n.nspacl) a), 'default'))
+                  (SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest(COALESCE(n.nspacl, acldefault('n', n.nspowner))) a))
       FROM pg_namespace n WHERE n.nspname = 'queen'
     UNION ALL
     -- what the broker role may do, spelled out (also catches grants outside the schema's ACLs)

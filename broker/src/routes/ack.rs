@@ -10,46 +10,34 @@ use std::collections::{HashMap, HashSet};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
-use queen_log::hash::{hash_hex, txn_hash, TxnHash};
+use queen_log::ack::Status;
+use queen_log::dlq::error_text;
+use queen_log::hash::{hash_hex, TxnHash};
+use queen_log::wire::{DlqFiled, HashAck, PositionalAck, Reply};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::Value;
+use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::fusion::{Parked, Verdict};
+use crate::items::{read_ack_item, AckItem};
 use crate::metrics::Metrics;
-use crate::routes::auth::Tenant;
+use crate::routes::auth::{owned_partitions, Tenant};
 use crate::state::AppState;
-use crate::util::{check_name, group_or_queue_mode, parse_json, parse_uuid};
-use queen_log::names::NameKind;
+use crate::util::parse_json;
 
 const UNRESOLVED: &str = "unresolvable: transaction not in the ack window (hash purged or never \
                           pushed); if leased, the message redelivers";
 const STALE: &str = "already committed: the cursor moved past this message before this ack";
 const DLQ_REJECTED: &str = "dlq rejected";
-const RETRIES_EXHAUSTED: &str = "Retries exhausted";
 const FLUSH_FAILED: &str = "ack flush failed; lease will expire and redeliver";
 /// What `log_ack_by_hash_v1` answers for a partition without a cursor row: also the
 /// answer for a partition of another tenant (broker.md §2 step 3), so the two cannot be
 /// told apart.
 const NOT_FOUND: &str = "consumer not found";
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AckIn {
-    transaction_id: String,
-    partition_id: String,
-    status: Option<String>,
-    error: Option<String>,
-    consumer_group: Option<String>,
-    lease_id: Option<String>,
-    /// A nack's delay (our addition): the batch is redelivered no earlier than this many
-    /// seconds from now. Only with status failed or retry.
-    delay_seconds: Option<i64>,
-}
-
-/// Each acknowledgment stays raw JSON until it is read into an `AckIn`: no `Value` tree.
+/// Each acknowledgment stays raw JSON until crate::items reads it: no `Value` tree.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct BatchIn<'a> {
@@ -58,51 +46,7 @@ struct BatchIn<'a> {
     acknowledgments: Vec<&'a RawValue>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Status {
-    Completed,
-    Failed,
-    Retry,
-    Dlq,
-}
-
-impl Status {
-    fn parse(s: Option<&str>) -> Option<Status> {
-        match s {
-            None | Some("" | "completed" | "success" | "acked" | "ok") => Some(Status::Completed),
-            Some("failed") => Some(Status::Failed),
-            Some("retry") => Some(Status::Retry),
-            Some("dlq") => Some(Status::Dlq),
-            Some(_) => None,
-        }
-    }
-
-    pub(crate) fn sql(self) -> &'static str {
-        match self {
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Retry => "retry",
-            Status::Dlq => "dlq",
-        }
-    }
-
-    fn is_signal(self) -> bool {
-        self != Status::Completed
-    }
-}
-
-/// One validated ack.
-pub(crate) struct Item {
-    pub(crate) txn: String,
-    pub(crate) hash: TxnHash,
-    pub(crate) pid: Uuid,
-    pub(crate) status: Status,
-    pub(crate) error: Option<String>,
-    pub(crate) group: String,
-    pub(crate) lease: Option<String>,
-    /// `delaySeconds`, validated (failed or retry only, 0..=i32::MAX).
-    pub(crate) delay: Option<i32>,
-}
+type Item = AckItem;
 
 /// The per-item answer.
 #[derive(Clone, Default)]
@@ -139,8 +83,8 @@ pub async fn ack_one(
     Tenant(tenant): Tenant,
     body: Bytes,
 ) -> ApiResult<Json<Vec<Answer>>> {
-    let v: Value = parse_json(&body)?;
-    let items = vec![item(0, v, None)?];
+    let v: &RawValue = parse_json(&body)?;
+    let items = vec![read_ack_item(0, v, None)?];
     Ok(Json(process(&state, tenant, items).await?))
 }
 
@@ -154,86 +98,9 @@ pub async fn ack_batch(
         .acknowledgments
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let a = serde_json::from_str(v.get()).map_err(|e| bad_item(i, e))?;
-            checked_item(i, a, b.consumer_group.as_deref())
-        })
+        .map(|(i, v)| read_ack_item(i, v, b.consumer_group.as_deref()))
         .collect::<ApiResult<Vec<_>>>()?;
     Ok(Json(process(&state, tenant, items).await?))
-}
-
-/// Validates one ack; the top-level group (batch) overrides the item's own.
-pub(crate) fn item(i: usize, v: Value, top_group: Option<&str>) -> ApiResult<Item> {
-    let a = serde_json::from_value(v).map_err(|e| bad_item(i, e))?;
-    checked_item(i, a, top_group)
-}
-
-fn bad_item(i: usize, e: serde_json::Error) -> ApiError {
-    ApiError::bad(format!("acknowledgment at index {i}: {e}"))
-}
-
-fn checked_item(i: usize, a: AckIn, top_group: Option<&str>) -> ApiResult<Item> {
-    let status = Status::parse(a.status.as_deref()).ok_or_else(|| {
-        ApiError::bad(format!(
-            "unknown status \"{}\" at index {i}",
-            a.status.as_deref().unwrap_or_default()
-        ))
-    })?;
-    let pid = parse_uuid(&a.partition_id, "partitionId")
-        .map_err(|e| ApiError::bad(format!("{e} at index {i}")))?;
-    let delay = match a.delay_seconds {
-        None => None,
-        Some(_) if !matches!(status, Status::Failed | Status::Retry) => {
-            return Err(ApiError::bad(format!(
-                "delaySeconds is only allowed with status failed or retry (index {i})"
-            )))
-        }
-        Some(d) => Some(i32::try_from(d).ok().filter(|d| *d >= 0).ok_or_else(|| {
-            ApiError::bad(format!(
-                "delaySeconds must be an integer from 0 to {} (index {i}), got {d}",
-                i32::MAX
-            ))
-        })?),
-    };
-    let group = group_or_queue_mode(top_group.or(a.consumer_group.as_deref())).to_string();
-    check_name(NameKind::ConsumerGroup, &group)?;
-    Ok(Item {
-        hash: txn_hash(&a.transaction_id),
-        txn: a.transaction_id,
-        pid,
-        status,
-        error: a.error.filter(|e| !e.is_empty()),
-        group,
-        lease: a.lease_id.filter(|l| !l.is_empty()),
-        delay,
-    })
-}
-
-/// Partition ids of `pids` that belong to `tenant` (one round trip), or None when
-/// tenancy is off and every partition is the caller's.
-pub(crate) async fn owned_partitions(
-    state: &AppState,
-    tenant: Uuid,
-    pids: impl Iterator<Item = Uuid>,
-) -> ApiResult<Option<HashSet<Uuid>>> {
-    if !state.config.tenancy() {
-        return Ok(None);
-    }
-    let mut pids: Vec<Uuid> = pids.collect();
-    pids.sort_unstable();
-    pids.dedup();
-    if pids.is_empty() {
-        return Ok(Some(HashSet::new()));
-    }
-    let db = state.db().await?;
-    let rows = db
-        .query(
-            &db.prepare_cached("SELECT queen.owned_partitions_v1($1::uuid[], $2::uuid)")
-                .await?,
-            &[&pids, &tenant],
-        )
-        .await?;
-    Ok(Some(rows.iter().map(|r| r.get(0)).collect()))
 }
 
 /// Groups, runs each group, renders in request order. With tenancy on, a group on a
@@ -389,12 +256,15 @@ async fn ack_at(
     let db = state.db().await?;
     let row = db
         .query_one(
-&db.prepare_cached("SELECT queen.log_ack_at_v1($1::uuid, $2::text, $3::text, $4::bigint, true, $5::int)").await?,
+            &db.prepare_cached(
+                "SELECT queen.log_ack_at_v1($1::uuid, $2::text, $3::text, $4::bigint, true, $5::int)",
+            )
+            .await?,
             &[&first.pid, &first.group, &lease, &end, &count],
         )
         .await?;
-    let r: Value = row.get(0);
-    Ok(r.get("ok").and_then(Value::as_bool) == Some(true))
+    let PgJson(r): PgJson<Reply<PositionalAck>> = row.get(0);
+    Ok(r.done().is_some())
 }
 
 /// broker.md §2 step 5: the authority, with its lists mapped back to the items.
@@ -405,39 +275,43 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
         state.registry.evict_if_worker(first.pid, &first.group, l);
     }
     let hashes: Vec<&[u8]> = g.iter().map(|it| it.hash.as_slice()).collect();
-    let statuses: Vec<&str> = g.iter().map(|it| it.status.sql()).collect();
+    let statuses: Vec<&str> = g.iter().map(|it| it.status.as_str()).collect();
     // The group's nack delay: the longest any of its nacks asked for.
     let delay = g.iter().filter_map(|it| it.delay).max().unwrap_or(0);
     let db = state.db().await?;
     let row = if delay > 0 {
         db.query_one(
-            &db.prepare_cached("SELECT queen.log_ack_by_hash_delay_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[], $6::int)").await?,
+            &db.prepare_cached(
+                "SELECT queen.log_ack_by_hash_delay_v1($1::uuid, $2::text, $3::text, \
+                 $4::bytea[], $5::text[], $6::int)",
+            )
+            .await?,
             &[&first.pid, &first.group, &lease, &hashes, &statuses, &delay],
         )
         .await?
     } else {
         db.query_one(
-            &db.prepare_cached("SELECT queen.log_ack_by_hash_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[])").await?,
+            &db.prepare_cached(
+                "SELECT queen.log_ack_by_hash_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[])",
+            )
+            .await?,
             &[&first.pid, &first.group, &lease, &hashes, &statuses],
         )
         .await?
     };
-    let r: Value = row.get(0);
-    if r.get("ok").and_then(Value::as_bool) != Some(true) {
-        let e = r
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("ack failed");
-        return Ok(vec![Out::fail(e); g.len()]);
-    }
+    let PgJson(r): PgJson<Reply<HashAck>> = row.get(0);
+    let r = match r {
+        Reply::Done(r) => r,
+        Reply::Refused(e) => return Ok(vec![Out::fail(e); g.len()]),
+    };
     let mut outs = map_lists(&r, g);
-    if let Some(at) = r.get("redeliverAt").and_then(Value::as_str) {
+    if let Some(at) = &r.redeliver_at {
         let at = crate::util::micros_to_ms(at);
         outs.iter_mut()
             .filter(|o| o.success)
             .for_each(|o| o.redeliver_at = Some(at.clone()));
     }
-    if r.get("dlq").and_then(Value::as_bool) == Some(true) {
+    if r.dlq {
         file_dlq(state, &db, g, &r, &mut outs).await?;
     }
     Ok(outs)
@@ -445,26 +319,14 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
 
 /// Precedence unresolved > stale > noop. Membership depends only on the hash and on
 /// whether the status is a signal, so a set lookup per item is exact.
-fn map_lists(r: &Value, g: &[&Item]) -> Vec<Out> {
-    let list = |k: &str| -> HashSet<String> {
-        r.get(k)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+fn map_lists(r: &HashAck, g: &[&Item]) -> Vec<Out> {
+    let set = |v: &[String]| -> HashSet<String> { v.iter().cloned().collect() };
     let (unresolved, stale, noop) = (
-        list("unresolvedHashes"),
-        list("staleHashes"),
-        list("noopHashes"),
+        set(&r.unresolved_hashes),
+        set(&r.stale_hashes),
+        set(&r.noop_hashes),
     );
-    let released = r
-        .get("leaseReleased")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let released = r.lease_released;
     g.iter()
         .map(|it| {
             let hex = hash_hex(&it.hash);
@@ -487,32 +349,34 @@ fn map_lists(r: &Value, g: &[&Item]) -> Vec<Out> {
         .collect()
 }
 
-/// Files the DLQ row (native extraction) for a dlq:true verdict and marks the items.
+/// Files the DLQ row (native extraction) for a dlq:true verdict and marks the items. Its
+/// error text is queen_log::dlq's rule over the group's items, keyed by the head signal
+/// the extension named (`headIndex`).
 async fn file_dlq(
     state: &AppState,
     db: &deadpool_postgres::Object,
     g: &[&Item],
-    r: &Value,
+    r: &HashAck,
     outs: &mut [Out],
 ) -> ApiResult<()> {
     let first = g[0];
-    let off = r
-        .get("off")
-        .and_then(Value::as_i64)
-        .ok_or_else(|| ApiError::Internal(format!("dlq verdict without off: {r}")))?;
-    let error = dlq_error_text(db, first.pid, off, g).await?;
+    let errors: Vec<(Status, Option<&str>)> = g
+        .iter()
+        .map(|it| (it.status, it.error.as_deref()))
+        .collect();
+    let error = error_text(&errors, r.head_index);
     let row = db
         .query_one(
             &db.prepare_cached(
                 "SELECT queen.log_dlq_head_v1($1::uuid, $2::text, $3::text, $4::bigint, \
-             NULL::uuid, NULL::text, NULL::jsonb, $5::text)",
+                 NULL::uuid, NULL::text, NULL::jsonb, $5::text)",
             )
             .await?,
-            &[&first.pid, &first.group, &first.lease, &off, &error],
+            &[&first.pid, &first.group, &first.lease, &r.off, &error],
         )
         .await?;
-    let filed: Value = row.get(0);
-    if filed.get("ok").and_then(Value::as_bool) == Some(true) {
+    let PgJson(filed): PgJson<Reply<DlqFiled>> = row.get(0);
+    if filed.done().is_some() {
         Metrics::add(&state.metrics.dlq_filed, 1);
         for o in outs.iter_mut() {
             o.dlq = true;
@@ -522,39 +386,4 @@ async fn file_dlq(
         outs.fill(Out::fail(DLQ_REJECTED));
     }
     Ok(())
-}
-
-/// The nack of the poison transaction (the frame at `off`), else the first nack with an
-/// error, else "Retries exhausted".
-async fn dlq_error_text(
-    db: &deadpool_postgres::Object,
-    pid: Uuid,
-    off: i64,
-    g: &[&Item],
-) -> ApiResult<String> {
-    let row = db
-        .query_opt(
-            &db.prepare_cached(
-                "SELECT substring(hashes FROM (($2 - base_offset) * 16 + 1)::int FOR 16)
-               FROM queen.log_txns
-              WHERE partition_id = $1 AND base_offset <= $2 AND end_offset >= $2",
-            )
-            .await?,
-            &[&pid, &off],
-        )
-        .await?;
-    let poison: Option<Vec<u8>> = row.map(|r| r.get(0));
-    let nacks = || {
-        g.iter()
-            .filter(|it| it.status.is_signal())
-            .filter_map(|it| it.error.as_ref().map(|e| (it, e)))
-    };
-    let by_poison = poison.and_then(|p| {
-        nacks()
-            .find(|(it, _)| it.hash.as_slice() == p.as_slice())
-            .map(|(_, e)| e.clone())
-    });
-    Ok(by_poison
-        .or_else(|| nacks().next().map(|(_, e)| e.clone()))
-        .unwrap_or_else(|| RETRIES_EXHAUSTED.to_string()))
 }

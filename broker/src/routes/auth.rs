@@ -8,6 +8,8 @@
 //! a valid token without a usable `tenant` claim → 403. With tenancy off every request
 //! runs as the default tenant and the header is ignored.
 
+use std::collections::HashSet;
+
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -21,7 +23,7 @@ use serde_json::Value;
 use sha2::Sha256;
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use crate::util::DEFAULT_TENANT;
 
@@ -158,6 +160,33 @@ pub fn sign(secret: &[u8], claims: &Value) -> String {
     mac.update(p.as_bytes());
     let sig = B64URL.encode(mac.finalize().into_bytes());
     format!("{h}.{p}.{sig}")
+}
+
+/// Partition ids of `pids` that belong to `tenant` (one round trip), or None when
+/// tenancy is off and every partition is the caller's.
+pub async fn owned_partitions(
+    state: &AppState,
+    tenant: Uuid,
+    pids: impl Iterator<Item = Uuid>,
+) -> ApiResult<Option<HashSet<Uuid>>> {
+    if !state.config.tenancy() {
+        return Ok(None);
+    }
+    let mut pids: Vec<Uuid> = pids.collect();
+    pids.sort_unstable();
+    pids.dedup();
+    if pids.is_empty() {
+        return Ok(Some(HashSet::new()));
+    }
+    let db = state.db().await?;
+    let rows = db
+        .query(
+            &db.prepare_cached("SELECT queen.owned_partitions_v1($1::uuid[], $2::uuid)")
+                .await?,
+            &[&pids, &tenant],
+        )
+        .await?;
+    Ok(Some(rows.iter().map(|r| r.get(0)).collect()))
 }
 
 #[cfg(test)]

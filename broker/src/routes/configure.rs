@@ -3,15 +3,16 @@
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
+use queen_log::wire::Configured;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use tokio_postgres::types::Json as PgJson;
 
 use crate::error::{ApiError, ApiResult};
 use crate::routes::auth::Tenant;
-use crate::routes::lease::check_lease_cap;
 use crate::state::AppState;
-use crate::util::{check_name, json_integer, parse_json};
-use queen_log::names::NameKind;
+use crate::util::{check_lease_cap, check_queue_name};
+use crate::util::{json_integer, parse_json};
 
 #[derive(Deserialize)]
 struct ConfigureBody {
@@ -61,23 +62,16 @@ pub async fn configure(
             ],
         )
         .await?;
-    let r: Value = row.get(0);
+    let PgJson(r): PgJson<Configured> = row.get(0);
     Ok(Json(json!({
         "configured": true,
-        "queueId": r.get("queueId").cloned().unwrap_or(Value::Null),
-        "partitionId": r.get("partitionId").cloned().unwrap_or(Value::Null),
+        "queueId": r.queue_id,
+        "partitionId": r.partition_id,
         "queue": body.queue,
         "namespace": body.namespace,
         "task": body.task,
         "options": options,
     })))
-}
-
-/// Queue names are non-empty and at most 255 bytes (queen_log::names, the rule of every
-/// name). "" is refused although Queen's server accepts it: such a queue could never be
-/// pushed to, popped or deleted over HTTP (broker/README.md, Decisions).
-pub fn check_queue_name(q: &str) -> ApiResult<()> {
-    check_name(NameKind::Queue, q)
 }
 
 /// The options as stored: every key verbatim, except that the known ones are checked

@@ -4,8 +4,13 @@
 use std::collections::HashMap;
 
 use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
+use queen_log::wire::{DlqEntry, DlqPage};
+use serde::Serialize;
 use serde_json::{json, Value};
+use tokio_postgres::types::Json as PgJson;
+use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::routes::auth::Tenant;
@@ -20,7 +25,7 @@ pub async fn list(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
     let limit = bounded(get("limit"), "limit", 100, 1, MAX_LIMIT)?;
     let offset = bounded(get("offset"), "offset", 0, 0, i32::MAX)?;
@@ -36,17 +41,21 @@ pub async fn list(
             &[&queue, &group, &limit, &offset, &tenant],
         )
         .await?;
-    let r: Value = row.get(0);
-    let total = r.get("total").and_then(Value::as_i64).unwrap_or(0);
-    let messages: Vec<Value> = r
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().map(render).collect())
-        .unwrap_or_default();
-    Ok(Json(json!({
-        "messages": messages,
-        "pagination": {"limit": limit, "offset": offset, "total": total},
-    })))
+    let PgJson(page): PgJson<DlqPage> = row.get(0);
+    let messages: Vec<Listed<'_>> = page.messages.iter().map(render).collect();
+    let pagination = json!({"limit": limit, "offset": offset, "total": page.total});
+    Ok(Json(Listing {
+        messages,
+        pagination,
+    })
+    .into_response())
+}
+
+/// The listing, typed: a `json!` tree would re-read each payload as a rounding `Value`.
+#[derive(Serialize)]
+struct Listing<'a> {
+    messages: Vec<Listed<'a>>,
+    pagination: Value,
 }
 
 /// An integer query parameter within `[min, max]`; anything else is a 400 naming it.
@@ -66,28 +75,42 @@ fn bounded(v: Option<&str>, name: &str, default: i32, min: i32, max: i32) -> Api
     }
 }
 
-/// The wire shape of broker.md §1 from a `dlq_list_v1` element; the queue-mode group
-/// is rendered as null. The frame's producer subject is not kept by the DLQ row: null.
-fn render(m: &Value) -> Value {
-    let field = |k: &str| m.get(k).cloned().unwrap_or(Value::Null);
-    let group = match m.get("consumerGroup").and_then(Value::as_str) {
-        Some(g) if g != QUEUE_MODE => Value::String(g.to_string()),
-        _ => Value::Null,
-    };
-    json!({
-        "id": field("id"),
-        // The DLQ row's own id: what replay and delete by id take.
-        "dlqId": field("dlqId"),
-        "transactionId": field("transactionId"),
-        "partitionId": field("partitionId"),
-        "queue": field("queue"),
-        "partition": field("partition"),
-        "consumerGroup": group,
-        "errorMessage": field("errorMessage"),
-        "retryCount": field("retryCount"),
-        "data": field("data"),
-        "producerSub": Value::Null,
-        "createdAt": field("createdAt"),
-        "failedAt": field("failedAt"),
-    })
+/// One DLQ row on the wire (broker.md §1).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Listed<'a> {
+    id: Uuid,
+    /// The DLQ row's own id: what replay and delete by id take.
+    dlq_id: Uuid,
+    transaction_id: Option<&'a str>,
+    partition_id: Uuid,
+    queue: &'a str,
+    partition: &'a str,
+    consumer_group: Option<&'a str>,
+    error_message: Option<&'a str>,
+    retry_count: Option<i32>,
+    data: Option<&'a serde_json::value::RawValue>,
+    producer_sub: Option<()>,
+    created_at: Option<&'a str>,
+    failed_at: &'a str,
+}
+
+/// A `dlq_list_v1` entry in the wire shape; the queue-mode group is rendered as null.
+/// The frame's producer subject is not kept by the DLQ row: null.
+fn render(m: &DlqEntry) -> Listed<'_> {
+    Listed {
+        id: m.id,
+        dlq_id: m.dlq_id,
+        transaction_id: m.transaction_id.as_deref(),
+        partition_id: m.partition_id,
+        queue: &m.queue,
+        partition: &m.partition,
+        consumer_group: Some(m.consumer_group.as_str()).filter(|g| *g != QUEUE_MODE),
+        error_message: m.error_message.as_deref(),
+        retry_count: m.retry_count,
+        data: m.data.as_deref(),
+        producer_sub: None,
+        created_at: m.created_at.as_deref(),
+        failed_at: &m.failed_at,
+    }
 }

@@ -22,10 +22,10 @@ use serde_json::{json, Value};
 use tokio_postgres::types::Json as Jsonb;
 use uuid::Uuid;
 
+use crate::dlq_ops::{delete, redrive, redriven, replay_answer};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use crate::routes::auth::Tenant;
-use crate::routes::messages::{delete, redrive, redriven, replay_answer};
 use crate::state::AppState;
 use crate::util::parse_json;
 

@@ -37,7 +37,7 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let mut text = crate::metrics::render(&state);
-    text.push_str(&crate::metrics::queue_gauges(&state).await);
+    let mut text = crate::exposition::render(&state);
+    text.push_str(&crate::exposition::queue_gauges(&state).await);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

@@ -4,11 +4,14 @@
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::Json;
+use queen_log::wire::Renewed;
 use serde_json::{json, Value};
+use tokio_postgres::types::Json as PgJson;
 
 use crate::error::{ApiError, ApiResult};
 use crate::routes::auth::Tenant;
 use crate::state::AppState;
+use crate::util::check_lease_cap;
 use crate::util::{json_integer, parse_json};
 
 /// Renewal length when the body is missing, empty, `null` or has no `seconds` key.
@@ -42,13 +45,8 @@ pub async fn extend(
         )
         .await?
     };
-    let r: Value = row.get(0);
-    let renewed = r.get("renewed").and_then(Value::as_i64).unwrap_or(0);
-    let expires = r
-        .get("expiresAt")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    Ok(Json(answer(&lease_id, renewed, expires)))
+    let PgJson(r): PgJson<Renewed> = row.get(0);
+    Ok(Json(answer(&lease_id, r.renewed, r.expires_at)))
 }
 
 /// The renewal length. No body, an empty one, `null` or an object without `seconds`
@@ -80,18 +78,6 @@ fn requested_seconds(body: &[u8], max: i32) -> ApiResult<i32> {
     })?;
     check_lease_cap("seconds", n, max)?;
     Ok(n as i32)
-}
-
-/// `QUEEN_MAX_LEASE_SECONDS` bounds every lease a request can ask for: pop
-/// `leaseSeconds`, lease extend `seconds` and configure `leaseTime`. Above → 400 naming
-/// the parameter (a clamp would hand out a shorter lease than asked for without saying).
-pub(crate) fn check_lease_cap(name: &str, n: i64, max: i32) -> ApiResult<()> {
-    if n > i64::from(max) {
-        return Err(ApiError::bad(format!(
-            "{name} must be at most {max} seconds (QUEEN_MAX_LEASE_SECONDS), got {n}"
-        )));
-    }
-    Ok(())
 }
 
 fn answer(lease_id: &str, renewed: i64, expires: Option<String>) -> Value {

@@ -12,20 +12,18 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
-use queen_log::segment::decode_segment;
+use queen_log::payload;
+use queen_log::segment::decode_slice;
 use serde::Serialize;
-use serde_json::json;
 use tokio::time::Instant;
-use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use crate::registry::Delivered;
 use crate::routes::auth::Tenant;
-use crate::routes::configure::check_queue_name;
-use crate::routes::lease::check_lease_cap;
 use crate::state::AppState;
+use crate::util::{check_lease_cap, check_queue_name};
 use crate::util::{check_name, group_or_queue_mode, iso_ms, named_group};
 use queen_log::names::NameKind;
 
@@ -61,8 +59,11 @@ struct Slice {
     base: i64,
     start_idx: i32,
     take: i32,
+    msg_count: i32,
     created_at: DateTime<Utc>,
     blob: Vec<u8>,
+    /// The partition's delivery attempt (1 under autoAck).
+    attempt: i32,
 }
 
 pub async fn pop_queue(
@@ -202,9 +203,9 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
         let notified = waker.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let (slices, attempts) = pop_once(&state, &req).await?;
+        let slices = pop_once(&state, &req).await?;
         if !slices.is_empty() {
-            return respond(&state, &req, slices, attempts).await;
+            return respond(&state, &req, slices).await;
         }
         let now = Instant::now();
         if !req.wait || now >= deadline || state.is_stopping() {
@@ -220,90 +221,37 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
     }
 }
 
-/// Queue-level pop: any ready partition(s). The lease length defaults to the queue's.
-const POP_QUEUE: &str = "
-SELECT r.r_partition_id, r.r_partition, r.r_base, r.r_start_idx, r.r_take, r.r_created_at, r.r_blob
-  FROM queen.log_pop_queue_v1($1::text, $2::text, $3::int,
-        COALESCE($4::int,
-                 GREATEST((queen.queue_info_v1($1::text, $10::uuid)->>'leaseTime')::int, 1), 60),
-        $5::text, $6::bool, $7::text, $8::text, $9::int, $10::uuid) AS r";
+/// The broker's pop (src/broker_api.rs): a partition pop when a partition is named, else
+/// up to `partitions` ready ones; the queue's lease_time when no positive leaseSeconds
+/// was asked for; each row carries its partition's delivery attempt.
+const POP: &str = "SELECT r_partition_id, r_partition, r_base, r_start_idx, r_take, r_msg_count,
+        r_created_at, r_blob, r_attempt
+   FROM queen.broker_pop_v1($1::uuid, $2::text, $3::text, $4::text, $5::int, $6::int,
+                            $7::text, $8::bool, $9::text, $10::text, $11::int)";
 
-/// Partition pop: resolve the partition (and lease length) then pop it, one statement.
-const POP_PARTITION: &str = "
-SELECT x.pid, $2::text, r.r_base, r.r_start_idx, r.r_take, r.r_created_at, r.r_blob
-  FROM (SELECT p.id AS pid, GREATEST(COALESCE(q.lease_time, 60), 1) AS lt
-          FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
-         WHERE q.tenant_id = $9 AND q.name = $1 AND p.name = $2) AS x
- CROSS JOIN LATERAL queen.log_pop_v1($1::text, $2::text, $3::text, $4::int,
-        COALESCE($5::int, x.lt), $6::text, $7::bool, $8::text, $10::text, false, $9::uuid) AS r";
-
-/// The delivery attempt of every lease the pop's worker holds (its own claimed rows).
-const ATTEMPTS: &str =
-    "SELECT partition_id, attempt_count FROM queen.log_leases WHERE worker_id = $1";
-
-/// One pop on one pooled connection. A leasing pop also reads its delivery attempts:
-/// that statement is pipelined behind the pop (sent before the pop's answer arrives,
-/// executed after it commits, so it sees the new lease rows), one round trip in all.
-async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<(Vec<Slice>, Attempts)> {
+/// One pop, one statement, one round trip.
+async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
     let db = state.db().await?;
     let group = group_or_queue_mode(req.group.as_deref());
-    // Both statements are prepared before either query is sent: join! polls the pop
-    // first, so its Bind/Execute goes out before the attempts query's.
-    let pop_stmt = match &req.partition {
-        None => db.prepare_cached(POP_QUEUE).await?,
-        Some(_) => db.prepare_cached(POP_PARTITION).await?,
-    };
-    let pop = async {
-        match &req.partition {
-            None => {
-                db.query(
-                    &pop_stmt,
-                    &[
-                        &req.queue,
-                        &group,
-                        &req.batch,
-                        &req.lease_seconds,
-                        &req.lease_id,
-                        &req.auto_ack,
-                        &req.sub_mode,
-                        &req.sub_from,
-                        &req.max_partitions,
-                        &req.tenant,
-                    ],
-                )
-                .await
-            }
-            Some(p) => {
-                db.query(
-                    &pop_stmt,
-                    &[
-                        &req.queue,
-                        p,
-                        &group,
-                        &req.batch,
-                        &req.lease_seconds,
-                        &req.lease_id,
-                        &req.auto_ack,
-                        &req.sub_mode,
-                        &req.tenant,
-                        &req.sub_from,
-                    ],
-                )
-                .await
-            }
-        }
-    };
-    let (rows, attempts) = if req.auto_ack {
-        (pop.await?, Attempts::new())
-    } else {
-        let stmt = db.prepare_cached(ATTEMPTS).await?;
-        let worker: [&(dyn ToSql + Sync); 1] = [&req.lease_id];
-        let (rows, att) = tokio::join!(pop, db.query(&stmt, &worker));
-        let rows = rows?;
-        let att = if rows.is_empty() { Vec::new() } else { att? };
-        (rows, att.iter().map(|r| (r.get(0), r.get(1))).collect())
-    };
-    let slices = rows
+    let rows = db
+        .query(
+            &db.prepare_cached(POP).await?,
+            &[
+                &req.tenant,
+                &req.queue,
+                &req.partition,
+                &group,
+                &req.batch,
+                &req.lease_seconds,
+                &req.lease_id,
+                &req.auto_ack,
+                &req.sub_mode,
+                &req.sub_from,
+                &req.max_partitions,
+            ],
+        )
+        .await?;
+    Ok(rows
         .iter()
         .map(|r| Slice {
             pid: r.get(0),
@@ -311,15 +259,13 @@ async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<(Vec<Slice>, Atte
             base: r.get(2),
             start_idx: r.get(3),
             take: r.get(4),
-            created_at: r.get(5),
-            blob: r.get(6),
+            msg_count: r.get(5),
+            created_at: r.get(6),
+            blob: r.get(7),
+            attempt: r.get(8),
         })
-        .collect();
-    Ok((slices, attempts))
+        .collect())
 }
-
-/// Delivery attempt per claimed partition; empty under autoAck (every attempt is 1).
-type Attempts = HashMap<Uuid, i32>;
 
 /// One decoded message, ready to render.
 struct Msg {
@@ -327,22 +273,28 @@ struct Msg {
     partition: String,
     offset: i64,
     created_at: DateTime<Utc>,
+    attempt: i32,
     frame: queen_log::frame::Frame,
 }
 
+/// The served slices' frames; a segment that does not hold the frames its row says is
+/// corrupt (an error, never a silently shorter batch).
 fn decode(slices: Vec<Slice>) -> ApiResult<Vec<Msg>> {
     let mut out = Vec::new();
     for s in slices {
-        let frames = decode_segment(&s.blob)?;
-        let start = s.start_idx as usize;
-        let end = start + s.take as usize;
-        let picked = frames.into_iter().enumerate().take(end).skip(start);
-        for (k, frame) in picked {
+        let frames = decode_slice(
+            &s.blob,
+            s.msg_count as usize,
+            s.start_idx as usize,
+            s.take as usize,
+        )?;
+        for (k, frame) in frames {
             out.push(Msg {
                 pid: s.pid,
                 partition: s.partition.clone(),
                 offset: s.base + k as i64,
                 created_at: s.created_at,
+                attempt: s.attempt,
                 frame,
             });
         }
@@ -350,12 +302,7 @@ fn decode(slices: Vec<Slice>) -> ApiResult<Vec<Msg>> {
     Ok(out)
 }
 
-async fn respond(
-    state: &AppState,
-    req: &PopReq,
-    slices: Vec<Slice>,
-    attempts: Attempts,
-) -> ApiResult<Response> {
+async fn respond(state: &AppState, req: &PopReq, slices: Vec<Slice>) -> ApiResult<Response> {
     let msgs = tokio::task::spawn_blocking(move || decode(slices))
         .await
         .map_err(|e| ApiError::Internal(format!("decoder task failed: {e}")))??;
@@ -363,25 +310,37 @@ async fn respond(
         state.registry.record(deliveries(req, &msgs));
     }
     Metrics::add(&state.metrics.messages_popped, msgs.len() as u64);
-    let group = req.group.as_deref().filter(|g| !g.is_empty());
-    let messages: Vec<WireMsg<'_>> = msgs
-        .iter()
-        .map(|m| render_msg(m, req, group, *attempts.get(&m.pid).unwrap_or(&1)))
-        .collect();
+    let group = named_group(req.group.as_deref());
+    let messages: Vec<WireMsg<'_>> = msgs.iter().map(|m| render_msg(m, req, group)).collect();
     let mut claimed: Vec<Uuid> = msgs.iter().map(|m| m.pid).collect();
     claimed.dedup();
     let first = msgs.first();
-    Ok(Json(json!({
-        "success": true,
-        "queue": req.queue,
-        "partition": first.map(|m| m.partition.clone()),
-        "partitionId": first.map(|m| m.pid),
-        "leaseId": req.lease_id,
-        "consumerGroup": group,
-        "partitionsClaimed": claimed.len(),
-        "messages": messages,
-    }))
+    Ok(Json(PopResponse {
+        success: true,
+        queue: &req.queue,
+        partition: first.map(|m| m.partition.as_str()),
+        partition_id: first.map(|m| m.pid),
+        lease_id: &req.lease_id,
+        consumer_group: group,
+        partitions_claimed: claimed.len(),
+        messages,
+    })
     .into_response())
+}
+
+/// The pop response, typed for the same reason as [`WireMsg`] and because a `json!`
+/// tree would re-read every payload `RawValue` as a number-rounding `Value`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PopResponse<'a> {
+    success: bool,
+    queue: &'a str,
+    partition: Option<&'a str>,
+    partition_id: Option<Uuid>,
+    lease_id: &'a str,
+    consumer_group: Option<&'a str>,
+    partitions_claimed: usize,
+    messages: Vec<WireMsg<'a>>,
 }
 
 /// What the ack registry learns from this pop: per partition, the batch end and hashes.
@@ -415,7 +374,8 @@ struct WireMsg<'a> {
     id: Uuid,
     transaction_id: &'a str,
     trace_id: Option<Uuid>,
-    data: Data<'a>,
+    /// The payload by queen_log::payload's one rule (the same in psql and over HTTP).
+    data: std::borrow::Cow<'a, serde_json::value::RawValue>,
     producer_sub: Option<&'a str>,
     created_at: String,
     partition_id: Uuid,
@@ -426,41 +386,20 @@ struct WireMsg<'a> {
     offset: i64,
 }
 
-/// The payload as stored: JSON text is passed through verbatim (checked, not rebuilt);
-/// anything else (e.g. encrypted bytes) goes back as a string.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Data<'a> {
-    Json(&'a serde_json::value::RawValue),
-    Text(&'a str),
-    Null(Option<()>),
-}
-
-fn render_msg<'a>(
-    m: &'a Msg,
-    req: &'a PopReq,
-    group: Option<&'a str>,
-    attempt: i32,
-) -> WireMsg<'a> {
+fn render_msg<'a>(m: &'a Msg, req: &'a PopReq, group: Option<&'a str>) -> WireMsg<'a> {
     let f = &m.frame;
-    let data = match f.payload_json() {
-        Ok(text) => serde_json::from_str::<&serde_json::value::RawValue>(text)
-            .map(Data::Json)
-            .unwrap_or(Data::Text(text)),
-        Err(_) => Data::Null(None),
-    };
     WireMsg {
         id: Uuid::from_bytes(f.message_id),
         transaction_id: &f.transaction_id,
         trace_id: f.trace_id.map(Uuid::from_bytes),
-        data,
+        data: payload::json_raw_of(&f.payload),
         producer_sub: f.producer_sub.as_deref(),
         created_at: iso_ms(m.created_at),
         partition_id: m.pid,
         partition: &m.partition,
         lease_id: &req.lease_id,
         consumer_group: group,
-        delivery_attempt: attempt.max(1),
+        delivery_attempt: m.attempt.max(1),
         offset: m.offset,
     }
 }

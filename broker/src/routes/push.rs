@@ -2,9 +2,9 @@
 //! one segment per (queue, partition) through `log_push_multi_v1`, answer per item.
 //!
 //! The SQL push writes nothing for a segment in which any frame is a duplicate, so the
-//! non-duplicate rest of such a segment is pushed again in a further round.
+//! non-duplicate rest of such a segment is pushed again in a further round. Items are
+//! read by crate::items; the dedup watermarks come from crate::dedup.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use axum::body::Bytes;
@@ -13,89 +13,29 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use queen_log::frame::Frame;
-use queen_log::segment::{decode_segment, encode_segment, segment_hashes};
+use queen_log::hash::{split_hashes, TxnHash};
+use queen_log::segment::{encode_segment, segment_hashes};
+use queen_log::wire::PushVerdict;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
-
-use queen_log::hash::{split_hashes, TxnHash};
 
 use crate::dedup::DedupCache;
 use crate::error::{ApiError, ApiResult};
+use crate::items::{
+    check_item_count, group_by_partition, mark_request_duplicates, read_push_item, PushItem,
+};
 use crate::metrics::Metrics;
 use crate::routes::auth::Tenant;
-use crate::routes::configure::check_queue_name;
 use crate::state::AppState;
-use crate::util::{check_name, parse_json};
-use queen_log::names::NameKind;
+use crate::util::parse_json;
 
-/// The body with each item left as raw JSON: items are validated field by field below and
-/// payloads are stored as the client wrote them, never built into a `Value` tree.
+/// The body with each item left as raw JSON (read by crate::items).
 #[derive(Deserialize)]
 struct PushBody<'a> {
     #[serde(borrow)]
     items: Vec<&'a RawValue>,
-}
-
-/// The fields of one item that push reads; a JSON null reads as absent, as with `Value`.
-#[derive(Deserialize)]
-struct RawItem<'a> {
-    #[serde(borrow, default)]
-    queue: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    partition: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "transactionId")]
-    transaction_id: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "traceId")]
-    trace_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    payload: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    data: Option<&'a RawValue>,
-}
-
-/// A string-or-absent field as the validator sees it, from either representation.
-enum Field<'a> {
-    Absent,
-    Str(Cow<'a, str>),
-    Other,
-}
-
-impl<'a> Field<'a> {
-    fn of_value(v: Option<&'a Value>) -> Self {
-        match v {
-            None | Some(Value::Null) => Field::Absent,
-            Some(Value::String(s)) => Field::Str(Cow::Borrowed(s)),
-            Some(_) => Field::Other,
-        }
-    }
-
-    fn of_raw(v: Option<&'a RawValue>) -> Self {
-        let Some(raw) = v else { return Field::Absent };
-        if !raw.get().starts_with('"') {
-            return Field::Other;
-        }
-        // Borrowed unless the string has escapes.
-        match serde_json::from_str::<&str>(raw.get()) {
-            Ok(s) => Field::Str(Cow::Borrowed(s)),
-            Err(_) => serde_json::from_str::<String>(raw.get())
-                .map_or(Field::Other, |s| Field::Str(Cow::Owned(s))),
-        }
-    }
-}
-
-/// One validated item.
-pub(crate) struct Item {
-    pub(crate) queue: String,
-    pub(crate) partition: String,
-    pub(crate) txn: String,
-    trace: Option<[u8; 16]>,
-    payload: Vec<u8>,
-    /// Minted here; replaced by the original's id when the item turns out duplicate.
-    pub(crate) message_id: Uuid,
-    /// Earlier item of this request with the same (queue, partition, transactionId).
-    dup_of: Option<usize>,
 }
 
 /// What happened to an item.
@@ -107,11 +47,12 @@ struct Outcome {
     original_off: Option<i64>,
 }
 
-/// The items of one (queue, partition) still to be pushed.
+/// The items of one (queue, partition) still to be pushed, and its id once known.
 struct Group {
     queue: String,
     partition: String,
     pending: Vec<usize>,
+    pid: Option<Uuid>,
 }
 
 pub async fn push(
@@ -125,223 +66,72 @@ pub async fn push(
         .items
         .iter()
         .enumerate()
-        .map(|(i, v)| parse_raw_item(i, v))
+        .map(|(i, v)| read_push_item(i, v))
         .collect::<ApiResult<Vec<_>>>()?;
     if items.is_empty() {
-        return Ok((StatusCode::CREATED, Json(json!([]))).into_response());
+        return Ok((StatusCode::CREATED, Json(Vec::<Pushed<'_>>::new())).into_response());
     }
-    mark_request_duplicates(&mut items);
+    mark_request_duplicates(items.iter_mut());
     let mut groups = group_items(&items);
     let mut outcomes = vec![Outcome::default(); items.len()];
     let db = state.db().await?;
-    let all: Vec<&Group> = groups.iter().collect();
-    let known = known_partitions(&db, tenant, &all).await?;
-    let cached = dedup_targets(&db, &state.dedup, &known).await?;
+    let windows = known_partitions(&db, tenant, &mut groups).await?;
+    let cached = dedup_targets(&db, &state.dedup, &groups, &windows).await?;
     // Each round retires at least one item, so this terminates.
     for _ in 0..=items.len() {
         if groups.iter().all(|g| g.pending.is_empty()) {
             break;
         }
         let dedup = (&state.dedup, &cached);
-        push_round(&db, tenant, &items, &mut groups, &mut outcomes, dedup).await?;
+        push_round(&db, tenant, &mut items, &mut groups, &mut outcomes, dedup).await?;
     }
-    let pids = partition_ids(&db, tenant, &groups, &known).await?;
-    resolve_originals(&db, &mut items, &outcomes, &pids).await?;
     drop(db);
-    let queued: Vec<(&str, &str)> = items
-        .iter()
-        .zip(&outcomes)
-        .filter(|(_, o)| o.queued)
-        .map(|(it, _)| (it.queue.as_str(), it.partition.as_str()))
-        .collect();
-    let mut woken = std::collections::HashSet::new();
-    for (q, p) in queued.iter().filter(|qp| woken.insert(**qp)) {
-        state.wake(tenant, q, p);
-    }
-    Metrics::add(&state.metrics.messages_pushed, queued.len() as u64);
-    Metrics::add(
-        &state.metrics.messages_duplicate,
-        (items.len() - queued.len()) as u64,
-    );
-    let answer = render(&items, &outcomes, &pids);
+    copy_request_duplicates(&mut items);
+    wake_and_count(&state, tenant, &items, &outcomes);
+    let answer = render(&items, &outcomes, &groups);
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
-/// `QUEEN_MAX_PUSH_ITEMS`: one request may carry at most `max` items.
-pub(crate) fn check_item_count(n: usize, max: usize) -> ApiResult<()> {
-    if n > max {
-        return Err(ApiError::bad(format!(
-            "too many items: {n} (at most {max} per request, QUEEN_MAX_PUSH_ITEMS); split the push"
-        )));
-    }
-    Ok(())
+/// One group per (queue, partition), by crate::items::group_by_partition.
+fn group_items(items: &[PushItem]) -> Vec<Group> {
+    group_by_partition(items)
+        .into_iter()
+        .map(|(queue, partition, pending)| Group {
+            queue: queue.to_string(),
+            partition: partition.to_string(),
+            pending,
+            pid: None,
+        })
+        .collect()
 }
 
-/// One item of a transaction's push operation (already a `Value`).
-pub(crate) fn parse_item(i: usize, v: &Value) -> ApiResult<Item> {
-    let obj = v
-        .as_object()
-        .ok_or_else(|| ApiError::bad(format!("items[{i}]: must be an object")))?;
-    // `payload` wins over its alias `data`; null or absent pops as data:null.
-    let payload = match obj.get("payload") {
-        Some(p) if !p.is_null() => p,
-        _ => obj.get("data").unwrap_or(&Value::Null),
-    };
-    let f = |k: &str| Field::of_value(obj.get(k));
-    let payload = serde_json::to_vec(payload).expect("a Value always serializes");
-    validate_item(
-        i,
-        [f("queue"), f("partition"), f("transactionId"), f("traceId")],
-        payload,
-    )
-}
-
-/// One item of a push body, straight from its raw JSON.
-fn parse_raw_item(i: usize, v: &RawValue) -> ApiResult<Item> {
-    let bad = |m: String| ApiError::bad(format!("items[{i}]: {m}"));
-    if !v.get().starts_with('{') {
-        return Err(bad("must be an object".into()));
-    }
-    let raw: RawItem<'_> = serde_json::from_str(v.get()).map_err(|e| bad(e.to_string()))?;
-    let payload = match (raw.payload, raw.data) {
-        (Some(p), _) => p.get(),
-        (None, Some(d)) => d.get(),
-        (None, None) => "null",
-    };
-    let f = Field::of_raw;
-    validate_item(
-        i,
-        [
-            f(raw.queue),
-            f(raw.partition),
-            f(raw.transaction_id),
-            f(raw.trace_id),
-        ],
-        payload.as_bytes().to_vec(),
-    )
-}
-
-/// The rules of an item's fields: [queue, partition, transactionId, traceId].
-fn validate_item(i: usize, fields: [Field<'_>; 4], payload: Vec<u8>) -> ApiResult<Item> {
-    let bad = |m: &str| ApiError::bad(format!("items[{i}]: {m}"));
-    let [queue, partition, txn, trace] = fields;
-    let queue = match queue {
-        Field::Str(s) => s.into_owned(),
-        _ => return Err(bad("queue must be a non-empty string")),
-    };
-    check_queue_name(&queue).map_err(|e| bad(&e.to_string()))?;
-    let partition = match partition {
-        Field::Absent => "Default".to_string(),
-        Field::Str(s) if s.is_empty() => "Default".to_string(),
-        Field::Str(s) => s.into_owned(),
-        Field::Other => return Err(bad("partition must be a string")),
-    };
-    check_name(NameKind::Partition, &partition).map_err(|e| bad(&e.to_string()))?;
-    let message_id = Uuid::now_v7();
-    let txn = match txn {
-        Field::Absent => message_id.to_string(),
-        Field::Str(s) if s.is_empty() => message_id.to_string(),
-        Field::Str(s) if s.len() <= usize::from(u16::MAX) => s.into_owned(),
-        Field::Str(_) => return Err(bad("transactionId longer than 65535 bytes")),
-        Field::Other => return Err(bad("transactionId must be a string")),
-    };
-    let trace = match trace {
-        Field::Absent => None,
-        Field::Str(s) if s.is_empty() => None,
-        Field::Str(s) => Some(
-            *Uuid::parse_str(&s)
-                .map_err(|_| bad("traceId must be a UUID"))?
-                .as_bytes(),
-        ),
-        Field::Other => return Err(bad("traceId must be a UUID string")),
-    };
-    Ok(Item {
-        queue,
-        partition,
-        txn,
-        trace,
-        payload,
-        message_id,
-        dup_of: None,
-    })
-}
-
-/// A transactionId repeated inside one request for the same partition: the first wins.
-fn mark_request_duplicates(items: &mut [Item]) {
-    let mut first: HashMap<(String, String, String), usize> = HashMap::new();
-    for (i, it) in items.iter_mut().enumerate() {
-        let key = (it.queue.clone(), it.partition.clone(), it.txn.clone());
-        match first.get(&key) {
-            Some(&f) => it.dup_of = Some(f),
-            None => {
-                first.insert(key, i);
-            }
-        }
-    }
-}
-
-/// One group per (queue, partition) in order of first appearance; in-request
-/// duplicates are not pushed.
-fn group_items(items: &[Item]) -> Vec<Group> {
-    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
-    let mut groups: Vec<Group> = Vec::new();
-    for (i, it) in items
-        .iter()
-        .enumerate()
-        .filter(|(_, it)| it.dup_of.is_none())
-    {
-        let gi = *index
-            .entry((it.queue.as_str(), it.partition.as_str()))
-            .or_insert_with(|| {
-                groups.push(Group {
-                    queue: it.queue.clone(),
-                    partition: it.partition.clone(),
-                    pending: Vec::new(),
-                });
-                groups.len() - 1
-            });
-        groups[gi].pending.push(i);
-    }
-    groups
-}
-
-pub(crate) fn frame_of(it: &Item) -> Frame {
-    Frame {
-        message_id: *it.message_id.as_bytes(),
-        trace_id: it.trace,
-        transaction_id: it.txn.clone(),
-        producer_sub: None,
-        encrypted: false,
-        payload: it.payload.clone(),
-    }
-}
-
-/// The partition id of every group whose partition exists already, and its queue's
-/// dedup window now (seconds; the cache checks it, dedup.rs): one query per request,
-/// before pushing.
+/// The id of every group whose partition exists already, and its queue's dedup window
+/// now (the cache checks it, dedup.rs): one call per request, before pushing. Returns
+/// the windows by group.
 async fn known_partitions(
     db: &deadpool_postgres::Object,
     tenant: Uuid,
-    groups: &[&Group],
-) -> ApiResult<HashMap<usize, (Uuid, i32)>> {
+    groups: &mut [Group],
+) -> ApiResult<HashMap<usize, i32>> {
     let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
     let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
     let rows = db
         .query(
             &db.prepare_cached(
-                "SELECT t.i::int, p.id, q.dedup_window_seconds
-                   FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(qn, pn, i)
-                   JOIN queen.queues q ON q.tenant_id = $1 AND q.name = t.qn
-                   JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn",
+                "SELECT r_index, r_partition_id, r_dedup_window
+                   FROM queen.partitions_lookup_v1($1::uuid, $2::text[], $3::text[])",
             )
             .await?,
             &[&tenant, &qs, &ps],
         )
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| (r.get::<_, i32>(0) as usize - 1, (r.get(1), r.get(2))))
-        .collect())
+    let mut windows = HashMap::new();
+    for r in rows {
+        let g = r.get::<_, i32>(0) as usize - 1;
+        groups[g].pid = Some(r.get(1));
+        windows.insert(g, r.get(2));
+    }
+    Ok(windows)
 }
 
 /// Known partitions with a dedup window, each loaded into the dedup cache if it was not
@@ -350,13 +140,17 @@ async fn known_partitions(
 async fn dedup_targets(
     db: &deadpool_postgres::Object,
     cache: &DedupCache,
-    known: &HashMap<usize, (Uuid, i32)>,
+    groups: &[Group],
+    windows: &HashMap<usize, i32>,
 ) -> ApiResult<HashMap<usize, Uuid>> {
     if !cache.enabled() {
         return Ok(HashMap::new());
     }
     let mut out = HashMap::new();
-    for (&g, &(pid, window)) in known.iter().filter(|(_, (_, window))| *window > 0) {
+    for (&g, &window) in windows.iter().filter(|(_, w)| **w > 0) {
+        let pid = groups[g]
+            .pid
+            .expect("a windowed group is a known partition");
         if cache.wants_load(pid, window) {
             cache.load_window(db, pid).await?;
         }
@@ -365,11 +159,37 @@ async fn dedup_targets(
     Ok(out)
 }
 
+/// One encoded segment of a round.
+struct Encoded {
+    blob: Vec<u8>,
+    hashes: Vec<u8>,
+    count: i32,
+}
+
+/// zstd over several MiB is CPU work: kept off the async workers.
+async fn encode(frames: Vec<Vec<Frame>>) -> ApiResult<Vec<Encoded>> {
+    tokio::task::spawn_blocking(move || {
+        frames
+            .iter()
+            .map(|f| {
+                Ok(Encoded {
+                    blob: encode_segment(f)?,
+                    hashes: segment_hashes(f),
+                    count: f.len() as i32,
+                })
+            })
+            .collect::<Result<Vec<_>, queen_log::frame::CodecError>>()
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("encoder task failed: {e}")))?
+    .map_err(ApiError::from)
+}
+
 /// Pushes every group with pending items as one multi call and records the verdicts.
 async fn push_round(
     db: &deadpool_postgres::Object,
     tenant: Uuid,
-    items: &[Item],
+    items: &mut [PushItem],
     groups: &mut [Group],
     outcomes: &mut [Outcome],
     (cache, cached): (&DedupCache, &HashMap<usize, Uuid>),
@@ -383,27 +203,14 @@ async fn push_round(
             groups[g]
                 .pending
                 .iter()
-                .map(|&i| frame_of(&items[i]))
+                .map(|&i| items[i].frame())
                 .collect()
         })
         .collect();
-    // zstd over several MiB is CPU work: keep it off the async workers.
-    let encoded = tokio::task::spawn_blocking(move || {
-        frames
-            .iter()
-            .map(|f| Ok((encode_segment(f)?, segment_hashes(f), f.len() as i32)))
-            .collect::<Result<Vec<_>, queen_log::frame::CodecError>>()
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("encoder task failed: {e}")))??;
-    let queues: Vec<&str> = live.iter().map(|&g| groups[g].queue.as_str()).collect();
-    let parts: Vec<&str> = live.iter().map(|&g| groups[g].partition.as_str()).collect();
-    let counts: Vec<i32> = encoded.iter().map(|e| e.2).collect();
-    let hashes: Vec<&[u8]> = encoded.iter().map(|e| e.1.as_slice()).collect();
-    let blobs: Vec<&[u8]> = encoded.iter().map(|e| e.0.as_slice()).collect();
+    let encoded = encode(frames).await?;
     let incoming: Vec<Vec<TxnHash>> = encoded
         .iter()
-        .map(|e| split_hashes(&e.1).expect("16 bytes per frame"))
+        .map(|e| split_hashes(&e.hashes).expect("16 bytes per frame"))
         .collect();
     let verified: Vec<i64> = live
         .iter()
@@ -415,12 +222,36 @@ async fn push_round(
                 .unwrap_or(-1)
         })
         .collect();
+    let verdicts = push_multi(db, tenant, &live, groups, &encoded, &verified).await?;
+    for ((&g, verdict), hs) in live.iter().zip(verdicts).zip(incoming) {
+        if let (Some(pid), PushVerdict::Queued { base_offset, .. }) = (cached.get(&g), &verdict) {
+            cache.record(*pid, *base_offset, hs);
+        }
+        apply_verdict(&mut groups[g], verdict, items, outcomes)?;
+    }
+    Ok(())
+}
+
+/// One `log_push_multi_v1` call for the live groups; one verdict per group, in order.
+async fn push_multi(
+    db: &deadpool_postgres::Object,
+    tenant: Uuid,
+    live: &[usize],
+    groups: &[Group],
+    encoded: &[Encoded],
+    verified: &[i64],
+) -> ApiResult<Vec<PushVerdict>> {
+    let queues: Vec<&str> = live.iter().map(|&g| groups[g].queue.as_str()).collect();
+    let parts: Vec<&str> = live.iter().map(|&g| groups[g].partition.as_str()).collect();
+    let counts: Vec<i32> = encoded.iter().map(|e| e.count).collect();
+    let hashes: Vec<&[u8]> = encoded.iter().map(|e| e.hashes.as_slice()).collect();
+    let blobs: Vec<&[u8]> = encoded.iter().map(|e| e.blob.as_slice()).collect();
     let tenants: Vec<Uuid> = vec![tenant; live.len()];
     let row = db
         .query_one(
             &db.prepare_cached(
                 "SELECT queen.log_push_multi_v1($1::text[], $2::text[], $3::int[], $4::bytea[], \
-             $5::bigint[], $6::bytea[], $7::uuid[])",
+                 $5::bigint[], $6::bytea[], $7::uuid[])",
             )
             .await?,
             &[
@@ -428,58 +259,59 @@ async fn push_round(
             ],
         )
         .await?;
-    let results: Value = row.get(0);
-    let results = results
-        .as_array()
-        .filter(|a| a.len() == live.len())
-        .ok_or_else(|| ApiError::Internal(format!("unexpected push result: {results}")))?;
-    for ((&g, r), hs) in live.iter().zip(results).zip(incoming) {
-        apply_verdict(&mut groups[g], r, outcomes)?;
-        let base = r.get("baseOffset").and_then(Value::as_i64);
-        if let (Some(pid), Some(base)) = (cached.get(&g), base) {
-            cache.record(*pid, base, hs);
-        }
+    let PgJson(verdicts): PgJson<Vec<PushVerdict>> = row.get(0);
+    if verdicts.len() != live.len() {
+        return Err(ApiError::Internal(format!(
+            "log_push_multi_v1 answered {} verdicts for {} segments",
+            verdicts.len(),
+            live.len()
+        )));
     }
-    Ok(())
+    Ok(verdicts)
 }
 
 /// Queued: every pending item gets its offset. Duplicate: the named frames are retired
-/// as duplicates and the rest stays pending for the next round.
-fn apply_verdict(group: &mut Group, r: &Value, outcomes: &mut [Outcome]) -> ApiResult<()> {
-    let unexpected = || ApiError::Internal(format!("unexpected push verdict: {r}"));
-    match r.get("status").and_then(Value::as_str) {
-        Some("queued") => {
-            let base = r
-                .get("baseOffset")
-                .and_then(Value::as_i64)
-                .ok_or_else(unexpected)?;
+/// as duplicates of the originals (whose ids the verdict carries) and the rest stays
+/// pending for the next round.
+fn apply_verdict(
+    group: &mut Group,
+    verdict: PushVerdict,
+    items: &mut [PushItem],
+    outcomes: &mut [Outcome],
+) -> ApiResult<()> {
+    match verdict {
+        PushVerdict::Queued {
+            base_offset,
+            partition_id,
+            ..
+        } => {
+            group.pid = Some(partition_id);
             for (k, &i) in group.pending.iter().enumerate() {
                 outcomes[i] = Outcome {
                     queued: true,
-                    offset: Some(base + k as i64),
+                    offset: Some(base_offset + k as i64),
                     original_off: None,
                 };
             }
             group.pending.clear();
         }
-        Some("duplicate") => {
-            let dups = r
-                .get("dups")
-                .and_then(Value::as_array)
-                .ok_or_else(unexpected)?;
+        PushVerdict::Duplicate { dups, partition_id } => {
+            group.pid = Some(partition_id);
             let mut gone = vec![false; group.pending.len()];
-            for d in dups {
-                let k = d.get("i").and_then(Value::as_u64).ok_or_else(unexpected)? as usize;
-                let off = d
-                    .get("off")
-                    .and_then(Value::as_i64)
-                    .ok_or_else(unexpected)?;
-                let i = *group.pending.get(k).ok_or_else(unexpected)?;
-                outcomes[i].original_off = Some(off);
-                gone[k] = true;
+            for d in &dups {
+                let i = *group.pending.get(d.i).ok_or_else(|| {
+                    ApiError::Internal(format!("duplicate verdict names frame {}", d.i))
+                })?;
+                outcomes[i].original_off = Some(d.off);
+                if let Some(id) = d.id {
+                    items[i].message_id = id;
+                }
+                gone[d.i] = true;
             }
             if !gone.contains(&true) {
-                return Err(unexpected());
+                return Err(ApiError::Internal(
+                    "duplicate verdict names no frame".into(),
+                ));
             }
             let mut k = 0;
             group.pending.retain(|_| {
@@ -487,103 +319,34 @@ fn apply_verdict(group: &mut Group, r: &Value, outcomes: &mut [Outcome]) -> ApiR
                 !gone[k - 1]
             });
         }
-        _ => return Err(unexpected()),
     }
     Ok(())
 }
 
-/// (queue, partition) → id of every group pushed to. Known partitions come from the
-/// lookup before the push; only partitions this push created are looked up again.
-async fn partition_ids<'a>(
-    db: &deadpool_postgres::Object,
-    tenant: Uuid,
-    groups: &'a [Group],
-    known: &HashMap<usize, (Uuid, i32)>,
-) -> ApiResult<PartitionIds<'a>> {
-    let key = |g: &'a Group| (g.queue.as_str(), g.partition.as_str());
-    let mut out: PartitionIds<'a> = HashMap::new();
-    let mut new: Vec<&'a Group> = Vec::new();
-    for (i, g) in groups.iter().enumerate() {
-        match known.get(&i) {
-            Some(&(pid, _)) => {
-                out.insert(key(g), pid);
-            }
-            None => new.push(g),
-        }
-    }
-    if new.is_empty() {
-        return Ok(out);
-    }
-    for (i, (pid, _)) in known_partitions(db, tenant, &new).await? {
-        out.insert(key(new[i]), pid);
-    }
-    Ok(out)
-}
-
-/// Partition ids by (queue, partition) name.
-type PartitionIds<'a> = HashMap<(&'a str, &'a str), Uuid>;
-
-/// A database duplicate answers with the ORIGINAL message id: read it from the frame at
-/// the original offset (unknown if that segment was retained away). In-request
-/// duplicates then copy whatever their first item ended up with.
-async fn resolve_originals(
-    db: &deadpool_postgres::Object,
-    items: &mut [Item],
-    outcomes: &[Outcome],
-    pids: &PartitionIds<'_>,
-) -> ApiResult<()> {
-    let mut want: Vec<(usize, Uuid, i64)> = Vec::new();
-    for (i, (it, o)) in items.iter().zip(outcomes).enumerate() {
-        let pid = pids.get(&(it.queue.as_str(), it.partition.as_str()));
-        if let (Some(off), Some(pid)) = (o.original_off, pid) {
-            want.push((i, *pid, off));
-        }
-    }
-    if !want.is_empty() {
-        let ids = original_ids(db, &want).await?;
-        for (i, pid, off) in want {
-            if let Some(id) = ids.get(&(pid, off)) {
-                items[i].message_id = *id;
-            }
-        }
-    }
+/// In-request duplicates answer with whatever their first item ended up with.
+fn copy_request_duplicates(items: &mut [PushItem]) {
     for i in 0..items.len() {
         if let Some(f) = items[i].dup_of {
             items[i].message_id = items[f].message_id;
         }
     }
-    Ok(())
 }
 
-async fn original_ids(
-    db: &deadpool_postgres::Object,
-    want: &[(usize, Uuid, i64)],
-) -> ApiResult<HashMap<(Uuid, i64), Uuid>> {
-    let pids: Vec<Uuid> = want.iter().map(|w| w.1).collect();
-    let offs: Vec<i64> = want.iter().map(|w| w.2).collect();
-    let rows = db
-        .query(
-            &db.prepare_cached(
-                "SELECT t.pid, t.off, s.r_base, s.r_blob
-               FROM unnest($1::uuid[], $2::bigint[]) AS t(pid, off)
-               CROSS JOIN LATERAL queen.log_segment_at_v1(t.pid, t.off) AS s",
-            )
-            .await?,
-            &[&pids, &offs],
-        )
-        .await?;
-    let mut out = HashMap::new();
-    for r in rows {
-        let (pid, off, base, blob): (Uuid, i64, i64, Vec<u8>) =
-            (r.get(0), r.get(1), r.get(2), r.get(3));
-        // A segment that no longer decodes just leaves the id unknown.
-        if let Ok(frames) = decode_segment(&blob) {
-            if let Some(f) = frames.get((off - base) as usize) {
-                out.insert((pid, off), Uuid::from_bytes(f.message_id));
-            }
+/// Wakes the long-polls each queued partition can serve; counts pushed and duplicates.
+fn wake_and_count(state: &AppState, tenant: Uuid, items: &[PushItem], outcomes: &[Outcome]) {
+    let mut woken = std::collections::HashSet::new();
+    let mut queued = 0u64;
+    for (it, _) in items.iter().zip(outcomes).filter(|(_, o)| o.queued) {
+        queued += 1;
+        if woken.insert((it.queue.as_str(), it.partition.as_str())) {
+            state.wake(tenant, &it.queue, &it.partition);
         }
     }
-    Ok(out)
+    Metrics::add(&state.metrics.messages_pushed, queued);
+    Metrics::add(
+        &state.metrics.messages_duplicate,
+        items.len() as u64 - queued,
+    );
 }
 
 /// One item of the push answer.
@@ -600,7 +363,11 @@ struct Pushed<'a> {
     offset: Option<i64>,
 }
 
-fn render<'a>(items: &'a [Item], outcomes: &[Outcome], pids: &PartitionIds<'_>) -> Vec<Pushed<'a>> {
+fn render<'a>(items: &'a [PushItem], outcomes: &[Outcome], groups: &[Group]) -> Vec<Pushed<'a>> {
+    let pid_of: HashMap<(&str, &str), Option<Uuid>> = groups
+        .iter()
+        .map(|g| ((g.queue.as_str(), g.partition.as_str()), g.pid))
+        .collect();
     items
         .iter()
         .enumerate()
@@ -611,9 +378,10 @@ fn render<'a>(items: &'a [Item], outcomes: &[Outcome], pids: &PartitionIds<'_>) 
                 message_id: it.message_id,
                 transaction_id: &it.txn,
                 queue_name: &it.queue,
-                partition_id: pids
+                partition_id: pid_of
                     .get(&(it.queue.as_str(), it.partition.as_str()))
-                    .copied(),
+                    .copied()
+                    .flatten(),
                 status: if outcomes[i].queued {
                     "queued"
                 } else {
@@ -623,72 +391,4 @@ fn render<'a>(items: &'a [Item], outcomes: &[Outcome], pids: &PartitionIds<'_>) 
             }
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Both item readers (raw for push, `Value` for transactions) apply the same rules.
-    fn both(src: &str) -> (ApiResult<Item>, ApiResult<Item>) {
-        let raw: &RawValue = serde_json::from_str(src).unwrap();
-        let val: Value = serde_json::from_str(src).unwrap();
-        (parse_raw_item(3, raw), parse_item(3, &val))
-    }
-
-    /// What an item reader made of an item: (queue, partition, trace, payload) or the error.
-    type Read = Result<(String, String, Option<[u8; 16]>, Value), String>;
-
-    fn fields(r: &ApiResult<Item>) -> Read {
-        match r {
-            Ok(it) => Ok((
-                it.queue.clone(),
-                it.partition.clone(),
-                it.trace,
-                serde_json::from_slice(&it.payload).unwrap(),
-            )),
-            Err(e) => Err(format!("{e:?}")),
-        }
-    }
-
-    #[test]
-    fn raw_and_value_items_follow_the_same_rules() {
-        let cases = [
-            r#"{"queue":"q","payload":{"a":[1,2]}}"#,
-            r#"{"queue":"q","partition":"p\u00e9","transactionId":"t\"x","payload":1}"#,
-            r#"{"queue":"q","partition":null,"payload":null,"data":{"d":true}}"#,
-            r#"{"queue":"q","partition":"","transactionId":"","traceId":""}"#,
-            r#"{"queue":"q","traceId":"0190d6a8-8b2c-7cc1-9b1e-3f3c0a6a1e01","extra":[1]}"#,
-            r#"{"payload":1}"#,
-            r#"{"queue":7}"#,
-            r#"{"queue":""}"#,
-            r#"{"queue":"q","partition":5}"#,
-            r#"{"queue":"q","transactionId":{"x":1}}"#,
-            r#"{"queue":"q","traceId":"not-a-uuid"}"#,
-            r#"{"queue":"q","traceId":12}"#,
-            r#"[1,2]"#,
-            r#""q""#,
-        ];
-        for src in cases {
-            let (raw, val) = both(src);
-            assert_eq!(fields(&raw), fields(&val), "{src}");
-            if let (Ok(r), Ok(v)) = (&raw, &val) {
-                assert_eq!(r.txn.is_empty(), v.txn.is_empty(), "{src}");
-            }
-        }
-    }
-
-    #[test]
-    fn raw_payload_is_stored_as_written() {
-        let src =
-            r#"{"queue":"q","transactionId":"t","payload":{"big":123456789012345678901234567890}}"#;
-        let (raw, _) = both(src);
-        let it = raw.unwrap();
-        assert_eq!(it.txn, "t");
-        assert_eq!(
-            std::str::from_utf8(&it.payload).unwrap(),
-            r#"{"big":123456789012345678901234567890}"#,
-            "no float rounding of a big integer"
-        );
-    }
 }

@@ -2,12 +2,14 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
+use queen_log::wire::Deleted;
 use serde_json::{json, Value};
+use tokio_postgres::types::Json as PgJson;
 
 use crate::error::ApiResult;
 use crate::routes::auth::Tenant;
-use crate::routes::configure::check_queue_name;
 use crate::state::AppState;
+use crate::util::check_queue_name;
 
 /// Through `queen.delete_queue_v1`: the queue with its partitions, segments and cursors
 /// (FK cascade), its sidecar rows and its DLQ rows, in one transaction, scoped to the
@@ -25,10 +27,10 @@ pub async fn delete_queue(
             &[&queue, &tenant],
         )
         .await?;
-    let r: Value = row.get(0);
+    let PgJson(r): PgJson<Deleted> = row.get(0);
     Ok(Json(json!({
-        "deleted": r.get("deleted").and_then(Value::as_bool).unwrap_or(true),
+        "deleted": r.deleted,
         "queue": queue,
-        "existed": r.get("existed").and_then(Value::as_bool).unwrap_or(false),
+        "existed": r.existed,
     })))
 }

@@ -21,11 +21,11 @@ use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::queue_stats::{load, QueueStats};
-use crate::routes::auth::Tenant;
-use crate::routes::resources::{
+use crate::queue_views::{
     figures_json, group_totals, group_totals_json, one_queue, partition_out, queue_figures,
     queue_not_found, PartitionOut,
 };
+use crate::routes::auth::Tenant;
 use crate::state::AppState;
 
 /// `/status/queues` page size default (Queen's).

@@ -5,7 +5,7 @@
 //! group); a group goes in positional form when this process served its pop and the
 //! registry's fast-path conditions hold (the entry is consumed), else in hash form.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -13,28 +13,85 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine;
+use queen_log::ack::Status;
 use queen_log::hash::{hash_hex, TxnHash};
 use queen_log::segment::{encode_segment, segment_hashes};
-use serde_json::{json, Value};
+use queen_log::sqlstate::wire_refusal;
+use queen_log::wire::{Reply, TxnWire, TxnWireRequest, WireAck, WireAckOp, WireHashElem, WirePush};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::routes::ack::{self, owned_partitions, Status};
-use crate::routes::auth::Tenant;
-use crate::routes::push::{self, check_item_count, frame_of};
+use crate::items::{
+    check_item_count, group_by_partition, mark_request_duplicates, read_ack_item, read_push_item,
+    AckItem, PushItem,
+};
+use crate::routes::auth::{owned_partitions, Tenant};
 use crate::state::AppState;
 use crate::util::parse_json;
 
-/// A validated operation, tagged with its index in `operations`.
+/// The body: operations stay raw JSON until read (crate::items), as for /push and /ack.
+#[derive(Deserialize)]
+struct Body<'a> {
+    #[serde(borrow)]
+    operations: Option<&'a RawValue>,
+    #[serde(borrow, rename = "requiredLeases")]
+    required_leases: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct OpHead<'a> {
+    #[serde(rename = "type")]
+    kind: Option<&'a str>,
+    #[serde(borrow)]
+    items: Option<&'a RawValue>,
+}
+
+/// The request, read: its push items (with the operation each came from), its acks
+/// (with theirs), and the requiredLeases.
+struct Parsed {
+    /// Operation index per entry, in operation order.
+    order: Vec<Op>,
+    pushes: Vec<PushItem>,
+    acks: Vec<AckItem>,
+    required: Vec<String>,
+}
+
+/// An operation's entries in `Parsed`: push items `pushes[first..first + n]`, or ack
+/// `acks[i]`.
 enum Op {
-    Push(usize, Vec<push::Item>),
-    Ack(usize, ack::Item),
+    Push {
+        index: usize,
+        first: usize,
+        n: usize,
+    },
+    Ack {
+        index: usize,
+        ack: usize,
+    },
 }
 
 /// A failed transaction: nothing was written.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Failure<'a> {
+    transaction_id: &'a str,
+    success: bool,
+    reason: &'a str,
+    error: &'a str,
+    results: [(); 0],
+}
+
 fn failure(status: StatusCode, txn: &str, reason: &str, error: &str) -> Response {
-    let body = json!({"transactionId": txn, "success": false, "reason": reason,
-                      "error": error, "results": []});
+    let body = Failure {
+        transaction_id: txn,
+        success: false,
+        reason,
+        error,
+        results: [],
+    };
     (status, Json(body)).into_response()
 }
 
@@ -44,7 +101,7 @@ pub async fn transaction(
     body: Bytes,
 ) -> ApiResult<Response> {
     let txn = Uuid::now_v7().to_string();
-    let (ops, required) = match parse(&body, state.config.max_push_items) {
+    let mut p = match parse(&body, state.config.max_push_items) {
         Ok(p) => p,
         Err(e) => {
             return Ok(failure(
@@ -55,37 +112,44 @@ pub async fn transaction(
             ))
         }
     };
-    let pushes = encode_pushes(&ops).await?;
-    let ack_groups = ack_groups(&ops);
+    mark_request_duplicates(p.pushes.iter_mut());
+    let pushes = encode_pushes(&p.pushes).await?;
     // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
     // wire itself then refuses it exactly like a nonexistent one (contract §9 step 1).
-    let ack_pids = ops.iter().filter_map(|op| match op {
-        Op::Ack(_, it) => Some(it.pid),
-        Op::Push(..) => None,
-    });
-    let owned = owned_partitions(&state, tenant, ack_pids).await?;
+    let owned = owned_partitions(&state, tenant, p.acks.iter().map(|a| a.pid)).await?;
     let db = state.db().await?;
     let mut acks = Vec::new();
-    for g in &ack_groups {
-        let pid = ack_item(&ops[g[0]]).pid;
-        let foreign = owned.as_ref().is_some_and(|o| !o.contains(&pid));
-        acks.push(ack_wire(&state, &db, &ops, g, &required, foreign).await?);
+    for g in ack_groups(&p.acks) {
+        let items: Vec<&AckItem> = g.iter().map(|&i| &p.acks[i]).collect();
+        let foreign = owned.as_ref().is_some_and(|o| !o.contains(&items[0].pid));
+        acks.push(ack_op(&state, &db, &p, &items, foreign).await?);
     }
-    let wire = json!({"pushes": pushes.wire, "acks": acks, "_tenant": tenant});
+    let wire = TxnWireRequest {
+        pushes,
+        acks,
+        tenant: Some(tenant.to_string()),
+    };
     let result = db
-        .query_one("SELECT queen.log_transaction_wire_v1($1::jsonb)", &[&wire])
+        .query_one(
+            "SELECT queen.log_transaction_wire_v1($1::jsonb)",
+            &[&PgJson(&wire)],
+        )
         .await;
     match result {
         Ok(row) => {
-            let r: Value = row.get(0);
-            for q in &pushes.queues {
+            let PgJson(r): PgJson<TxnWire> = row.get(0);
+            let queues: HashSet<&str> = p.pushes.iter().map(|i| i.queue.as_str()).collect();
+            for q in queues {
                 state.wake_queue(tenant, q);
             }
-            let results = render(&ops, &pushes.dup_of, &r);
-            Ok(
-                Json(json!({"transactionId": txn, "success": true, "results": results}))
-                    .into_response(),
-            )
+            copy_request_duplicates(&mut p.pushes);
+            let results = render(&p, &r);
+            Ok(Json(Done {
+                transaction_id: &txn,
+                success: true,
+                results,
+            })
+            .into_response())
         }
         Err(e) => {
             let (reason, msg) = classify(&e)?;
@@ -94,187 +158,161 @@ pub async fn transaction(
     }
 }
 
-fn parse(body: &[u8], max_items: usize) -> ApiResult<(Vec<Op>, Vec<String>)> {
-    let v: Value = parse_json(body)?;
-    let ops = v
-        .get("operations")
-        .and_then(Value::as_array)
+fn parse(body: &[u8], max_items: usize) -> ApiResult<Parsed> {
+    let b: Body<'_> = parse_json(body)?;
+    let ops: Vec<&RawValue> = b
+        .operations
+        .and_then(|o| serde_json::from_str(o.get()).ok())
         .ok_or_else(|| ApiError::bad("operations must be an array"))?;
-    let required: Vec<String> = match v.get("requiredLeases") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|l| l.as_str().map(str::to_string))
-            .collect::<Option<_>>()
-            .ok_or_else(|| ApiError::bad("requiredLeases must be an array of strings"))?,
-        Some(_) => return Err(ApiError::bad("requiredLeases must be an array of strings")),
+    let required: Vec<String> = match b.required_leases.map(RawValue::get) {
+        None | Some("null") => Vec::new(),
+        Some(r) => serde_json::from_str(r)
+            .map_err(|_| ApiError::bad("requiredLeases must be an array of strings"))?,
     };
-    let ops = ops
-        .iter()
-        .enumerate()
-        .map(|(i, op)| parse_op(i, op))
-        .collect::<ApiResult<Vec<_>>>()?;
-    let pushed = ops
-        .iter()
-        .map(|op| match op {
-            Op::Push(_, items) => items.len(),
-            Op::Ack(..) => 0,
-        })
-        .sum();
-    check_item_count(pushed, max_items)?;
-    Ok((ops, required))
+    let mut p = Parsed {
+        order: Vec::new(),
+        pushes: Vec::new(),
+        acks: Vec::new(),
+        required,
+    };
+    for (i, op) in ops.into_iter().enumerate() {
+        parse_op(i, op, &mut p)?;
+    }
+    check_item_count(p.pushes.len(), max_items)?;
+    Ok(p)
 }
 
-fn parse_op(i: usize, op: &Value) -> ApiResult<Op> {
-    let prefix = |e: ApiError| ApiError::bad(format!("operations[{i}]: {e}"));
-    match op.get("type").and_then(Value::as_str) {
+fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
+    let bad_type = || ApiError::bad(format!("operations[{i}]: type must be \"push\" or \"ack\""));
+    let head: OpHead<'_> = serde_json::from_str(op.get()).map_err(|_| bad_type())?;
+    match head.kind {
         Some("push") => {
-            let items = op
-                .get("items")
-                .and_then(Value::as_array)
+            let items: Vec<&RawValue> = head
+                .items
+                .and_then(|v| serde_json::from_str(v.get()).ok())
                 .ok_or_else(|| ApiError::bad(format!("operations[{i}]: items must be an array")))?;
-            let items = items
-                .iter()
-                .enumerate()
-                .map(|(k, it)| push::parse_item(k, it))
-                .collect::<ApiResult<Vec<_>>>()
-                .map_err(prefix)?;
-            Ok(Op::Push(i, items))
+            let first = p.pushes.len();
+            for (k, it) in items.into_iter().enumerate() {
+                let item = read_push_item(k, it)
+                    .map_err(|e| ApiError::bad(format!("operations[{i}]: {e}")))?;
+                p.pushes.push(item);
+            }
+            let n = p.pushes.len() - first;
+            p.order.push(Op::Push { index: i, first, n });
         }
         // Unknown statuses keep the /ack wording: `unknown status "x" at index <op>`.
         Some("ack") => {
-            let it = ack::item(i, op.clone(), None)?;
+            let it = read_ack_item(i, op, None)?;
             if it.delay.is_some() {
                 return Err(ApiError::bad(format!(
                     "operations[{i}]: delaySeconds is not supported in a transaction"
                 )));
             }
-            Ok(Op::Ack(i, it))
+            p.order.push(Op::Ack {
+                index: i,
+                ack: p.acks.len(),
+            });
+            p.acks.push(it);
         }
-        _ => Err(ApiError::bad(format!(
-            "operations[{i}]: type must be \"push\" or \"ack\""
-        ))),
+        _ => return Err(bad_type()),
     }
-}
-
-/// The encoded pushes, plus what rendering needs.
-struct Pushes {
-    wire: Vec<Value>,
-    /// (op, item) → the (op, item) of the first with the same (queue, partition, txn).
-    dup_of: HashMap<(usize, usize), (usize, usize)>,
-    queues: HashSet<String>,
+    Ok(())
 }
 
 /// One segment per (queue, partition); a transactionId repeated inside the request for
 /// the same partition is a duplicate of its first occurrence and is not pushed.
-async fn encode_pushes(ops: &[Op]) -> ApiResult<Pushes> {
-    let mut first: HashMap<(&str, &str, &str), (usize, usize)> = HashMap::new();
-    let mut dup_of = HashMap::new();
-    let mut segs: Vec<((String, String), Vec<queen_log::frame::Frame>)> = Vec::new();
-    let mut seg_index: HashMap<(&str, &str), usize> = HashMap::new();
-    for op in ops {
-        let Op::Push(oi, items) = op else { continue };
-        for (k, it) in items.iter().enumerate() {
-            let key = (it.queue.as_str(), it.partition.as_str(), it.txn.as_str());
-            if let Some(&f) = first.get(&key) {
-                dup_of.insert((*oi, k), f);
-                continue;
-            }
-            first.insert(key, (*oi, k));
-            let s = *seg_index
-                .entry((it.queue.as_str(), it.partition.as_str()))
-                .or_insert_with(|| {
-                    segs.push(((it.queue.clone(), it.partition.clone()), Vec::new()));
-                    segs.len() - 1
-                });
-            segs[s].1.push(frame_of(it));
-        }
-    }
-    let queues = segs.iter().map(|s| s.0 .0.clone()).collect();
-    let wire = tokio::task::spawn_blocking(move || {
-        segs.into_iter()
-            .map(|((queue, partition), frames)| {
+async fn encode_pushes(items: &[PushItem]) -> ApiResult<Vec<WirePush>> {
+    let segments: Vec<(String, String, Vec<queen_log::frame::Frame>)> = group_by_partition(items)
+        .into_iter()
+        .map(|(q, p, idx)| {
+            (
+                q.to_string(),
+                p.to_string(),
+                idx.iter().map(|&i| items[i].frame()).collect(),
+            )
+        })
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        segments
+            .into_iter()
+            .map(|(queue, partition, frames)| {
                 let blob = encode_segment(&frames)?;
-                Ok(json!({
-                    "queue": queue, "partition": partition, "count": frames.len(),
-                    "hashesHex": hash_hex(&segment_hashes(&frames)),
-                    "blobB64": base64::engine::general_purpose::STANDARD.encode(blob),
-                }))
+                Ok(WirePush {
+                    queue,
+                    partition,
+                    count: frames.len() as i32,
+                    hashes_hex: hash_hex(&segment_hashes(&frames)),
+                    blob_b64: base64::engine::general_purpose::STANDARD.encode(blob),
+                    verified: None,
+                })
             })
             .collect::<Result<Vec<_>, queen_log::frame::CodecError>>()
     })
     .await
-    .map_err(|e| ApiError::Internal(format!("encoder task failed: {e}")))??;
-    Ok(Pushes {
-        wire,
-        dup_of,
-        queues,
-    })
+    .map_err(|e| ApiError::Internal(format!("encoder task failed: {e}")))?
+    .map_err(ApiError::from)
 }
 
-/// Ack op indexes (into `ops`) per (partition, group), in order of first appearance.
-fn ack_groups(ops: &[Op]) -> Vec<Vec<usize>> {
-    let mut index: HashMap<(Uuid, &str), usize> = HashMap::new();
+/// Ack indexes per (partition, group), in order of first appearance.
+fn ack_groups(acks: &[AckItem]) -> Vec<Vec<usize>> {
+    let mut index: std::collections::HashMap<(Uuid, &str), usize> = Default::default();
     let mut out: Vec<Vec<usize>> = Vec::new();
-    for (n, op) in ops.iter().enumerate() {
-        let Op::Ack(_, it) = op else { continue };
+    for (i, it) in acks.iter().enumerate() {
         let gi = *index.entry((it.pid, it.group.as_str())).or_insert_with(|| {
             out.push(Vec::new());
             out.len() - 1
         });
-        out[gi].push(n);
+        out[gi].push(i);
     }
     out
 }
 
-fn ack_item(op: &Op) -> &ack::Item {
-    match op {
-        Op::Ack(_, it) => it,
-        Op::Push(..) => unreachable!("ack groups hold ack ops only"),
-    }
-}
-
 /// One wire ack op for a group: positional when the registry grants it, else by hash.
-async fn ack_wire(
+async fn ack_op(
     state: &AppState,
     db: &deadpool_postgres::Object,
-    ops: &[Op],
-    g: &[usize],
-    required: &[String],
+    p: &Parsed,
+    items: &[&AckItem],
     foreign: bool,
-) -> ApiResult<Value> {
-    let items: Vec<&ack::Item> = g.iter().map(|&n| ack_item(&ops[n])).collect();
+) -> ApiResult<WireAckOp> {
     let first = items[0];
+    let mut op = WireAckOp {
+        partition_id: first.pid.to_string(),
+        group: Some(first.group.clone()),
+        ..Default::default()
+    };
     if foreign {
-        return Ok(
-            json!({"partitionId": first.pid, "group": first.group, "worker": null,
-            "acks": hash_acks(&items)}),
-        );
+        op.acks = Some(hash_acks(items));
+        return Ok(op);
     }
-    let worker = worker_for(db, ops, &items, required).await?;
-    let mut op = json!({"partitionId": first.pid, "group": first.group, "worker": worker});
-    if let Some(w) = worker.as_deref() {
+    op.worker = worker_for(db, p, items).await?;
+    if let Some(w) = op.worker.as_deref() {
         if items.iter().all(|it| it.status == Status::Completed) {
             let set: HashSet<TxnHash> = items.iter().map(|it| it.hash).collect();
             if let Some(end) = state
                 .registry
                 .take_if_match(first.pid, &first.group, w, &set)
             {
-                op["uptoOff"] = json!(end);
+                op.upto_off = Some(end);
                 return Ok(op);
             }
         }
         state.registry.evict_if_worker(first.pid, &first.group, w);
     }
-    op["acks"] = hash_acks(&items);
+    op.acks = Some(hash_acks(items));
     Ok(op)
 }
 
 /// The hash form of a group's acks.
-fn hash_acks(items: &[&ack::Item]) -> Value {
+fn hash_acks(items: &[&AckItem]) -> Vec<WireHashElem> {
     items
         .iter()
-        .map(|it| json!({"h": hash_hex(&it.hash), "status": it.status.sql(), "error": it.error}))
+        .map(|it| WireHashElem {
+            h: hash_hex(&it.hash),
+            status: Some(it.status.as_str().to_string()),
+            ok: None,
+            error: it.error.clone(),
+        })
         .collect()
 }
 
@@ -282,102 +320,129 @@ fn hash_acks(items: &[&ack::Item]) -> Value {
 /// current worker; else the single unambiguous requiredLeases entry; else lease-less.
 async fn worker_for(
     db: &deadpool_postgres::Object,
-    ops: &[Op],
-    items: &[&ack::Item],
-    required: &[String],
+    p: &Parsed,
+    items: &[&AckItem],
 ) -> ApiResult<Option<String>> {
     if let Some(l) = items.iter().find_map(|it| it.lease.clone()) {
         return Ok(Some(l));
     }
-    let any_lease = ops
-        .iter()
-        .any(|op| matches!(op, Op::Ack(_, it) if it.lease.is_some()));
-    if any_lease {
+    if p.acks.iter().any(|it| it.lease.is_some()) {
         let row = db
-            .query_opt(
+            .query_one(
                 "SELECT queen.cursor_worker_v1($1, $2)",
                 &[&items[0].pid, &items[0].group],
             )
             .await?;
-        return Ok(row.and_then(|r| r.get::<_, Option<String>>(0)));
+        return Ok(row.get::<_, Option<String>>(0));
     }
-    let distinct: HashSet<&String> = required.iter().filter(|l| !l.is_empty()).collect();
+    let distinct: HashSet<&String> = p.required.iter().filter(|l| !l.is_empty()).collect();
     Ok(match distinct.len() {
         1 => distinct.into_iter().next().cloned(),
         _ => None,
     })
 }
 
-/// Results in operation order: one per pushed item, one per ack.
-fn render(ops: &[Op], dup_of: &HashMap<(usize, usize), (usize, usize)>, r: &Value) -> Vec<Value> {
-    let dlq_groups: HashSet<(String, String)> = r
-        .get("acks")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter(|x| x.get("dlq").and_then(Value::as_bool) == Some(true))
-                .filter_map(|x| {
-                    Some((
-                        x.get("partitionId")?.as_str()?.to_string(),
-                        x.get("group")?.as_str()?.to_string(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let push_item = |oi: usize, k: usize| -> &push::Item {
-        match &ops[oi] {
-            Op::Push(_, items) => &items[k],
-            Op::Ack(..) => unreachable!("push index"),
+/// In-request duplicates answer with their first item's message id.
+fn copy_request_duplicates(items: &mut [PushItem]) {
+    for i in 0..items.len() {
+        if let Some(f) = items[i].dup_of {
+            items[i].message_id = items[f].message_id;
         }
-    };
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Done<'a> {
+    transaction_id: &'a str,
+    success: bool,
+    results: Vec<OpResult<'a>>,
+}
+
+/// One result: per pushed item, per ack.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum OpResult<'a> {
+    #[serde(rename_all = "camelCase")]
+    Push {
+        index: usize,
+        #[serde(rename = "type")]
+        kind: &'static str,
+        success: bool,
+        transaction_id: &'a str,
+        message_id: Uuid,
+        queue_name: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        duplicate: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    Ack {
+        index: usize,
+        #[serde(rename = "type")]
+        kind: &'static str,
+        success: bool,
+        transaction_id: &'a str,
+        error: Option<()>,
+        dlq: bool,
+    },
+}
+
+/// Results in operation order: one per pushed item, one per ack.
+fn render<'a>(p: &'a Parsed, r: &TxnWire) -> Vec<OpResult<'a>> {
+    let dlq_groups: HashSet<(Uuid, &str)> = r
+        .acks
+        .iter()
+        .filter_map(|a| match a {
+            Reply::Done(WireAck::Hash(h)) if h.dlq => Some((h.partition_id?, h.group.as_deref()?)),
+            _ => None,
+        })
+        .collect();
     let mut out = Vec::new();
-    for op in ops {
-        match op {
-            Op::Push(oi, items) => {
-                for (k, it) in items.iter().enumerate() {
-                    let dup = dup_of.get(&(*oi, k));
-                    let id = dup.map_or(it.message_id, |&(fo, fk)| push_item(fo, fk).message_id);
-                    let mut v = json!({"index": oi, "type": "push", "success": true,
-                        "transactionId": it.txn, "messageId": id, "queueName": it.queue});
-                    if dup.is_some() {
-                        v["duplicate"] = json!(true);
-                    }
-                    out.push(v);
+    for op in &p.order {
+        match *op {
+            Op::Push { index, first, n } => {
+                for it in &p.pushes[first..first + n] {
+                    out.push(OpResult::Push {
+                        index,
+                        kind: "push",
+                        success: true,
+                        transaction_id: &it.txn,
+                        message_id: it.message_id,
+                        queue_name: &it.queue,
+                        duplicate: it.dup_of.is_some(),
+                    });
                 }
             }
-            Op::Ack(oi, it) => {
-                let dlq = dlq_groups.contains(&(it.pid.to_string(), it.group.clone()));
-                out.push(json!({"index": oi, "type": "ack", "success": true,
-                    "transactionId": it.txn, "error": null, "dlq": dlq}));
+            Op::Ack { index, ack } => {
+                let it = &p.acks[ack];
+                out.push(OpResult::Ack {
+                    index,
+                    kind: "ack",
+                    success: true,
+                    transaction_id: &it.txn,
+                    error: None,
+                    dlq: dlq_groups.contains(&(it.pid, it.group.as_str())),
+                });
             }
         }
     }
     out
 }
 
-/// Why the wire refused: (reason, message). An unreachable database stays a 503.
+/// Why the wire refused: (reason, message). An unreachable or busy database, a timeout,
+/// a lost serialization race: 503 (nothing was written; retry), by queen_log::sqlstate.
 fn classify(e: &tokio_postgres::Error) -> ApiResult<(&'static str, String)> {
     let Some(db) = e.as_db_error() else {
         return Err(ApiError::Unavailable(format!("database unreachable: {e}")));
     };
-    let code = db.code().code();
     let msg = match db.detail() {
         Some(d) => format!("{} ({d})", db.message()),
         None => db.message().to_string(),
     };
-    let reason = if code == "23505" || db.message().starts_with("QDUP") {
-        "duplicate"
-    } else if db.message().starts_with("QTXN ack") {
-        "ack_rejected"
-    } else if code.starts_with("22") || db.message().starts_with("QTXN resolved") {
-        "bad_request"
-    } else if code.starts_with("08") || code == "57P01" || code == "57P03" {
-        return Err(ApiError::Unavailable(format!(
+    match wire_refusal(db.code().code(), db.message()) {
+        Some(reason) => Ok((reason.as_str(), msg)),
+        None => Err(ApiError::Unavailable(format!(
             "database unavailable: {msg}"
-        )));
-    } else {
-        "db_error"
-    };
-    Ok((reason, msg))
+        ))),
+    }
 }

@@ -22,13 +22,26 @@ pub fn json_text(f: &Frame) -> Cow<'_, str> {
 
 /// The rule on raw payload bytes.
 pub fn json_text_of(payload: &[u8]) -> Cow<'_, str> {
+    match json_raw_of(payload) {
+        Cow::Borrowed(raw) => Cow::Borrowed(raw.get()),
+        Cow::Owned(raw) => Cow::Owned(raw.get().to_string()),
+    }
+}
+
+/// The rule as a `RawValue`, which serde writes verbatim: borrowed from the frame when
+/// the payload is JSON text (validated once, never rebuilt), else an owned JSON string.
+pub fn json_raw_of(payload: &[u8]) -> Cow<'_, RawValue> {
+    const NULL: &str = "null";
+    let owned = |s: String| Cow::Owned(RawValue::from_string(s).expect("a quoted string is JSON"));
     if payload.is_empty() {
-        return Cow::Borrowed("null");
+        return Cow::Borrowed(serde_json::from_str(NULL).expect("null is JSON"));
     }
     match std::str::from_utf8(payload) {
-        Ok(text) if serde_json::from_str::<&RawValue>(text).is_ok() => Cow::Borrowed(text),
-        Ok(text) => Cow::Owned(quote(text)),
-        Err(_) => Cow::Owned(quote(
+        Ok(text) => match serde_json::from_str::<&RawValue>(text) {
+            Ok(raw) => Cow::Borrowed(raw),
+            Err(_) => owned(quote(text)),
+        },
+        Err(_) => owned(quote(
             &base64::engine::general_purpose::STANDARD.encode(payload),
         )),
     }

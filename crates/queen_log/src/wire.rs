@@ -125,9 +125,16 @@ pub enum PushVerdict {
         base_offset: i64,
         /// UTC with microseconds.
         created_at: String,
+        /// The partition written to (our addition: a first push learns the id of the
+        /// partition it created without another lookup).
+        partition_id: Uuid,
     },
     /// Nothing was written for this segment.
-    Duplicate { dups: Vec<Duplicate> },
+    #[serde(rename_all = "camelCase")]
+    Duplicate {
+        dups: Vec<Duplicate>,
+        partition_id: Uuid,
+    },
 }
 
 /// One incoming frame that is already in the dedup window.
@@ -336,14 +343,14 @@ pub struct Deleted {
 }
 
 /// `dlq_list_v1` (sql/broker_api.sql): one page, newest failure first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DlqPage {
     pub total: i64,
     pub messages: Vec<DlqEntry>,
 }
 
 /// One DLQ row as listed; timestamps in milliseconds (the HTTP wire's form).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DlqEntry {
     /// The message id (the DLQ row's own id when the message id was not captured).
@@ -357,7 +364,8 @@ pub struct DlqEntry {
     pub offset: i64,
     pub error_message: Option<String>,
     pub retry_count: Option<i32>,
-    pub data: Option<serde_json::Value>,
+    /// Kept as written (a `Value` would round a 30-digit integer to a float).
+    pub data: Option<Box<serde_json::value::RawValue>>,
     pub created_at: Option<String>,
     pub failed_at: String,
 }
@@ -513,14 +521,17 @@ mod tests {
         let q = PushVerdict::Queued {
             base_offset: 5,
             created_at: "2026-01-01T00:00:00.000000Z".into(),
+            partition_id: Uuid::nil(),
         };
         assert_eq!(
             serde_json::to_value(&q).unwrap(),
-            json!({"status": "queued", "baseOffset": 5, "createdAt": "2026-01-01T00:00:00.000000Z"})
+            json!({"status": "queued", "baseOffset": 5, "createdAt": "2026-01-01T00:00:00.000000Z",
+                   "partitionId": Uuid::nil()})
         );
-        let d: PushVerdict =
-            serde_json::from_value(json!({"status": "duplicate", "dups": [{"i": 0, "off": 3}]}))
-                .unwrap();
+        let d: PushVerdict = serde_json::from_value(
+            json!({"status": "duplicate", "dups": [{"i": 0, "off": 3}], "partitionId": Uuid::nil()}),
+        )
+        .unwrap();
         assert_eq!(
             d,
             PushVerdict::Duplicate {
@@ -528,7 +539,8 @@ mod tests {
                     i: 0,
                     off: 3,
                     id: None
-                }]
+                }],
+                partition_id: Uuid::nil(),
             }
         );
     }
