@@ -1,10 +1,11 @@
 //! `queen-bench`: the benchmark harness of queen_ack.
 //!
-//!     queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4]
+//!     queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4,5]
 //!                 [--cells CxB,...]
 //!
 //! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
-//! 2 broker ack throughput per mode, 3 end to end through the broker, 4 scaling curves.
+//! 2 broker ack throughput per mode, 3 end to end through the broker, 4 scaling curves,
+//! 5 the peers (pgmq, PgQ) side by side with queen_ack.
 //! Writes `report.md` and SVG charts into the results folder (default results/bench),
 //! rewriting the report after every section; progress lines go to stderr.
 
@@ -12,6 +13,7 @@ mod broker_proc;
 mod broker_throughput;
 mod common;
 mod end_to_end;
+mod peers;
 mod report;
 mod scaling;
 mod sql_paths;
@@ -24,7 +26,7 @@ use std::time::Instant;
 use common::{connect, install_helpers, progress, BResult, Ctx};
 use report::Section;
 
-const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4] [--cells CxB,...]";
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4,5] [--cells CxB,...]";
 
 struct Args {
     database_url: String,
@@ -42,7 +44,7 @@ fn parse_args() -> Result<Args, String> {
         quick: false,
         out: PathBuf::new(),
         broker_bin: None,
-        sections: vec![1, 2, 3, 4],
+        sections: vec![1, 2, 3, 4, 5],
         cells: None,
     };
     let mut out = None;
@@ -65,9 +67,9 @@ fn parse_args() -> Result<Args, String> {
             "--sections" => {
                 a.sections = value("--sections")?
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=4).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=5).contains(n)))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("--sections takes numbers 1-4\n{USAGE}"))?
+                    .ok_or_else(|| format!("--sections takes numbers 1-5\n{USAGE}"))?
             }
             "--cells" => a.cells = Some(parse_cells(&value("--cells")?)?),
             "-h" | "--help" => {
@@ -278,6 +280,7 @@ async fn run(args: Args) -> BResult<()> {
             1 => sql_paths::run(&ctx, &db, &mut fixtures).await,
             2 => broker_throughput::run(&ctx, &db).await,
             3 => end_to_end::run(&ctx, &db).await,
+            5 => peers::run(&ctx, &db).await,
             _ => scaling::run(&ctx, &db, &mut fixtures).await,
         };
         let mut sec = r.unwrap_or_else(|e| {

@@ -7,15 +7,17 @@ use serde::{Deserialize, Serialize};
 
 /// `POST /api/v1/push` body.
 #[derive(Serialize)]
-pub struct PushBody<'a> {
-    pub items: Vec<PushItem<'a>>,
+pub struct PushBody<'a, P: Serialize = BenchPayload> {
+    pub items: Vec<PushItem<'a, P>>,
 }
 
+/// One pushed message; the payload is section 3's struct or, for the peer comparison, a
+/// fixed-size JSON text (`&RawValue`) written as is.
 #[derive(Serialize)]
-pub struct PushItem<'a> {
+pub struct PushItem<'a, P: Serialize = BenchPayload> {
     pub queue: &'a str,
     pub partition: &'a str,
-    pub payload: BenchPayload,
+    pub payload: P,
 }
 
 /// The payload every generated message carries.

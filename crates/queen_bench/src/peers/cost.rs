@@ -1,0 +1,104 @@
+//! What a system costs the database: WAL bytes and commits per message produced and
+//! consumed (cluster-wide deltas around each phase), and the size and dead tuples of the
+//! system's relations after N messages, before and after a VACUUM.
+
+use tokio_postgres::Client;
+
+use crate::common::{to_s, BResult};
+
+/// Cluster-wide counters at one instant.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Counters {
+    /// WAL insert position, bytes.
+    pub wal: i64,
+    /// Next transaction id: the delta counts transactions that wrote (an xid is assigned
+    /// at the first write; read-only transactions take none).
+    pub xid: i64,
+    /// pg_stat_database.xact_commit of this database (flushed by backends on exit or at
+    /// most once a second while busy: exact only once the workers disconnected).
+    pub commits: i64,
+}
+
+impl Counters {
+    pub async fn read(db: &Client) -> BResult<Counters> {
+        let _ = db.batch_execute("SELECT pg_stat_force_next_flush()").await;
+        let r = db
+            .query_one(
+                "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+                        pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
+                        (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())",
+                &[],
+            )
+            .await
+            .map_err(to_s)?;
+        Ok(Counters {
+            wal: r.get(0),
+            xid: r.get(1),
+            commits: r.get(2),
+        })
+    }
+
+    pub fn since(&self, before: &Counters) -> Counters {
+        Counters {
+            wal: self.wal - before.wal,
+            xid: self.xid - before.xid,
+            commits: self.commits - before.commits,
+        }
+    }
+}
+
+/// Heap (with TOAST) and index bytes, live and dead tuples of every table of a schema.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sizes {
+    pub heap: i64,
+    pub index: i64,
+    pub live: i64,
+    pub dead: i64,
+}
+
+/// Exact counts from pgstattuple (a full scan of each table and its TOAST table).
+pub async fn sizes(db: &Client, schema: &str) -> BResult<Sizes> {
+    let r = db
+        .query_one(
+            "WITH t AS (SELECT c.oid, c.reltoastrelid FROM pg_class c
+                          JOIN pg_namespace n ON n.oid = c.relnamespace
+                         WHERE n.nspname = $1 AND c.relkind = 'r'),
+                  scanned AS (SELECT oid FROM t UNION ALL
+                              SELECT reltoastrelid FROM t WHERE reltoastrelid <> 0)
+             SELECT (SELECT coalesce(sum(pg_table_size(oid)), 0)::bigint FROM t),
+                    (SELECT coalesce(sum(pg_indexes_size(oid)), 0)::bigint FROM t),
+                    coalesce(sum(s.tuple_count), 0)::bigint,
+                    coalesce(sum(s.dead_tuple_count), 0)::bigint
+               FROM scanned, LATERAL pgstattuple(scanned.oid::regclass) s",
+            &[&schema],
+        )
+        .await
+        .map_err(|e| format!("sizes of schema {schema}: {}", to_s(&e)))?;
+    Ok(Sizes {
+        heap: r.get(0),
+        index: r.get(1),
+        live: r.get(2),
+        dead: r.get(3),
+    })
+}
+
+/// VACUUM of every table of a schema (one statement each: VACUUM runs outside a
+/// transaction block).
+pub async fn vacuum(db: &Client, schema: &str) -> BResult<()> {
+    let rows = db
+        .query(
+            "SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE n.nspname = $1 AND c.relkind = 'r'",
+            &[&schema],
+        )
+        .await
+        .map_err(to_s)?;
+    for r in rows {
+        let t: String = r.get(0);
+        db.batch_execute(&format!("VACUUM {t}"))
+            .await
+            .map_err(|e| format!("VACUUM {t}: {}", to_s(&e)))?;
+    }
+    Ok(())
+}
