@@ -388,7 +388,13 @@ fn detail_table(sec: &mut Section, cells: &[CellOut], what: &str) {
                 fmt_ms(c.lat.p99),
                 format!("{:.1}", c.per_msg(c.delta.wal)),
                 format!("{:.3}", c.per_msg(c.delta.xid)),
-                format!("{:.3}", c.per_msg(c.delta.commits)),
+                if c.sys == Sys::QueenBroker {
+                    // The broker's pooled connections outlive the cell: their statistics
+                    // reach pg_stat_database up to a second later or more.
+                    "–".into()
+                } else {
+                    format!("{:.3}", c.per_msg(c.delta.commits))
+                },
                 errors_cell(c),
             ]
         })
@@ -584,6 +590,9 @@ fn cost_table(sec: &mut Section, costs: &[CostOut]) {
     );
 }
 
+/// A system, the messages of its measured cycles, their WAL records.
+type Anatomy = (Sys, u64, Vec<waldump::Kind>);
+
 /// WAL records of one consume cycle per system at batch `b`, one consumer.
 async fn anatomy(
     env: &Env<'_>,
@@ -604,7 +613,7 @@ async fn anatomy(
     Ok((cell.msgs, kinds))
 }
 
-fn anatomy_table(sec: &mut Section, b: usize, rows_in: &[(Sys, u64, Vec<waldump::Kind>)]) {
+fn anatomy_table(sec: &mut Section, b: usize, rows_in: &[Anatomy]) {
     let mut rows = Vec::new();
     for (sys, msgs, kinds) in rows_in {
         let m = (*msgs).max(1) as f64;
@@ -762,7 +771,7 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
     };
     let produce = grid(&env, Work::Produce, &Sys::PRODUCE, &ppoints, dur).await;
     let (cycles1, cycles100) = ctx.pick((200, 20), (1000, 100));
-    let mut anat: Vec<(usize, Vec<(Sys, u64, Vec<waldump::Kind>)>)> = Vec::new();
+    let mut anat: Vec<(usize, Vec<Anatomy>)> = Vec::new();
     let mut anat_err = Vec::new();
     for (b, cycles) in [(1usize, cycles1), (100, cycles100)] {
         let mut v = Vec::new();

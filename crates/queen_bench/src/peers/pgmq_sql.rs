@@ -99,7 +99,11 @@ pub async fn install(db: &Client, _url: &str) -> BResult<String> {
 
 #[cfg(feature = "pgmq-crate")]
 pub async fn install(db: &Client, url: &str) -> BResult<String> {
-    let pool = pgmq::util::connect(url, 1).await.map_err(to_s)?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .map_err(|e| format!("sqlx pool for pgmq's installer: {}", to_s(&e)))?;
     pgmq::install::install_sql_from_embedded(&pool)
         .await
         .map_err(|e| format!("pgmq::install::install_sql_from_embedded: {}", to_s(&e)))?;
@@ -111,7 +115,7 @@ pub async fn install(db: &Client, url: &str) -> BResult<String> {
         .unwrap_or_else(|| "?".into());
     let _ = db;
     Ok(format!(
-        "`pgmq::install::install_sql_from_embedded` (feature pgmq-crate; pgmq SQL {sql_version})"
+        "`pgmq::install::install_sql_from_embedded` (feature pgmq-crate; it runs the crate's `{SCRIPT}`, pgmq SQL {sql_version})"
     ))
 }
 
