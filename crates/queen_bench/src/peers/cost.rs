@@ -17,6 +17,9 @@ pub struct Counters {
     /// pg_stat_database.xact_commit of this database (flushed by backends on exit or at
     /// most once a second while busy: exact only once the workers disconnected).
     pub commits: i64,
+    /// Checkpoints started (timed + requested): their full-page images inflate the WAL
+    /// of whatever runs next.
+    pub checkpoints: i64,
 }
 
 impl Counters {
@@ -26,7 +29,8 @@ impl Counters {
             .query_one(
                 "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
                         pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
-                        (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())",
+                        (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
+                        (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)",
                 &[],
             )
             .await
@@ -35,6 +39,7 @@ impl Counters {
             wal: r.get(0),
             xid: r.get(1),
             commits: r.get(2),
+            checkpoints: r.get(3),
         })
     }
 
@@ -43,8 +48,17 @@ impl Counters {
             wal: self.wal - before.wal,
             xid: self.xid - before.xid,
             commits: self.commits - before.commits,
+            checkpoints: self.checkpoints - before.checkpoints,
         }
     }
+}
+
+/// A checkpoint now, so that the WAL a fill writes cannot trigger one inside the
+/// measured cell that follows (nor can checkpoint_timeout, for 5 minutes).
+pub async fn checkpoint(db: &Client) -> BResult<()> {
+    db.batch_execute("CHECKPOINT")
+        .await
+        .map_err(|e| format!("CHECKPOINT: {}", to_s(&e)))
 }
 
 /// Heap (with TOAST) and index bytes, live and dead tuples of every table of a schema.
@@ -101,4 +115,40 @@ pub async fn vacuum(db: &Client, schema: &str) -> BResult<()> {
             .map_err(|e| format!("VACUUM {t}: {}", to_s(&e)))?;
     }
     Ok(())
+}
+
+/// One top-level statement's server time since the last pg_stat_statements reset.
+#[derive(Clone, Debug, Default)]
+pub struct Stmt {
+    pub query: String,
+    pub calls: i64,
+    pub mean_ms: f64,
+    pub total_ms: f64,
+}
+
+/// Top-level statements of this database by total execution time (the bench's own
+/// bookkeeping left out).
+pub async fn statements(db: &Client, schema: &str) -> BResult<Vec<Stmt>> {
+    let rows = db
+        .query(
+            &format!(
+                "SELECT query, calls, mean_exec_time, total_exec_time FROM {schema}.pg_stat_statements
+                  WHERE toplevel AND calls > 0
+                    AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    AND query !~* 'pg_stat_statements|pg_current_wal|pg_current_xact_id|pg_stat_force_next_flush|pg_config|^(BEGIN|COMMIT)'
+                  ORDER BY total_exec_time DESC LIMIT 8"
+            ),
+            &[],
+        )
+        .await
+        .map_err(to_s)?;
+    Ok(rows
+        .iter()
+        .map(|r| Stmt {
+            query: r.get(0),
+            calls: r.get(1),
+            mean_ms: r.get(2),
+            total_ms: r.get(3),
+        })
+        .collect())
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 use crate::broker_proc::Broker;
+use crate::broker_throughput::{pgss_reset, pgss_schema};
 use crate::common::{
     connect, fmt_int, fmt_ms, fmt_num, install_helpers, progress, to_s, BResult, Ctx, Summary,
 };
@@ -206,16 +207,19 @@ fn rate_guess(b: usize) -> f64 {
     }
 }
 
-/// Messages per worker for a consume cell: whole batches, at least 3.
-fn per_worker(c: usize, b: usize, dur: f64) -> usize {
-    let total = rate_guess(b) * dur * 1.3;
+/// Messages per worker for a consume cell: whole batches, at least 3, at most `cap` in
+/// all (fill and cell together must stay far below max_wal_size, or a checkpoint would
+/// land inside the cell).
+fn per_worker(c: usize, b: usize, dur: f64, cap: usize) -> usize {
+    let total = (rate_guess(b) * dur * 1.3).min(cap as f64);
     let batches = ((total / (c * b) as f64).ceil() as usize).max(3);
     batches * b
 }
 
 async fn consume_cell(env: &Env<'_>, sys: Sys, c: usize, b: usize, dur: f64) -> BResult<CellOut> {
     let fam = sys.family();
-    let per = per_worker(c, b, dur);
+    let per = per_worker(c, b, dur, env.ctx.pick(150_000, 400_000));
+    cost::checkpoint(&env.db).await?;
     systems::reset(&env.db, fam, c).await?;
     systems::fill(&env.db, fam, c, per, FILL_SEG, b, true).await?;
     run_cell(env, Work::Consume, sys, c, b, dur, (c * per) as u64).await
@@ -223,6 +227,7 @@ async fn consume_cell(env: &Env<'_>, sys: Sys, c: usize, b: usize, dur: f64) -> 
 
 async fn produce_cell(env: &Env<'_>, sys: Sys, c: usize, b: usize, dur: f64) -> BResult<CellOut> {
     let fam = sys.family();
+    cost::checkpoint(&env.db).await?;
     systems::reset(&env.db, fam, c).await?;
     if fam == Family::Queen {
         // Queue and partitions exist (one message each) before the clock starts.
@@ -395,6 +400,7 @@ fn detail_table(sec: &mut Section, cells: &[CellOut], what: &str) {
                 } else {
                     format!("{:.3}", c.per_msg(c.delta.commits))
                 },
+                c.delta.checkpoints.to_string(),
                 errors_cell(c),
             ]
         })
@@ -426,6 +432,7 @@ fn detail_table(sec: &mut Section, cells: &[CellOut], what: &str) {
             "WAL B/msg",
             "write commits/msg",
             "xact_commit/msg",
+            "checkpoints",
             "errors",
         ],
         &rows,
@@ -455,6 +462,7 @@ async fn cost_run(env: &mut Env<'_>, sys: Sys, n: usize) -> BResult<CostOut> {
     let schema = fam.schema();
     systems::reset(&env.db, fam, C).await?;
     cost::vacuum(&env.db, schema).await?;
+    cost::checkpoint(&env.db).await?;
     let base = cost::sizes(&env.db, schema).await?;
     let c0 = Counters::read(&env.db).await?;
     let t = Instant::now();
@@ -584,38 +592,93 @@ fn cost_table(sec: &mut Section, costs: &[CostOut]) {
             "… after VACUUM",
             "live / dead tuples, all consumed",
             "live / dead after VACUUM",
+            "checkpoints produce / consume",
             "errors",
         ],
         &rows,
     );
 }
 
-/// A system, the messages of its measured cycles, their WAL records.
-type Anatomy = (Sys, u64, Vec<waldump::Kind>);
-
-/// WAL records of one consume cycle per system at batch `b`, one consumer.
-async fn anatomy(
-    env: &Env<'_>,
+/// A system's measured consume cycles: their messages, WAL records and the top-level
+/// statements' server time.
+struct Anatomy {
     sys: Sys,
-    b: usize,
-    cycles: usize,
-) -> BResult<(u64, Vec<waldump::Kind>)> {
+    msgs: u64,
+    kinds: Vec<waldump::Kind>,
+    stmts: Vec<cost::Stmt>,
+}
+
+/// WAL records of one consume cycle per system at batch `b`, one consumer, and the
+/// server time of its statements (pg_stat_statements, when the cluster preloads it).
+async fn anatomy(env: &Env<'_>, sys: Sys, b: usize, cycles: usize) -> BResult<Anatomy> {
     let fam = sys.family();
+    cost::checkpoint(&env.db).await?;
     systems::reset(&env.db, fam, 1).await?;
     // Warm-up batches first (first-contact rows, caches), drained unmeasured.
     systems::fill(&env.db, fam, 1, 5 * b, FILL_SEG, b, true).await?;
     run_cell(env, Work::Consume, sys, 1, b, 120.0, 0).await?;
     systems::fill(&env.db, fam, 1, cycles * b, FILL_SEG, b, true).await?;
+    let pgss = pgss_schema(&env.db).await;
+    let timed = match &pgss {
+        Some(schema) => pgss_reset(&env.db, schema).await,
+        None => false,
+    };
     let from = waldump::lsn(&env.db).await?;
     let cell = run_cell(env, Work::Consume, sys, 1, b, 600.0, 0).await?;
     let to = waldump::lsn(&env.db).await?;
     let kinds = waldump::dump(&env.db, from, to).await?;
-    Ok((cell.msgs, kinds))
+    let stmts = match (&pgss, timed) {
+        (Some(schema), true) => cost::statements(&env.db, schema).await.unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    Ok(Anatomy {
+        sys,
+        msgs: cell.msgs,
+        kinds,
+        stmts,
+    })
+}
+
+fn statements_table(sec: &mut Section, b: usize, rows_in: &[Anatomy]) {
+    let mut rows = Vec::new();
+    for a in rows_in {
+        let m = a.msgs.max(1) as f64;
+        for st in a.stmts.iter().take(4) {
+            let q: String = st.query.split_whitespace().collect::<Vec<_>>().join(" ");
+            let q: String = q.chars().take(110).collect();
+            rows.push(vec![
+                a.sys.label().to_string(),
+                format!("`{q}`"),
+                format!("{:.3}", st.calls as f64 / m),
+                fmt_ms(st.mean_ms),
+                format!("{:.1}", st.total_ms * 1000.0 / m),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    sec.heading(format!(
+        "Server time per statement of the consume cycle, batch {b}, one consumer"
+    ));
+    sec.table(
+        &[
+            "system",
+            "top-level statement (pg_stat_statements)",
+            "calls/msg",
+            "mean server ms",
+            "server µs/msg",
+        ],
+        &rows,
+    );
 }
 
 fn anatomy_table(sec: &mut Section, b: usize, rows_in: &[Anatomy]) {
     let mut rows = Vec::new();
-    for (sys, msgs, kinds) in rows_in {
+    for Anatomy {
+        sys, msgs, kinds, ..
+    } in rows_in
+    {
         let m = (*msgs).max(1) as f64;
         let total: u64 = kinds.iter().map(|k| k.bytes).sum();
         rows.push(vec![
@@ -720,6 +783,10 @@ async fn setup(ctx: &Ctx, main_db: &Client) -> BResult<(Client, String, String)>
             to_s(&e)
         )
     })?;
+    // Server time per statement in the WAL anatomy, where the cluster preloads it.
+    let _ = db
+        .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .await;
     install_helpers(&db).await?;
     let how = pgmq_sql::install(&db, &url).await?;
     db.batch_execute(systems::PEERS_SQL)
@@ -730,6 +797,7 @@ async fn setup(ctx: &Ctx, main_db: &Client) -> BResult<(Client, String, String)>
 
 pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
     let mut sec = Section::new("5. Peers: queen_ack vs pgmq vs PgQ");
+    let load_start = loadavg();
     let (db, url, pgmq_how) = setup(ctx, main_db).await?;
     let versions = db
         .query_one(
@@ -777,7 +845,7 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
         let mut v = Vec::new();
         for sys in Sys::CONSUME {
             match anatomy(&env, sys, b, cycles).await {
-                Ok((m, k)) => v.push((sys, m, k)),
+                Ok(a) => v.push(a),
                 Err(e) => anat_err.push(format!("{} B={b}: {e}", sys.label())),
             }
         }
@@ -806,6 +874,11 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
         .batch_execute(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"))
         .await;
 
+    sec.para(format!(
+        "Load average (1/5/15 min) of the machine at the start of the section: {load_start}; at its end: {}. \
+         Other work on the machine (the load above the bench's own) makes figures noisy: compare within a run.",
+        loadavg()
+    ));
     sec.para(format!(
         "One cluster, one machine, one run; database `{DB}` of its own (created and dropped by the section). \
          Every message is the same {}-byte JSON text `{{\"id\":\"<12 digits>\",\"kind\":\"bench\",\"body\":\"xx…\"}}` \
@@ -920,6 +993,7 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
     ));
     for (b, v) in &anat {
         anatomy_table(&mut sec, *b, v);
+        statements_table(&mut sec, *b, v);
     }
     if !anat_err.is_empty() {
         sec.para(format!(
@@ -962,6 +1036,13 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
     Ok(sec)
 }
 
+/// The first three fields of /proc/loadavg.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" / "))
+        .unwrap_or_else(|_| "?".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -982,11 +1063,13 @@ mod tests {
     #[test]
     fn fills_are_whole_batches_and_sized_by_rate() {
         for (c, b) in [(1, 1), (8, 10), (64, 500), (8, 100)] {
-            let per = per_worker(c, b, 1.5);
+            let per = per_worker(c, b, 1.5, 400_000);
             assert_eq!(per % b, 0);
             assert!(per >= 3 * b);
         }
         // 8 consumers at batch 1 for 5 s: a little over 5 s at the guessed rate in all.
-        assert_eq!(per_worker(8, 1, 5.0) * 8 / 1000, 32);
+        assert_eq!(per_worker(8, 1, 5.0, 400_000) * 8 / 1000, 32);
+        // Capped: 64 consumers at batch 500 for 5 s get 400,000 messages in all.
+        assert_eq!(per_worker(64, 500, 5.0, 400_000) * 64, 416_000);
     }
 }
