@@ -626,11 +626,12 @@ async fn anatomy(env: &Env<'_>, sys: Sys, b: usize, cycles: usize) -> BResult<An
     let from = waldump::lsn(&env.db).await?;
     let cell = run_cell(env, Work::Consume, sys, 1, b, 600.0, 0).await?;
     let to = waldump::lsn(&env.db).await?;
-    let kinds = waldump::dump(&env.db, from, to).await?;
+    // Before the dump: its relation-name look-ups are statements too.
     let stmts = match (&pgss, timed) {
         (Some(schema), true) => cost::statements(&env.db, schema).await.unwrap_or_default(),
         _ => Vec::new(),
     };
+    let kinds = waldump::dump(&env.db, from, to).await?;
     Ok(Anatomy {
         sys,
         msgs: cell.msgs,
@@ -870,6 +871,8 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
         b.stop().await;
     }
     drop(env);
+    // Let the section's connection close before the drop would terminate it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let _ = main_db
         .batch_execute(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"))
         .await;
