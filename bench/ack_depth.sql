@@ -10,10 +10,12 @@ DECLARE seg int := 500; n bigint := 0;
 BEGIN
     DELETE FROM queen.queues WHERE name = p_queue;
     WHILE n < p_depth LOOP
-        PERFORM queen.log_push_one_v1(p_queue, 'Default', seg,
-            (SELECT string_agg(queen.xxh3_128(p_queue || '-h-' || (n + g)), ''::bytea ORDER BY g)
-               FROM generate_series(0, seg - 1) g),
-            -1, '\x00'::bytea, NULL, 0);
+        -- Real frames (push validates blobs): transactionIds <queue>-h-<offset>, so the
+        -- sidecar holds queen.xxh3_128(<queue>-h-<offset>); dedup window 0 after the first.
+        PERFORM queen.push(p_queue, (SELECT jsonb_agg(0) FROM generate_series(1, seg)),
+            ARRAY(SELECT p_queue || '-h-' || (n + g) FROM generate_series(0, seg - 1) g ORDER BY g));
+        UPDATE queen.queues SET dedup_window_seconds = 0
+         WHERE name = p_queue AND dedup_window_seconds <> 0;
         n := n + seg;
     END LOOP;
     -- History below the cursor: a lease-less cursor already at the end of it.
@@ -21,9 +23,6 @@ BEGIN
     SELECT p.id, 'bench', p.last_offset FROM queen.log_partitions p
       JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = p_queue;
 END $$;
-
-CREATE OR REPLACE FUNCTION pg_temp.array_to_string_bytea(a bytea[]) RETURNS bytea
-LANGUAGE sql AS $$ SELECT string_agg(x, ''::bytea ORDER BY i) FROM unnest(a) WITH ORDINALITY u(x, i) $$;
 
 CREATE OR REPLACE PROCEDURE pg_temp.run(p_queue text, p_depth bigint, p_iters int)
 LANGUAGE plpgsql AS $$
@@ -36,8 +35,8 @@ BEGIN
         SELECT last_offset + 1 INTO base FROM queen.log_partitions WHERE id = pid;
         SELECT array_agg(queen.xxh3_128(p_queue || '-b-' || (base + g)) ORDER BY g)
           INTO hashes FROM generate_series(0, 499) g;
-        PERFORM queen.log_push_one_v1(p_queue, 'Default', 500,
-            pg_temp.array_to_string_bytea(hashes), -1, '\x00'::bytea, NULL, 0);
+        PERFORM queen.push(p_queue, (SELECT jsonb_agg(0) FROM generate_series(1, 500)),
+            ARRAY(SELECT p_queue || '-b-' || (base + g) FROM generate_series(0, 499) g ORDER BY g));
         PERFORM count(*) FROM queen.log_pop_v1(p_queue, 'Default', 'bench', 500, 60, 'bench-w');
         t0 := clock_timestamp();
         r := queen.log_ack_by_hash_v1(pid, 'bench', 'bench-w', hashes, NULL);

@@ -76,8 +76,8 @@ RETURNS bytea[] LANGUAGE sql AS $$
   SELECT coalesce(array_agg(queen.xxh3_128(p_tag || ':' || g) ORDER BY g), '{}')
     FROM generate_series(p_from, p_from + p_n - 1) g $$;
 
--- Appends p_n messages (real hashes, dummy one-byte blobs, dedup window 0) in segments of
--- p_seg through queen.log_push_one_v1; the hash of offset o is xxh3_128(tag || ':' || o).
+-- Appends p_n messages (payload 0, transactionId tag:offset, dedup window 0) in segments of
+-- p_seg through queen.push; the hash of offset o is xxh3_128(tag || ':' || o).
 -- Returns the partition's last offset.
 CREATE OR REPLACE FUNCTION queen_bench.seed(p_queue text, p_partition text, p_tag text,
     p_n bigint, p_seg int) RETURNS bigint LANGUAGE plpgsql AS $$
@@ -88,10 +88,14 @@ BEGIN
   base := coalesce(last, -1) + 1;
   WHILE n < p_n LOOP
     k := least(p_seg, p_n - n);
-    PERFORM queen.log_push_one_v1(p_queue, p_partition, k,
-        (SELECT string_agg(queen.xxh3_128(p_tag || ':' || (base + n + g)), ''::bytea ORDER BY g)
-           FROM generate_series(0, k - 1) g),
-        -1, '\x00'::bytea, NULL, 0);
+    -- A real segment (push validates blobs): queen.push frames k tiny payloads with
+    -- the transactionIds tag:offset, whose hashes are xxh3_128(tag || ':' || offset).
+    PERFORM queen.push(p_queue, (SELECT jsonb_agg(0) FROM generate_series(1, k)),
+        ARRAY(SELECT p_tag || ':' || (base + n + g) FROM generate_series(0, k - 1) g ORDER BY g),
+        p_partition);
+    -- Dedup window 0 (no probe: the seed stays linear), as the first push created the queue.
+    UPDATE queen.queues SET dedup_window_seconds = 0
+     WHERE name = p_queue AND dedup_window_seconds <> 0;
     n := n + k;
   END LOOP;
   SELECT p.last_offset INTO last FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id

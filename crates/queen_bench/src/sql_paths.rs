@@ -2,7 +2,7 @@
 //! history below the cursor.
 //!
 //! A fixture is one partition `bench_sql_d<depth>` holding `depth` messages of history
-//! (segments of 500, real xxh3-128 hashes, dummy blobs) followed by `EXTRA` messages above
+//! (segments of 500 through `queen.push`, real xxh3-128 hashes, tiny payloads) followed by `EXTRA` messages above
 //! the cursor. Every timed round first puts the cursor back to `depth − 1` without a lease
 //! (`queen_bench.reset`) and leases the next batch with `log_pop_v1`, so the depth below
 //! the cursor stays exactly `depth` however many rounds run. The timed call runs inside a
@@ -388,7 +388,7 @@ pub async fn run(ctx: &Ctx, db: &Client, fixtures: &mut Fixtures) -> BResult<Sec
     }
     sec.para(format!(
         "Partition with **{}** vs **{}** messages of unpurged sidecar history below the cursor \
-         (segments of 500 pushed with `queen.log_push_one_v1`, real xxh3-128 hashes, dummy blobs). \
+         (segments of 500 pushed with `queen.push`: real frames of payload `0`, transactionIds `tag:offset`, their xxh3-128 hashes). \
          Each round resets the cursor to just below a fresh {batch}-frame lease (`log_pop_v1`), \
          so the depth stays fixed. {rounds} rounds per cell, depths and cases interleaved. \
          **server ms** = clock_timestamp() around the call inside a plpgsql wrapper (function \
