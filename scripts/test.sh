@@ -25,6 +25,8 @@ run_suite() { # name, command...
 # rustfmt and clippy -D warnings over the workspace (scripts/lint.sh).
 run_suite lint bash scripts/lint.sh
 run_suite pure cargo test -p queen_log
+# The benchmark harness's own unit tests (report parser, payloads, fill sizing).
+run_suite bench cargo test -p queen_bench
 # PostgreSQL refuses to run as root: the test cluster runs as postgres in a short path
 # (its unix socket lives there).
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
