@@ -189,3 +189,136 @@ async fn stale_and_wrong_lease_errors() {
     assert_eq!(v[0]["error"], "consumer not found");
     let _: Value = v;
 }
+
+/// Pops one partition of `q` and returns the pop.
+async fn pop_partition(b: &common::Broker, q: &str, partition: &str) -> Value {
+    let (s, v) = b
+        .get(&format!(
+            "/api/v1/pop/queue/{q}/partition/{partition}?consumerGroup=g"
+        ))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    v
+}
+
+/// Another session holds the lease row of the pop's partition, as a competing ack would:
+/// an ack of it waits and hits the statement timeout.
+async fn hold_lease_row(pop: &Value) -> tokio_postgres::Client {
+    let admin = common::admin().await;
+    let pid = pop["partitionId"].as_str().unwrap();
+    admin
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM queen.log_leases WHERE partition_id = '{pid}' FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    admin
+}
+
+fn acks_of(pops: &[&Value]) -> Value {
+    let all: Vec<Value> = pops
+        .iter()
+        .flat_map(|p| {
+            acks_for(p, "completed", None)["acknowledgments"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .collect();
+    json!({"consumerGroup": "g", "acknowledgments": all})
+}
+
+/// A broker whose statements time out after 300 ms, with ack fusion on or off.
+async fn impatient(fusion: bool) -> common::Broker {
+    start_with(|c| {
+        c.statement_timeout_ms = 300;
+        c.ack_fusion = fusion;
+    })
+    .await
+}
+
+/// What a failed group's items say: with fusion, broker.md §2 step 4's text (the flush
+/// and its SQL-path retry both failed); without, the statement's own error.
+fn assert_not_applied(answer: &Value, fusion: bool) {
+    assert_eq!(answer["success"], false, "{answer}");
+    let err = answer["error"].as_str().unwrap();
+    if fusion {
+        assert_eq!(err, "ack flush failed; lease will expire and redeliver");
+    } else {
+        assert!(
+            err.starts_with("not applied") && err.contains("statement timeout"),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn batch_over_two_partitions_answers_per_item_when_one_fails_after_the_other_applied() {
+    // Issue 12 item 4: the batch answered 503 "safe to retry" although the first
+    // partition's ack was committed; its retry then failed as "invalid or expired lease".
+    for fusion in [false, true] {
+        let b = impatient(fusion).await;
+        let q = unique("ack-split");
+        b.push(
+            json!([{"queue": q, "partition": "a", "payload": 1, "transactionId": "a1"},
+                      {"queue": q, "partition": "b", "payload": 2, "transactionId": "b1"}]),
+        )
+        .await;
+        let (pa, pb) = (
+            pop_partition(&b, &q, "a").await,
+            pop_partition(&b, &q, "b").await,
+        );
+        let holder = hold_lease_row(&pb).await;
+        let (s, v) = b.ack_batch(acks_of(&[&pa, &pb])).await;
+        assert_eq!(s, StatusCode::OK, "one group was applied: not a 5xx: {v}");
+        assert_eq!(v[0]["success"], true, "{v}");
+        assert_not_applied(&v[1], fusion);
+        holder.batch_execute("ROLLBACK").await.unwrap();
+        // The failed item was really not applied: its lease still holds, its retry works.
+        let (s, again) = b.ack_batch(acks_of(&[&pb])).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(again[0]["success"], true, "{again}");
+        let (s, _) = b
+            .get(&format!("/api/v1/pop/queue/{q}?consumerGroup=g"))
+            .await;
+        assert_eq!(s, StatusCode::NO_CONTENT, "both messages are acked");
+    }
+}
+
+#[tokio::test]
+async fn batch_whose_every_partition_fails_writes_nothing() {
+    // Without fusion nothing was applied, so the answer may be a 503 ("safe to retry");
+    // with fusion broker.md §2 fixes the per-item answer. Either way nothing is written.
+    for fusion in [false, true] {
+        let b = impatient(fusion).await;
+        let q = unique("ack-none");
+        b.push(
+            json!([{"queue": q, "partition": "a", "payload": 1, "transactionId": "a1"},
+                      {"queue": q, "partition": "b", "payload": 2, "transactionId": "b1"}]),
+        )
+        .await;
+        let (pa, pb) = (
+            pop_partition(&b, &q, "a").await,
+            pop_partition(&b, &q, "b").await,
+        );
+        let holders = [hold_lease_row(&pa).await, hold_lease_row(&pb).await];
+        let (s, v) = b.ack_batch(acks_of(&[&pa, &pb])).await;
+        if fusion {
+            assert_eq!(s, StatusCode::OK, "{v}");
+            assert_not_applied(&v[0], true);
+            assert_not_applied(&v[1], true);
+        } else {
+            assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{v}");
+        }
+        for h in &holders {
+            h.batch_execute("ROLLBACK").await.unwrap();
+        }
+        // Both leases still hold and both acks now apply.
+        let (s, v) = b.ack_batch(acks_of(&[&pa, &pb])).await;
+        assert_eq!(s, StatusCode::OK);
+        assert!(
+            v.as_array().unwrap().iter().all(|a| a["success"] == true),
+            "{v}"
+        );
+    }
+}

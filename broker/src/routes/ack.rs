@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::fusion::{Parked, Verdict};
 use crate::items::{read_ack_item, AckItem};
 use crate::metrics::Metrics;
@@ -106,9 +106,17 @@ pub async fn ack_batch(
 /// Groups, runs each group, renders in request order. With tenancy on, a group on a
 /// partition of another tenant fails before the registry or the database sees it, with
 /// the answer a nonexistent partition gets.
+///
+/// Each group is its own statement, so a batch is not one transaction: when a group
+/// fails (statement timeout on a locked cursor row, lost connection) after another one
+/// was applied, the answer is 200 with the failed group's items `success: false` and
+/// the reason, never a 5xx that would claim nothing was written (issue 12 item 4). Only
+/// when every group failed is the answer the first group's error.
 async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<Vec<Answer>> {
     let mut outs = vec![Out::default(); items.len()];
     let owned = owned_partitions(state, tenant, items.iter().map(|it| it.pid)).await?;
+    let mut first_error = None;
+    let mut applied_groups = 0;
     for g in groups(&items) {
         let members: Vec<&Item> = g.iter().map(|&i| &items[i]).collect();
         let foreign = owned.as_ref().is_some_and(|o| !o.contains(&members[0].pid));
@@ -116,11 +124,24 @@ async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<
             Metrics::add(&state.metrics.acks_sql, members.len() as u64);
             vec![Out::fail(NOT_FOUND); members.len()]
         } else {
-            ack_group(state, &members).await?
+            match ack_group(state, &members).await {
+                Ok(results) => {
+                    applied_groups += 1;
+                    results
+                }
+                Err(e) => {
+                    let out = Out::fail(not_applied(&e));
+                    first_error.get_or_insert(e);
+                    vec![out; members.len()]
+                }
+            }
         };
         for (&i, o) in g.iter().zip(results) {
             outs[i] = o;
         }
+    }
+    if let Some(e) = first_error.filter(|_| applied_groups == 0) {
+        return Err(e);
     }
     Ok(items
         .into_iter()
@@ -137,6 +158,11 @@ async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<
             redeliver_at: o.redeliver_at,
         })
         .collect())
+}
+
+/// The per-item error of a group whose statement failed while others were applied.
+fn not_applied(e: &ApiError) -> String {
+    format!("not applied ({e}); retry this item")
 }
 
 /// One item of an ack answer.
