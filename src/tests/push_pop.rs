@@ -278,35 +278,22 @@ fn push_refuses_a_blob_that_does_not_match_its_count_and_hashes() {
 #[pg_test]
 fn a_pop_that_only_leases_writes_no_wal_and_an_ack_updates_its_cursor_hot() {
     push_n("q", "Default", "t", 6);
-    lease("q", "g", "w", 2); // first contact creates the cursor (logged, once)
-    ack_hash("q", "g", "w", &["t0", "t1"], None);
-    // WAL records of this transaction only (other tests write WAL concurrently), read
-    // with pg_walinspect once the WAL writer has flushed them (it flushes in-progress WAL
-    // within wal_writer_delay).
-    Spi::run("CREATE EXTENSION IF NOT EXISTS pg_walinspect").unwrap();
+    // The insert LSN is global and other tests write WAL concurrently, so a lease is
+    // proven WAL-free when one of several leases (one per group) left it unmoved; a
+    // lease that wrote WAL would move it every time.
     let lsn = || text_of("SELECT pg_current_wal_insert_lsn()::text").unwrap();
-    let ours_since = |from: &str| {
-        let to = lsn();
-        if to == from {
-            return 0;
-        }
-        let flushed = format!("SELECT (pg_current_wal_flush_lsn() >= '{to}')::int::bigint");
-        for _ in 0..200 {
-            if i64_of(&flushed) == 1 {
-                break;
-            }
-            Spi::run("SELECT pg_sleep(0.01)").unwrap();
-        }
-        i64_of(&format!(
-            "SELECT count(*) FROM pg_get_wal_records_info('{from}', '{to}')
-              WHERE xid = pg_current_xact_id()::xid"
-        ))
-    };
-    let before = lsn();
-    assert_eq!(lease("q", "g", "w2", 2), Some((2, 3)));
-    assert_eq!(ours_since(&before), 0, "leasing wrote no WAL record (log_leases is unlogged)");
-    ack_hash("q", "g", "w2", &["t2", "t3"], None);
-    assert!(ours_since(&before) > 0, "the ack's cursor commit is logged");
+    let mut quiet = 0;
+    for k in 0..8 {
+        let g = format!("g{k}");
+        lease("q", &g, "w", 2); // first contact creates the cursor (logged, once)
+        ack_hash("q", &g, "w", &["t0", "t1"], None);
+        let before = lsn();
+        assert_eq!(lease("q", &g, "w2", 2), Some((2, 3)));
+        quiet += usize::from(lsn() == before);
+        ack_hash("q", &g, "w2", &["t2", "t3"], None);
+        assert_ne!(lsn(), before, "the ack's cursor commit is logged");
+    }
+    assert!(quiet > 0, "leasing wrote no WAL record (log_leases is unlogged)");
     let (upd, hot) = (
         i64_of("SELECT n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'log_consumers'"),
         i64_of("SELECT n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 'log_consumers'"),
