@@ -19,6 +19,8 @@ BEGIN
     IF p_queue IS NULL OR btrim(p_queue) = '' THEN
         RAISE EXCEPTION 'queue name must be a non-empty string' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- The one name rule (queen_log::names): at most 255 bytes, 22023 otherwise.
+    PERFORM queen.check_name_v1('queue', p_queue);
     IF jsonb_typeof(o) <> 'object' THEN
         RAISE EXCEPTION 'options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
     END IF;

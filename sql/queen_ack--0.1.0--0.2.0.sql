@@ -464,6 +464,19 @@ GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;
 
 -- Hardening (issue 12). ----------------------------------------------------------------
 
+-- 12.6: the one name rule for SQL callers (src/names.rs); push, pop and configure refuse a
+-- name over 255 bytes with 22023 instead of failing inside a btree index.
+CREATE FUNCTION queen.check_name_v1(
+    "p_kind" TEXT,
+    "p_name" TEXT
+) RETURNS TEXT
+IMMUTABLE STRICT PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'check_name_v1_wrapper';
+REVOKE ALL ON FUNCTION queen.check_name_v1(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.check_name_v1(text, text) TO queen_broker;
+
 -- 12.8: the FK-less sidecar and DLQ rows are deleted after the cascade, which waits for a
 -- concurrent DLQ filing; deleting them first left that filing's row behind.
 -- Delete a queue with everything hanging off it (partitions, segments, cursors by FK;
@@ -517,6 +530,8 @@ BEGIN
     IF p_queue IS NULL OR btrim(p_queue) = '' THEN
         RAISE EXCEPTION 'queue name must be a non-empty string' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- The one name rule (queen_log::names): at most 255 bytes, 22023 otherwise.
+    PERFORM queen.check_name_v1('queue', p_queue);
     IF jsonb_typeof(o) <> 'object' THEN
         RAISE EXCEPTION 'options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
     END IF;

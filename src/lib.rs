@@ -16,6 +16,7 @@ mod broker_api;
 mod db;
 mod dlq;
 mod lifecycle;
+mod names;
 mod native;
 mod pop;
 mod push;

@@ -6,6 +6,7 @@ use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use queen_log::ack::CursorState;
+use queen_log::names::NameKind;
 use queen_log::pop::{
     auto_acked, leased, parsed, plan_visible, recorded_start, requested_start, seal_hole,
     seed_offset, visible_prefix, Budget, Outcome, Span, Start,
@@ -91,6 +92,9 @@ pub fn request<'a>(
     }
     if !auto_ack && worker.is_empty() {
         bad_param("p_worker must be a non-empty lease id when leasing");
+    }
+    if let Some(g) = group {
+        crate::names::check(NameKind::ConsumerGroup, g);
     }
     PopRequest {
         group: group.unwrap_or(QUEUE_MODE),

@@ -8,6 +8,7 @@ use pgrx::JsonB;
 use queen_log::dedup::find_duplicates;
 use queen_log::frame::Frame;
 use queen_log::hash::split_hashes;
+use queen_log::names::NameKind;
 use queen_log::order::partition_lock_order;
 use queen_log::segment::{decode_segment, verify_segment};
 use queen_log::wire::{Duplicate, PushVerdict};
@@ -52,6 +53,8 @@ pub fn check_segment(msg_count: i32, hashes: &[u8], blob: &[u8]) {
 /// the queue is created again) or waits for this push. Without the lock the partition's
 /// foreign key check failed with 23503 when the delete won the race.
 pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partition: &str) {
+    crate::names::check(NameKind::Queue, queue);
+    crate::names::check(NameKind::Partition, partition);
     // Separate statements on purpose: when a concurrent push creates the same queue, the
     // INSERT waits for it and does nothing; only a statement started after that wait (a
     // fresh snapshot) sees the committed queue row the partition must hang off.

@@ -79,3 +79,36 @@ fn broker_role_executes_functions_but_cannot_write_tables() {
     Spi::run("RESET ROLE; SET LOCAL ROLE qa_stranger").unwrap();
     assert!(sqlstate_of("SELECT queen.log_renew_lease_v1('w', 5)").starts_with("42501"));
 }
+
+#[pg_test]
+fn names_over_255_bytes_are_refused_with_22023_wherever_they_would_be_stored() {
+    // Issue 12 item 6: a partition or group name of ~2,700 bytes failed inside a btree
+    // index (54000); queen_log::names is now the rule on both sides.
+    push_n("q", "Default", "t", 1);
+    let before = table_counts();
+    let long = "p".repeat(256);
+    let wide = "é".repeat(128); // 128 characters, 256 bytes
+    let rule = |kind: &str| format!("22023: {kind} name is 256 bytes long; at most 255 bytes (UTF-8) are allowed");
+    for name in [&long, &wide] {
+        assert_eq!(sqlstate_of(&format!("SELECT queen.push('q', '[1]'::jsonb, ARRAY['x'], '{name}')")), rule("partition"));
+        assert_eq!(sqlstate_of(&format!("SELECT queen.push('{name}', '[1]'::jsonb, ARRAY['x'])")), rule("queue"));
+        assert_eq!(sqlstate_of(&format!("SELECT * FROM queen.log_pop_v1('q', 'Default', '{name}', 1, 30, 'w')")), rule("consumer group"));
+        assert_eq!(sqlstate_of(&format!("SELECT * FROM queen.pop('q', 'Default', p_group => '{name}')")), rule("consumer group"));
+        assert_eq!(sqlstate_of(&format!("SELECT queen.configure_queue_v1('{name}', NULL, NULL, '{{}}')")), rule("queue"));
+        let wire = format!(
+            "SELECT queen.log_transaction_wire_v1(jsonb_build_object('pushes', jsonb_build_array(jsonb_build_object(
+               'queue', 'q', 'partition', '{name}', 'count', 1, 'hashesHex', queen.xxh3_128_hex('x'),
+               'blobB64', translate(encode({}, 'base64'), E'\\n', '')))))",
+            seg(&["x"])
+        );
+        assert_eq!(sqlstate_of(&wire), rule("partition"));
+    }
+    assert_eq!(table_counts(), before, "nothing written");
+    // 255 bytes are a name like any other.
+    let edge = "p".repeat(255);
+    assert_eq!(sqlstate_of(&format!("SELECT queen.push('q', '[1]'::jsonb, ARRAY['y'], '{edge}')")), "ok");
+    assert_eq!(sqlstate_of(&format!("SELECT * FROM queen.log_pop_v1('q', '{edge}', '{edge}', 1, 30, 'w')")), "ok");
+    assert_eq!(text_of(&format!("SELECT queen.check_name_v1('consumer group', '{edge}')")), Some(edge.clone()));
+    assert!(sqlstate_of("SELECT queen.check_name_v1('topic', 'x')").starts_with("22023: p_kind must be"));
+    assert_eq!(sqlstate_of("SELECT queen.check_name_v1('queue', '')"), "22023: queue name must not be empty");
+}
