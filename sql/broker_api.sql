@@ -78,6 +78,11 @@ BEGIN
         RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', false);
     END IF;
     v_pids := ARRAY(SELECT id FROM queen.log_partitions WHERE queue_id = v_id);
+    -- Lease rows first, in the global lock order, as every ack path does (lease row, then
+    -- cursor row): the cascade below deletes cursor rows before lease rows, so without
+    -- this a DLQ filing holding a lease row deadlocked against it (40P01).
+    PERFORM 1 FROM queen.log_leases WHERE partition_id = ANY(v_pids)
+      ORDER BY partition_id, consumer_group COLLATE "C" FOR UPDATE;
     DELETE FROM queen.queues WHERE id = v_id;
     DELETE FROM queen.log_txns WHERE partition_id = ANY(v_pids);
     DELETE FROM queen.log_dlq WHERE partition_id = ANY(v_pids);

@@ -19,7 +19,10 @@ that takes one (must be 400, item 6; 255 bytes must not be refused), lease exten
 be 400, item 12), and a slow-client phase on a broker with 2 s header/body timeouts and
 8 connections at most (item 9): clients trickling a header or a body one byte a second
 are closed within 10 s (the body ones answered 408), a ninth connection gets 503 with
-Retry-After, and a freed slot is served again.
+Retry-After, and a freed slot is served again. A DELETE-race phase (items 7 and 8): each
+round deletes a fresh queue while a first pop of a new group, a push into a new partition
+and a DLQ filing hit it at the same instant; no answer may be a 5xx other than a 503 with
+Retry-After, and no DLQ or sidecar row of a deleted partition may remain.
 """
 
 import json
@@ -378,6 +381,50 @@ def slow_clients(fail):
     log(f"hostile slow clients: {json.dumps(summary, sort_keys=True)}; over-cap answer {ans[:12]!r}")
 
 
+DELETE_RACE_ROUNDS = 600 if LONG else 120
+
+
+def delete_races(port, fail):
+    """Items 7 and 8: DELETE of a queue racing the calls that create rows under it."""
+    setup = Client(port)
+    statuses = {}
+    lock = threading.Lock()
+
+    def hit(method, path, body):
+        st, resp = Client(port).json(method, path, body)
+        with lock:
+            statuses[f"{method} {path.split('/')[3]} {st}"] = statuses.get(f"{method} {path.split('/')[3]} {st}", 0) + 1
+        fail.check(st < 500 or st == 503, f"delete race: {method} {path} -> {st} {str(resp)[:160]}")
+        return st, resp
+
+    for r in range(DELETE_RACE_ROUNDS):
+        qn = f"{RUN}_del{r}"
+        setup.json("POST", "/api/v1/configure", {"queue": qn, "options": {"retryLimit": 0, "deadLetterQueue": True}})
+        setup.json("POST", "/api/v1/push", {"items": [{"queue": qn, "payload": r, "transactionId": "poison"}]})
+        st, pop = setup.json("GET", f"/api/v1/pop/queue/{qn}?consumerGroup=g")
+        acks = [] if st != 200 else [{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                                      "leaseId": pop["leaseId"], "status": "failed", "error": "boom"}
+                                     for m in pop["messages"]]
+        calls = [("DELETE", f"/api/v1/resources/queues/{qn}", None),
+                 ("GET", f"/api/v1/pop/queue/{qn}?consumerGroup=new{r}", None),
+                 ("POST", "/api/v1/push", {"items": [{"queue": qn, "partition": f"p{r}", "payload": 1,
+                                                      "transactionId": f"t{r}"}]}),
+                 ("POST", "/api/v1/ack/batch", {"consumerGroup": "g", "acknowledgments": acks})]
+        threads = [threading.Thread(target=hit, args=c) for c in calls]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    orphans = Psql().query(
+        "SELECT (SELECT count(*) FROM queen.log_dlq d WHERE NOT EXISTS "
+        "(SELECT 1 FROM queen.log_partitions p WHERE p.id = d.partition_id)) + "
+        "(SELECT count(*) FROM queen.log_txns t WHERE NOT EXISTS "
+        "(SELECT 1 FROM queen.log_partitions p WHERE p.id = t.partition_id))")
+    fail.check(orphans == ["0"], f"delete race left rows of deleted partitions: {orphans}")
+    log(f"hostile delete races: {DELETE_RACE_ROUNDS} rounds, answers {json.dumps(statuses, sort_keys=True)}, "
+        f"orphan rows {orphans}")
+
+
 def pop_path(rnd):
     queue = pick(rnd, [QUEUE] * 5 + ["%00", "%FF", "x" * 300, "%E2%80%AE", "no_such_queue", "a%2Fb"])
     path = f"/api/v1/pop/queue/{queue}"
@@ -556,6 +603,8 @@ def main():
     fail.check(not panics, f"broker panicked: {panics[:3]}")
     crashes = backend_crashes_in(pg_log_since(log_off))
     fail.check(not crashes, f"PostgreSQL backends crashed: {crashes[:3]}")
+    delete_races(broker.port, fail)
+    fail.check(broker.alive(), "broker died in the delete races")
     broker.stop()
     slow_clients(fail)
     log(f"hostile figures: inputs tried={N_INPUTS} 2xx={outcomes['2xx']} 4xx={outcomes['4xx']} "
