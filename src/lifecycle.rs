@@ -123,6 +123,7 @@ fn step(
             deleted: 0,
             messages: 0,
             expired: 0,
+            expired_messages: 0,
             new_log_start: None,
             evicted: 0,
             done: true,
@@ -137,6 +138,7 @@ fn step(
     };
     let prefix = retention_prefix(&segs, rules, max_rows as usize);
     let gone = &segs[..prefix.len];
+    let count = |s: &[SegmentAge]| s.iter().map(|s| s.end - s.base + 1).sum::<i64>();
     if let Some(last) = gone.last() {
         q(
             client,
@@ -161,8 +163,10 @@ fn step(
     };
     RetentionStep {
         deleted: gone.len() as i64,
-        messages: gone.iter().map(|s| s.end - s.base + 1).sum(),
+        messages: count(gone),
         expired: prefix.expired as i64,
+        // The expired segments are the prefix's tail: rule 2 alone stopped before them.
+        expired_messages: count(&gone[prefix.len - prefix.expired..]),
         new_log_start: Some(start),
         evicted,
         done: prefix.len < max_rows as usize,

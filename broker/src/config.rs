@@ -67,6 +67,14 @@ pub struct Config {
     /// `QUEEN_SHUTDOWN_DRAIN_MS`: on SIGTERM/ctrl-c, longest wait for in-flight requests
     /// (parked long-polls answer 204 at once) before the remaining connections are cut.
     pub shutdown_drain_ms: u64,
+    /// `QUEEN_MAINTENANCE_INTERVAL_MS`: how often the broker runs `CALL
+    /// queen.run_maintenance()` on a connection of its own; 0 = never (pg_cron or an
+    /// operator runs it instead).
+    pub maintenance_interval_ms: u64,
+    /// `QUEEN_MAINTENANCE_BUDGET_MS`: one run's time budget (`p_time_budget_ms`).
+    pub maintenance_budget_ms: u64,
+    /// `QUEEN_MAINTENANCE_MAX_ROWS`: rows per step (`p_max_rows`).
+    pub maintenance_max_rows: u32,
 }
 
 impl Config {
@@ -111,6 +119,11 @@ impl Config {
             body_read_timeout_ms: num(&get, "QUEEN_BODY_READ_TIMEOUT_MS", 60_000)?,
             max_connections: num(&get, "QUEEN_MAX_CONNECTIONS", 1024)?,
             shutdown_drain_ms: num(&get, "QUEEN_SHUTDOWN_DRAIN_MS", 10_000)?,
+            maintenance_interval_ms: num(&get, "QUEEN_MAINTENANCE_INTERVAL_MS", 10_000)?,
+            maintenance_budget_ms: num(&get, "QUEEN_MAINTENANCE_BUDGET_MS", 5_000)?
+                .clamp(1, i32::MAX as u64),
+            maintenance_max_rows: num(&get, "QUEEN_MAINTENANCE_MAX_ROWS", 1_000)?
+                .clamp(1, i32::MAX as u32),
         })
     }
 
@@ -141,7 +154,8 @@ impl fmt::Display for Config {
              ack_registry={} ack_registry_mb={} ack_fusion={} ack_fusion_shards={} \
              ack_fusion_max_inflight={} ack_fusion_hold_ms={} pool_timeout_ms={} tenancy={} max_batch={} \
              max_push_items={} dedup_cache_mb={} metrics_queue_series={} max_lease_seconds={} \
-             header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={}",
+             header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={} \
+             maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -164,7 +178,10 @@ impl fmt::Display for Config {
             self.header_read_timeout_ms,
             self.body_read_timeout_ms,
             self.max_connections,
-            self.shutdown_drain_ms
+            self.shutdown_drain_ms,
+            self.maintenance_interval_ms,
+            self.maintenance_budget_ms,
+            self.maintenance_max_rows
         )
     }
 }

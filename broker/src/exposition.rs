@@ -6,7 +6,8 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use crate::metrics::{header, label, scalar};
+use crate::maintenance::MaintenanceStats;
+use crate::metrics::{header, label, load, scalar};
 use crate::state::AppState;
 
 /// The whole `/metrics` text: the broker's counters, the ack registry, ack fusion and the
@@ -168,6 +169,7 @@ pub fn render(state: &AppState) -> String {
     ] {
         scalar(&mut out, name, "counter", help, v);
     }
+    render_maintenance(&mut out, &state.maintenance);
     let p = state.pool.status();
     let in_use = p.size.saturating_sub(p.available);
     for (name, help, v) in [
@@ -196,6 +198,87 @@ pub fn render(state: &AppState) -> String {
         scalar(&mut out, name, "gauge", help, v as u64);
     }
     out
+}
+
+/// The maintenance loop's counters (crate::maintenance): deletions per retention rule,
+/// evictions, sidecar purge, orphans, runs by outcome, and the last completed run.
+fn render_maintenance(out: &mut String, m: &MaintenanceStats) {
+    header(
+        out,
+        "queen_maintenance_runs_total",
+        "counter",
+        "CALL queen.run_maintenance() by this broker, by outcome (skipped: another runner held the lock).",
+    );
+    for (result, c) in [
+        ("ran", &m.runs),
+        ("skipped", &m.skipped),
+        ("failed", &m.failed),
+    ] {
+        let _ = writeln!(
+            out,
+            "queen_maintenance_runs_total{{result=\"{result}\"}} {}",
+            load(c)
+        );
+    }
+    for (name, help, by_rule) in [
+        (
+            "queen_maintenance_segments_deleted_total",
+            "Segments deleted by retention, by rule (expired: retentionSeconds; completed: completedRetentionSeconds).",
+            [&m.segments_expired, &m.segments_completed],
+        ),
+        (
+            "queen_maintenance_messages_deleted_total",
+            "Messages in the segments deleted by retention, by rule.",
+            [&m.messages_expired, &m.messages_completed],
+        ),
+    ] {
+        header(out, name, "counter", help);
+        for (rule, c) in ["expired", "completed"].iter().zip(by_rule) {
+            let _ = writeln!(out, "{name}{{rule=\"{rule}\"}} {}", load(c));
+        }
+    }
+    for (name, help, c) in [
+        (
+            "queen_maintenance_messages_evicted_total",
+            "Messages consumer groups lost unconsumed to retention (rule 1).",
+            &m.evicted,
+        ),
+        (
+            "queen_maintenance_sidecar_rows_purged_total",
+            "Sidecar (transactionId hash) rows purged past the dedup window.",
+            &m.sidecar_rows,
+        ),
+        (
+            "queen_maintenance_orphan_rows_removed_total",
+            "Rows of partitions or queues that no longer exist, removed.",
+            &m.orphan_rows,
+        ),
+    ] {
+        scalar(out, name, "counter", help, load(c));
+    }
+    let last = *m.last.lock().expect("maintenance stats poisoned");
+    if let Some(l) = last {
+        for (name, help, v) in [
+            (
+                "queen_maintenance_last_run_timestamp_seconds",
+                "When the last completed run ended (Unix time).",
+                l.unix_seconds,
+            ),
+            (
+                "queen_maintenance_last_run_duration_seconds",
+                "How long the last completed run took.",
+                l.duration_seconds,
+            ),
+            (
+                "queen_maintenance_backlog",
+                "1 when the last completed run ran out of its time budget with work left.",
+                f64::from(u8::from(l.more)),
+            ),
+        ] {
+            header(out, name, "gauge", help);
+            let _ = writeln!(out, "{name} {v}");
+        }
+    }
 }
 
 /// How long one reading of the statistics serves `/metrics` scrapes: a scraper (or

@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::dedup::DedupCache;
 use crate::error::ApiResult;
 use crate::fusion::Fusion;
+use crate::maintenance::MaintenanceStats;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 
@@ -30,6 +31,8 @@ pub struct Inner {
     pub dedup: DedupCache,
     /// Present when `QUEEN_ACK_FUSION` is on (and the registry, which feeds it).
     pub fusion: Option<Fusion>,
+    /// What the maintenance loop did (crate::maintenance).
+    pub maintenance: MaintenanceStats,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
     /// Becomes true once shutdown begins: parked long-polls answer 204 at once.
@@ -63,16 +66,19 @@ impl AppState {
                 config.ack_fusion_max_inflight,
             )
         });
-        Ok(AppState(Arc::new(Inner {
+        let state = AppState(Arc::new(Inner {
             fusion,
             registry: Registry::new(&config),
             dedup: DedupCache::new(config.dedup_cache_mb),
             config,
             pool,
             metrics: Metrics::default(),
+            maintenance: MaintenanceStats::default(),
             wakers: Mutex::new(HashMap::new()),
             stopping: tokio::sync::watch::Sender::new(false),
-        })))
+        }));
+        crate::maintenance::start(&state);
+        Ok(state)
     }
 
     /// Shutdown has begun (server.rs): every parked long-poll answers 204 now instead

@@ -30,8 +30,8 @@ fn retention_rule1_deletes_old_unconsumed_data_moves_the_lagging_cursor_and_coun
     push_n("q", "Default", "new", 2);
     lease("q", "g", "w", 1); // group g committed nothing yet, holds a lease on offset 0
     let r = retention_step("q", "clock_timestamp() - interval '1 hour'", "NULL", 100);
-    assert_eq!(r, serde_json::json!({"deleted": 2, "messages": 5, "expired": 2, "new_log_start": 5,
-                                     "evicted": 5, "done": true}));
+    assert_eq!(r, serde_json::json!({"deleted": 2, "messages": 5, "expired": 2, "expired_messages": 5,
+                                     "new_log_start": 5, "evicted": 5, "done": true}));
     assert_eq!(i64_of("SELECT log_start FROM queen.log_partitions"), 5);
     assert_eq!(cursor("q", "g"), "4|-|-|0|-|0|0", "moved to log_start - 1, lease of evicted offsets released");
     assert_eq!(i64_of("SELECT evicted FROM queen.consumer_lag WHERE consumer_group = 'g'"), 5);
@@ -52,6 +52,7 @@ fn retention_rule2_never_deletes_what_a_group_still_needs_and_keeps_a_partly_con
     let cut = "clock_timestamp() - interval '1 hour'";
     let r = retention_step("q", "NULL", cut, 100);
     assert_eq!((r["deleted"].as_i64(), r["expired"].as_i64(), r["evicted"].as_i64()), (Some(1), Some(0), Some(0)), "{r}");
+    assert_eq!((r["messages"].as_i64(), r["expired_messages"].as_i64()), (Some(3), Some(0)), "{r}");
     assert_eq!(r["new_log_start"], 3);
     assert_eq!(cursor("q", "slow"), "3|-|-|0|-|0|4", "the slow group is untouched");
     // A group subscribed to the queue without a cursor here yet still needs everything.

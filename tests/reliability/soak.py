@@ -3,6 +3,12 @@
 consumer groups, mixing every ack shape with injected faults, then a drain and a full
 accounting against the database.
 
+The broker runs its maintenance loop every second meanwhile (issue 11): QA deletes what
+both groups consumed (completedRetentionSeconds), QR deletes everything older than a few
+seconds (retentionSeconds) while g2 does not read it until the drain, so g2 loses messages
+to retention. Every message is accounted for: ok-acked, dead-lettered, dropped (QB) or
+evicted, and the evictions the database counted equal the messages no ack or DLQ row took.
+
 Short form: ~45 s of load + a drain bounded at 45 s. Long form (RELIABILITY_LONG=1): 300 s.
 """
 
@@ -26,7 +32,10 @@ GROUPS = ["g1", "g2"]
 RUN = f"rel{int(time.time())}{random.Random(SEED).randrange(1000):03d}"
 QA = f"{RUN}_dlq"      # DLQ on, retryLimit 2
 QB = f"{RUN}_drop"     # DLQ off: exhausted nacks are dropped
-QUEUES = [QA, QB]
+QR = f"{RUN}_ret"      # DLQ on, retryLimit 2, retentionSeconds: old segments go unconsumed
+QUEUES = [QA, QB, QR]
+LOAD_QUEUES = {"g1": QUEUES, "g2": [QA, QB]}  # g2 leaves QR alone until the drain
+RETENTION_SECONDS = 4
 
 fail = Failures()
 stats = Stats()
@@ -76,20 +85,24 @@ def producer(idx, port):
         except Exception as e:
             fail.add(f"push dropped: {e!r}")
             continue
-        if st != 201 or not isinstance(body, list) or len(body) != len(items):
-            fail.add(f"push answered {st}: {str(body)[:200]}")
-            continue
-        with lock:
-            for it, r in zip(items, body):
-                if r.get("status") != "queued" or r.get("offset") is None:
-                    fail.add(f"push item not queued: {r}")
-                    continue
-                key = (r["partition_id"], r["offset"])
-                if key in pushed:
-                    fail.add(f"offset allocated twice: {key}")
-                pushed[key] = (it["queue"], it["transactionId"])
-                pid_queue[r["partition_id"]] = it["queue"]
+        record_push(items, st, body)
         time.sleep(rnd.uniform(0.0, 0.03))
+
+
+def record_push(items, st, body):
+    if st != 201 or not isinstance(body, list) or len(body) != len(items):
+        fail.add(f"push answered {st}: {str(body)[:200]}")
+        return
+    with lock:
+        for it, r in zip(items, body):
+            if r.get("status") != "queued" or r.get("offset") is None:
+                fail.add(f"push item not queued: {r}")
+                continue
+            key = (r["partition_id"], r["offset"])
+            if key in pushed:
+                fail.add(f"offset allocated twice: {key}")
+            pushed[key] = (it["queue"], it["transactionId"])
+            pid_queue[r["partition_id"]] = it["queue"]
 
 
 # ------------------------------------------------------------------ consumers
@@ -140,7 +153,8 @@ def send_acks(c, group, items, what, single=False):
             key = (group, m["partitionId"], m["offset"])
             if r.get("success"):
                 if status in (None, "completed", "ok", "success", "acked"):
-                    acked_ok.add(key)
+                    if not r.get("noop"):
+                        acked_ok.add(key)
                 else:
                     nacked[key] = nacked.get(key, 0) + 1
                     if r.get("dlq"):
@@ -156,8 +170,8 @@ def consumer(group, idx, port):
     c = Client(port, stats)
     pending = []  # (deadline, msgs, lease) of partial acks whose remainder we ack later
     while not stop_consume.is_set():
-        queue = rnd.choice(QUEUES)
         clean = drain.is_set()
+        queue = rnd.choice(QUEUES if clean else LOAD_QUEUES[group])
         lease_s = 5 if clean else rnd.choice([1, 2, 3])
         batch = rnd.randint(1, 12)
         if rnd.random() < 0.3 and not clean:
@@ -182,16 +196,7 @@ def consumer(group, idx, port):
             continue
         msgs = body["messages"]
         lease = body["leaseId"]
-        with lock:
-            for m in msgs:
-                key = (m["partitionId"], m["offset"])
-                dk = (group, m["partitionId"], m["offset"])
-                deliveries[dk] = deliveries.get(dk, 0) + 1
-                exp = pushed.get(key)
-                if exp is not None and exp[1] != m["transactionId"]:
-                    fail.add(f"offset {key} delivered txn {m['transactionId']} but pushed {exp[1]}")
-                if m.get("leaseId") != lease:
-                    fail.add(f"message leaseId {m.get('leaseId')} != pop leaseId {lease}")
+        record_pop(group, body)
         offs = [m["offset"] for m in msgs]
         if offs != list(range(offs[0], offs[0] + len(offs))) and len({m["partitionId"] for m in msgs}) == 1:
             fail.add(f"pop batch not contiguous: {offs}")
@@ -213,7 +218,8 @@ def consumer(group, idx, port):
                 fail.add(f"extend of a live lease renewed nothing: {rb}")
             time.sleep(min(lease_s + 0.3, 1.2))  # past the original expiry: only the renewal keeps it
             body2 = send_acks(c, group, [(m, None, lease) for m in msgs], "renewed-ack")
-            if young and body2 and not all(x.get("success") for x in body2):
+            # (on QR, retention may take a renewed batch away: its ack then fails honestly)
+            if young and body2 and queue != QR and not all(x.get("success") for x in body2):
                 fail.add(f"ack under a renewed lease failed: {body2[:2]}")
         elif r < 0.53 and n > 1:
             k = rnd.randint(1, n - 1)
@@ -228,7 +234,7 @@ def consumer(group, idx, port):
             send_acks(c, group, [(m, None, None) for m in msgs], "leaseless-ack")
         elif r < 0.85:
             i = rnd.randrange(n)
-            kinds = ["failed", "retry", "dlq"] if queue == QA else ["failed", "retry"]
+            kinds = ["failed", "retry", "dlq"] if queue != QB else ["failed", "retry"]
             kind = rnd.choice(kinds)
             bump(faults, "nack_" + kind)
             items = [(m, None, lease) for m in msgs[:i]] + [(msgs[i], kind, lease)]
@@ -249,6 +255,36 @@ def consumer(group, idx, port):
             send_acks(c, group, [(m, None, ls) for m in rest], "partial-rest")
 
 
+def record_pop(group, body):
+    with lock:
+        for m in body["messages"]:
+            key = (m["partitionId"], m["offset"])
+            dk = (group, m["partitionId"], m["offset"])
+            deliveries[dk] = deliveries.get(dk, 0) + 1
+            exp = pushed.get(key)
+            if exp is not None and exp[1] != m["transactionId"]:
+                fail.add(f"offset {key} delivered txn {m['transactionId']} but pushed {exp[1]}")
+            if m.get("leaseId") != body["leaseId"]:
+                fail.add(f"message leaseId {m.get('leaseId')} != pop leaseId {body['leaseId']}")
+
+
+def seed_retention_cursors(c):
+    """Gives both groups a cursor on every QR partition before the load: retention counts
+    what a group loses against its cursor; a group that never read a partition has none
+    there (it starts at log_start when it first does)."""
+    items = [{"queue": QR, "partition": f"p{i}", "payload": {"seed": i}, "transactionId": f"{RUN}-seed-{i}"}
+             for i in range(PARTITIONS)]
+    st, body = c.json("POST", "/api/v1/push", {"items": items})
+    record_push(items, st, body)
+    for g in GROUPS:
+        for i in range(PARTITIONS):
+            st, body = c.json("GET", f"/api/v1/pop/queue/{q(QR)}/partition/p{i}?batch=1&consumerGroup={g}")
+            if not fail.check(st == 200, f"seed pop {g}/p{i}: {st} {body}"):
+                continue
+            record_pop(g, body)
+            send_acks(c, g, [(m, None, body["leaseId"]) for m in body["messages"]], "seed-ack")
+
+
 # ------------------------------------------------------------------ late joiners
 
 
@@ -258,13 +294,13 @@ late = {"joins": 0}
 def prober(idx, port):
     """Consumer groups joining mid-stream: a queue-level pop of a brand-new named group
     (subscriptionMode=new, autoAck) registers the group and seeds a cursor on every
-    partition while producers push. These groups are not part of the accounting."""
+    partition of QB while producers push. These groups are not part of the accounting."""
     rnd = random.Random(SEED * 31337 + idx)
     c = Client(port, stats)
     n = 0
     while not stop_produce.is_set():
         n += 1
-        queue = rnd.choice(QUEUES)
+        queue = QB  # a late group's cursors lag forever: on QA they would hold back rule 2
         try:
             st, body = c.json("GET", f"/api/v1/pop/queue/{q(queue)}?batch=5&consumerGroup=late{idx}_{n}"
                                      f"&subscriptionMode=new&autoAck=true")
@@ -285,7 +321,7 @@ SAMPLE_SQL = """
 SELECT c.partition_id, c.consumer_group, c.committed
   FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
   JOIN queen.queues qu ON qu.id = p.queue_id
- WHERE qu.name IN ('{a}', '{b}')""".format(a=QA, b=QB)
+ WHERE qu.name IN ('{a}', '{b}', '{r}')""".format(a=QA, b=QB, r=QR)
 
 samples = {"n": 0, "rows": 0, "backward": 0}
 
@@ -320,24 +356,39 @@ def sampler():
 # ------------------------------------------------------------------ main
 
 
+def maintenance_metrics(c):
+    """The broker's queen_maintenance_* samples from /metrics, by series."""
+    st, data = c.request("GET", "/metrics")
+    out = {}
+    for line in data.decode().splitlines() if st == 200 else []:
+        if line.startswith("queen_maintenance_"):
+            name, _, v = line.rpartition(" ")
+            out[name] = float(v)
+    return out
+
+
 def all_committed():
     rows = psql(f"""
 SELECT count(*) FILTER (WHERE c.committed IS DISTINCT FROM p.last_offset), count(*)
   FROM queen.log_partitions p JOIN queen.queues qu ON qu.id = p.queue_id
   CROSS JOIN (VALUES ('g1'), ('g2')) g(name)
   LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = g.name
- WHERE qu.name IN ('{QA}', '{QB}') AND p.last_offset >= 0""")
+ WHERE qu.name IN ('{QA}', '{QB}', '{QR}') AND p.last_offset >= 0""")
     return int(rows[0][0]) == 0, int(rows[0][0])
 
 
 def main():
     t_start = time.time()
     log_off = pg_log_size()
-    broker = Broker("soak")
+    broker = Broker("soak", env={"QUEEN_MAINTENANCE_INTERVAL_MS": "1000"})
     broker.start()
     c = Client(broker.port, stats)
-    configure(c, QA, leaseTime=3, retryLimit=2, deadLetterQueue=True, dlqAfterMaxRetries=True)
+    configure(c, QA, leaseTime=3, retryLimit=2, deadLetterQueue=True, dlqAfterMaxRetries=True,
+              completedRetentionSeconds=2)
     configure(c, QB, leaseTime=3, retryLimit=1, deadLetterQueue=False, dlqAfterMaxRetries=False)
+    configure(c, QR, leaseTime=3, retryLimit=2, deadLetterQueue=True, dlqAfterMaxRetries=True,
+              retentionSeconds=RETENTION_SECONDS)
+    seed_retention_cursors(c)
     log(f"soak: run {RUN}, broker :{broker.port}, {SOAK_SECONDS}s load, {len(QUEUES)}x{PARTITIONS} "
         f"partitions, groups {GROUPS}")
 
@@ -373,16 +424,16 @@ def main():
     for pid_, grp, off in psql(f"""
 SELECT c.partition_id, c.consumer_group, c.committed FROM queen.log_consumers c
   JOIN queen.log_partitions p ON p.id = c.partition_id JOIN queen.queues qu ON qu.id = p.queue_id
- WHERE qu.name IN ('{QA}', '{QB}')"""):
+ WHERE qu.name IN ('{QA}', '{QB}', '{QR}')"""):
         committed[(grp, pid_)] = int(off)
     last_off = {r[0]: int(r[1]) for r in psql(f"""
 SELECT p.id, p.last_offset FROM queen.log_partitions p JOIN queen.queues qu ON qu.id = p.queue_id
- WHERE qu.name IN ('{QA}', '{QB}')""")}
+ WHERE qu.name IN ('{QA}', '{QB}', '{QR}')""")}
     dlq_rows = {}
     for pid_, grp, off in psql(f"""
 SELECT d.partition_id, d.consumer_group, d."offset" FROM queen.log_dlq d
  WHERE d.partition_id IN (SELECT p.id FROM queen.log_partitions p JOIN queen.queues qu ON qu.id = p.queue_id
-                           WHERE qu.name IN ('{QA}', '{QB}'))"""):
+                           WHERE qu.name IN ('{QA}', '{QB}', '{QR}'))"""):
         k = (grp, pid_, int(off))
         dlq_rows[k] = dlq_rows.get(k, 0) + 1
     for k, n in dlq_rows.items():
@@ -395,13 +446,16 @@ SELECT d.partition_id, d.consumer_group, d."offset" FROM queen.log_dlq d
     n_pushed = len(pushed)
     fail.check(n_pushed == sum(v + 1 for p, v in last_off.items() if p in pid_queue),
                "pushed count != sum of last_offset+1 over partitions")
-    counts = {g: {"committed_ok": 0, "dlq": 0, "dropped": 0} for g in GROUPS}
+    counts = {g: {"committed_ok": 0, "dlq": 0, "dropped": 0, "evicted": 0} for g in GROUPS}
     for (pid_, off), (queue, txn) in pushed.items():
         for g in GROUPS:
             cm = committed.get((g, pid_), -1)
             if not fail.check(off <= cm, f"{g}: pushed {pid_}@{off} not committed (committed {cm})"):
                 continue
             k = (g, pid_, off)
+            if queue == QR and k not in dlq_rows and k not in acked_ok:
+                counts[g]["evicted"] += 1  # retention took it before this group did
+                continue
             fail.check(deliveries.get(k, 0) >= 1, f"{g}: {pid_}@{off} committed but never delivered")
             if k in dlq_rows:
                 counts[g]["dlq"] += 1
@@ -411,6 +465,14 @@ SELECT d.partition_id, d.consumer_group, d."offset" FROM queen.log_dlq d
                 counts[g]["dropped"] += 1
                 fail.check(queue == QB, f"{g}: {pid_}@{off} of DLQ-enabled queue committed without ok-ack or DLQ row")
                 fail.check(k in nacked, f"{g}: {pid_}@{off} dropped but never nacked by a client")
+    evicted_db = {g: int(n) for g, n in psql(f"""
+SELECT consumer_group, sum(evicted) FROM queen.consumer_lag
+ WHERE queue = '{QR}' AND consumer_group IN ('g1', 'g2') GROUP BY 1""")}
+    for g in GROUPS:
+        fail.check(evicted_db.get(g, 0) == counts[g]["evicted"],
+                   f"{g}: the database counted {evicted_db.get(g, 0)} evicted on {QR}, "
+                   f"but {counts[g]['evicted']} messages were neither ok-acked nor dead-lettered")
+    fail.check(counts["g2"]["evicted"] > 0, f"g2 skipped {QR} for {SOAK_SECONDS}s and lost nothing to retention")
     n_deliv = sum(deliveries.values())
     dups = sum(v - 1 for v in deliveries.values() if v > 1)
 
@@ -431,13 +493,20 @@ SELECT d.partition_id, d.consumer_group, d."offset" FROM queen.log_dlq d
             st, body = c.json("GET", f"/api/v1/dlq?queue={q(queue)}&consumerGroup={g}&limit=1")
             total = body.get("pagination", {}).get("total") if isinstance(body, dict) else None
             fail.check(st == 200 and total == want, f"GET /dlq {queue}/{g}: {st} total={total}, want {want}")
+    maint = maintenance_metrics(c)
+    fail.check(maint.get('queen_maintenance_runs_total{result="ran"}', 0) >= 5, f"maintenance ran too rarely: {maint}")
+    fail.check(maint.get('queen_maintenance_runs_total{result="failed"}', 1) == 0, f"maintenance runs failed: {maint}")
+    for rule in ("expired", "completed"):
+        fail.check(maint.get(f'queen_maintenance_segments_deleted_total{{rule="{rule}"}}', 0) > 0,
+                   f"retention rule {rule} deleted nothing: {maint}")
     broker.stop()
 
     log(f"soak figures: pushed={n_pushed} partitions={len(pids)} groups={len(GROUPS)}")
     for g in GROUPS:
         tot = sum(counts[g].values())
         log(f"  group {g}: committed(ok-acked)={counts[g]['committed_ok']} dead-lettered={counts[g]['dlq']} "
-            f"dropped(DLQ-off queue)={counts[g]['dropped']} total={tot}")
+            f"dropped(DLQ-off queue)={counts[g]['dropped']} evicted(retention)={counts[g]['evicted']} total={tot}")
+    log("  maintenance: " + ", ".join(f"{k.removeprefix('queen_maintenance_')}={v:g}" for k, v in sorted(maint.items())))
     log(f"  delivered={n_deliv} (distinct {len(deliveries)}) duplicates-redelivered={dups}")
     log(f"  faults injected={sum(faults.values())} {json.dumps(faults, sort_keys=True)}; "
         f"late-joining groups={late['joins']}")

@@ -30,6 +30,9 @@ pub async fn start() -> Broker {
 pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Broker {
     let mut cfg = Config::for_database(&broker_url());
     cfg.pool_size = 4;
+    // Maintenance deletes what retention says, database-wide: only the tests of it turn
+    // the loop on, so no other test sees rows vanish under it.
+    cfg.maintenance_interval_ms = 0;
     adjust(&mut cfg);
     let state = AppState::new(cfg).expect("broker state");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");

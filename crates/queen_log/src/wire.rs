@@ -420,6 +420,31 @@ pub struct DlqDeleted {
     pub ids: Vec<Uuid>,
 }
 
+/// The report of `CALL queen.run_maintenance()` (its INOUT argument, sql/lifecycle.sql).
+/// `ran: false` (with `reason`) when another runner held the lock; every count is then 0.
+/// Segments and messages are totals over both retention rules; the `expired` ones are
+/// what rule 1 alone took.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct MaintenanceReport {
+    pub ran: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub partitions: i64,
+    pub segments: i64,
+    pub messages: i64,
+    pub expired_segments: i64,
+    pub expired_messages: i64,
+    pub evicted: i64,
+    pub sidecar_rows: i64,
+    pub orphan_rows: i64,
+    /// The time budget ran out with work left.
+    pub more: bool,
+    /// Another runner took the lock between two steps.
+    pub interrupted: bool,
+    pub duration_ms: f64,
+}
+
 /// `log_txns_purge_step_v1` (contract §10, §13). `clamped`: the cutoff asked for was
 /// later than the partition's clock allows, and the clock's cutoff was used instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -432,12 +457,16 @@ pub struct PurgeStep {
 
 /// `log_retention_step_v1` (contract §13). `deleted` counts whole segments; `messages`
 /// the messages in them; `expired` the segments only rule 1 allowed (some group had not
-/// consumed them); `evicted` the messages cursors lost unconsumed.
+/// consumed them) and `expired_messages` the messages in those; `evicted` the messages
+/// cursors lost unconsumed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetentionStep {
     pub deleted: i64,
     pub messages: i64,
     pub expired: i64,
+    /// Messages in the `expired` segments (rule 1 alone took them; `messages` counts all).
+    #[serde(default)]
+    pub expired_messages: i64,
     pub new_log_start: Option<i64>,
     pub evicted: i64,
     pub done: bool,

@@ -1,0 +1,222 @@
+//! The maintenance loop (issue 11): every `QUEEN_MAINTENANCE_INTERVAL_MS` the broker runs
+//! `CALL queen.run_maintenance(budget, max_rows)` on a connection of its own, so a run
+//! never takes a slot of the request pool and a saturated pool never starves retention.
+//!
+//! The procedure serializes runners with an advisory lock: with N brokers on one
+//! database, a broker whose call finds the lock taken counts a skipped run and tries again
+//! next interval. A run that reports `more` (its time budget ran out with work left) is
+//! followed by the next one at once instead of after a full interval, so a backlog drains
+//! at the budget's pace. Failures (database down, a step refused) are logged and counted;
+//! the connection is opened again on the next run.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use queen_log::wire::MaintenanceReport;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+use crate::config::Config;
+use crate::state::AppState;
+
+/// Pause between two runs while a backlog drains (`more`): the loop yields the database
+/// for a moment between budgets instead of running back to back.
+const BACKLOG_PAUSE: Duration = Duration::from_millis(100);
+
+/// Margin of the maintenance connection's `statement_timeout` over the time budget: a
+/// run checks its budget between steps, so the last step may end after it.
+const TIMEOUT_MARGIN_MS: u64 = 30_000;
+
+/// What the loop has done, for `/metrics` (crate::exposition).
+#[derive(Default)]
+pub struct MaintenanceStats {
+    pub runs: AtomicU64,
+    pub skipped: AtomicU64,
+    pub failed: AtomicU64,
+    /// Segments and messages deleted by rule 1 (`retentionSeconds`: expired, consumed
+    /// or not) and by rule 2 (`completedRetentionSeconds`: consumed by every group).
+    pub segments_expired: AtomicU64,
+    pub segments_completed: AtomicU64,
+    pub messages_expired: AtomicU64,
+    pub messages_completed: AtomicU64,
+    pub evicted: AtomicU64,
+    pub sidecar_rows: AtomicU64,
+    pub orphan_rows: AtomicU64,
+    /// The last run that did its work (not skipped, not failed).
+    pub last: Mutex<Option<LastRun>>,
+}
+
+/// When the last completed run ended and what it reported.
+#[derive(Clone, Copy, Debug)]
+pub struct LastRun {
+    pub unix_seconds: f64,
+    pub duration_seconds: f64,
+    pub more: bool,
+}
+
+impl MaintenanceStats {
+    /// Adds one report to the counters.
+    pub fn record(&self, r: &MaintenanceReport) {
+        if !r.ran {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let add = |c: &AtomicU64, n: i64| c.fetch_add(n.max(0) as u64, Ordering::Relaxed);
+        add(&self.runs, 1);
+        add(&self.segments_expired, r.expired_segments);
+        add(&self.segments_completed, r.segments - r.expired_segments);
+        add(&self.messages_expired, r.expired_messages);
+        add(&self.messages_completed, r.messages - r.expired_messages);
+        add(&self.evicted, r.evicted);
+        add(&self.sidecar_rows, r.sidecar_rows);
+        add(&self.orphan_rows, r.orphan_rows);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        *self.last.lock().expect("maintenance stats poisoned") = Some(LastRun {
+            unix_seconds: now,
+            duration_seconds: r.duration_ms / 1000.0,
+            more: r.more,
+        });
+    }
+}
+
+/// Starts the loop when `QUEEN_MAINTENANCE_INTERVAL_MS` is not 0. It ends when shutdown
+/// begins; a run in flight is abandoned (its finished steps are committed).
+pub fn start(state: &AppState) {
+    let every = Duration::from_millis(state.config.maintenance_interval_ms);
+    if every.is_zero() {
+        return;
+    }
+    let state = state.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = run_forever(&state, every) => {}
+            _ = state.stopping() => {}
+        }
+    });
+}
+
+async fn run_forever(state: &AppState, every: Duration) {
+    let mut db: Option<Client> = None;
+    loop {
+        let wait = match run_once(&state.config, &mut db).await {
+            Ok(report) => {
+                state.maintenance.record(&report);
+                if report.ran && report.more {
+                    BACKLOG_PAUSE
+                } else {
+                    every
+                }
+            }
+            Err(e) => {
+                state.maintenance.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("maintenance run failed: {e}");
+                db = None;
+                every
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// One `CALL queen.run_maintenance(...)`, opening the connection when there is none.
+/// A simple-protocol query: the procedure COMMITs between steps, which PostgreSQL allows
+/// only when the CALL runs as its own top-level statement.
+pub async fn run_once(cfg: &Config, db: &mut Option<Client>) -> Result<MaintenanceReport, String> {
+    if db.as_ref().is_none_or(Client::is_closed) {
+        *db = Some(connect(cfg).await?);
+    }
+    let client = db.as_ref().expect("connected above");
+    let sql = format!(
+        "CALL queen.run_maintenance({}, {}, NULL)",
+        cfg.maintenance_budget_ms, cfg.maintenance_max_rows
+    );
+    let rows = client.simple_query(&sql).await.map_err(|e| e.to_string())?;
+    let text = rows
+        .iter()
+        .find_map(|m| match m {
+            SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+        .ok_or("run_maintenance returned no report")?;
+    serde_json::from_str(&text).map_err(|e| format!("unreadable maintenance report {text}: {e}"))
+}
+
+async fn connect(cfg: &Config) -> Result<Client, String> {
+    let (client, conn) = tokio_postgres::connect(&cfg.database_url, NoTls)
+        .await
+        .map_err(|e| format!("maintenance connection: {e}"))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("maintenance connection closed: {e}");
+        }
+    });
+    let timeout = cfg.maintenance_budget_ms.saturating_add(TIMEOUT_MARGIN_MS);
+    client
+        .batch_execute(&format!(
+            "SET application_name = 'queen-broker maintenance'; SET statement_timeout = {timeout}"
+        ))
+        .await
+        .map_err(|e| format!("maintenance connection setup: {e}"))?;
+    Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_splits_by_rule_and_a_skip_counts_nothing_else() {
+        let s = MaintenanceStats::default();
+        s.record(&MaintenanceReport {
+            ran: true,
+            segments: 5,
+            messages: 500,
+            expired_segments: 2,
+            expired_messages: 150,
+            evicted: 40,
+            sidecar_rows: 7,
+            orphan_rows: 3,
+            duration_ms: 12.5,
+            ..Default::default()
+        });
+        s.record(&MaintenanceReport::default());
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        assert_eq!((get(&s.runs), get(&s.skipped)), (1, 1));
+        assert_eq!(
+            (get(&s.segments_expired), get(&s.segments_completed)),
+            (2, 3)
+        );
+        assert_eq!(
+            (get(&s.messages_expired), get(&s.messages_completed)),
+            (150, 350)
+        );
+        assert_eq!(
+            (get(&s.evicted), get(&s.sidecar_rows), get(&s.orphan_rows)),
+            (40, 7, 3)
+        );
+        let last = s.last.lock().unwrap().expect("a completed run");
+        assert_eq!(last.duration_seconds, 0.0125);
+    }
+
+    #[test]
+    fn the_report_reads_what_run_maintenance_writes() {
+        let r: MaintenanceReport = serde_json::from_str(
+            r#"{"ran": true, "partitions": 3, "segments": 12, "messages": 1200,
+                "expiredSegments": 2, "expiredMessages": 200, "evicted": 150,
+                "sidecarRows": 40, "orphanRows": 7, "more": false, "interrupted": false,
+                "durationMs": 18.4}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.segments, r.expired_messages, r.duration_ms),
+            (12, 200, 18.4)
+        );
+        let skipped: MaintenanceReport = serde_json::from_str(
+            r#"{"ran": false, "reason": "another run_maintenance holds the lock"}"#,
+        )
+        .unwrap();
+        assert!(!skipped.ran && skipped.reason.is_some());
+    }
+}
