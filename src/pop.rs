@@ -567,6 +567,12 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
     if req.group == QUEUE_MODE {
         return;
     }
+    // Every pop after the first finds its record: a plain read, no lock. Locking the
+    // queue row on each pop wrote a WAL record (a row lock on a logged table), which made
+    // a pop that only leases wait for a WAL flush at commit.
+    if recorded(client, tenant, req.group, queue_id).is_some() {
+        return;
+    }
     // As in create_cursor: the queue row first, so a concurrent DELETE cannot make the
     // record's foreign key fail; a queue deleted meanwhile registers nothing.
     let alive = q(

@@ -58,6 +58,25 @@ sql $PORT "SELECT queen.push('dur', '[0,1,2,3,4,5,6,7,8,9,10,11]',
 read -r pid lease first <<<"$(lease_batch $PORT)"
 check acked_batch_commits "$(ack_batch $PORT "$pid" "$lease" "$first" acked)" "3"
 
+# 0. A pop that only leases writes no WAL, so its commit does not wait for a flush: 40
+# queue-level pops of a registered group (each its own transaction, the lease expired
+# in between) must cost far fewer WAL syncs than pops (the WAL writer flushes the commit
+# records of those transactions in the background, a few times a second). Until 0.2.0
+# every such pop locked the queue row, a logged write: one flush each.
+sql $PORT "SELECT queen.push('quiet', '[0]', ARRAY['q0'])" >/dev/null
+sql $PORT "SELECT count(*) FROM queen.pop('quiet', p_group => 'wg', p_lease_seconds => 300)" >/dev/null
+syncs=$( { echo "SELECT pg_stat_force_next_flush();"
+           echo "SELECT wal_sync AS s0 FROM pg_stat_wal \gset"
+           for _ in $(seq 1 40); do
+               echo "UPDATE queen.log_leases SET lease_expires_at = now() - interval '1 s' WHERE consumer_group = 'wg';"
+               echo "SELECT count(*) FROM queen.pop('quiet', p_group => 'wg', p_lease_seconds => 300);"
+           done
+           echo "SELECT pg_stat_force_next_flush();"
+           echo "SELECT 'syncs=' || (wal_sync - :s0) FROM pg_stat_wal;"; } |
+         psql "postgres://postgres@127.0.0.1:$PORT/queen_test" -X -qAt -v ON_ERROR_STOP=1 2>&1 | sed -n 's/^syncs=//p')
+if [ -n "$syncs" ] && [ "$syncs" -lt 20 ]; then ok lease_only_pop_waits_for_no_wal_flush
+else fail lease_only_pop_waits_for_no_wal_flush "40 lease-only pops cost ${syncs:-?} WAL syncs"; fi
+
 # 1. Crash with a batch leased and unacked, and another nacked with a 600 s delay.
 sql $PORT "SELECT queen.push('held', '[0]', ARRAY['h0'])" >/dev/null
 check nack_delay_held_before_the_crash "$(sql $PORT "SELECT queen.log_ack_by_hash_delay_v1(r_partition_id,

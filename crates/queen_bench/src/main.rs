@@ -130,11 +130,13 @@ async fn header(ctx: &Ctx, db: &tokio_postgres::Client, done: &[Section]) -> Str
             "SELECT to_char(now() AT TIME ZONE 'utc', 'YYYY-MM-DD HH24:MI:SS') || ' UTC',
                     current_setting('server_version'), current_setting('fsync'),
                     current_setting('synchronous_commit'), current_setting('shared_buffers'),
-                    (SELECT extversion FROM pg_extension WHERE extname = 'queen_ack')",
+                    (SELECT extversion FROM pg_extension WHERE extname = 'queen_ack'),
+                    (SELECT string_agg(application_name || ' ' || sync_state, ', ')
+                       FROM pg_stat_replication)",
             &[],
         )
         .await;
-    let (now, ver, fsync, sync, sb, ext) = match q {
+    let (now, ver, fsync, sync, sb, ext, standbys) = match q {
         Ok(r) => (
             r.get::<_, String>(0),
             r.get::<_, String>(1),
@@ -142,6 +144,7 @@ async fn header(ctx: &Ctx, db: &tokio_postgres::Client, done: &[Section]) -> Str
             r.get::<_, String>(3),
             r.get::<_, String>(4),
             r.get::<_, Option<String>>(5).unwrap_or_default(),
+            r.get::<_, Option<String>>(6),
         ),
         Err(e) => (
             format!("? ({e})"),
@@ -150,8 +153,14 @@ async fn header(ctx: &Ctx, db: &tokio_postgres::Client, done: &[Section]) -> Str
             "?".into(),
             "?".into(),
             "?".into(),
+            None,
         ),
     };
+    // bench/run.sh --sync-standby: every commit waits for a streaming standby's flush.
+    let standbys = standbys.map_or_else(
+        || "no standby".to_string(),
+        |s| format!("**standbys: {s}** (a commit waits for a `sync` one)"),
+    );
     let rev = sh(
         "git",
         &[
@@ -207,7 +216,7 @@ async fn header(ctx: &Ctx, db: &tokio_postgres::Client, done: &[Section]) -> Str
     h.push_str(&format!(
         "- run: {now}, mode **{}**, total wall time so far {:.1} s\n\
          - machine: {cpus} CPUs, {}\n\
-         - PostgreSQL {ver}, fsync = {fsync}, synchronous_commit = {sync}, shared_buffers = {sb}; queen_ack {ext}{lib}\n\
+         - PostgreSQL {ver}, fsync = {fsync}, synchronous_commit = {sync}, shared_buffers = {sb}, {standbys}; queen_ack {ext}{lib}\n\
          - git {rev}{}; broker binary `{}`\n\
          - command: `queen-bench {}`\n\n",
         if ctx.quick { "quick" } else { "full" },
