@@ -6,7 +6,8 @@ maintenance cost the requests running beside it?
     plateau.py report --out DIR RUN.json ...     # chart + Markdown from saved runs
 
 `run` starts a broker (maintenance on unless --maintenance-ms 0), configures one queue
-of 4 partitions with `retentionSeconds` (and `completedRetentionSeconds` half of it),
+of 4 partitions with `retentionSeconds` (`completedRetentionSeconds` half of it, the
+dedup window equal to it, so the sidecar purges on the clock's 900 s floor),
 pushes RATE messages/s in requests of 10 from 2 producers while 2 consumers pop (batch
 50, long-poll) and ack, and samples every 10 s: the queue's segments and sidecar rows and
 bytes (queen.partition_storage) and, per table, total relation bytes, live and dead
@@ -27,7 +28,7 @@ from common import Broker, Client, Failures, Psql, configure, exit_with, log, q
 
 PARTITIONS = 4
 SAMPLE_SECONDS = 10
-PURGE_CLOCK_FLOOR = 900  # contract §13: the sidecar purge clock's floor
+PURGE_CLOCK_FLOOR = 900  # contract §13: the sidecar purge clock's floor (the queue's window is shorter)
 TABLES = ["log_segments", "log_txns", "log_consumers", "log_leases", "log_partitions"]
 # Growth allowed between the middle and the end of a steady run, and an absolute slack
 # below which sizes are noise (a page or two of an index).
@@ -113,9 +114,18 @@ def run(args, fail):
     queue = f"plateau{int(time.time())}_{label}"
     broker = Broker(f"plateau-{label}", env={"QUEEN_MAINTENANCE_INTERVAL_MS": str(args.maintenance_ms)})
     broker.start()
+    try:
+        return measure(args, fail, broker, label, queue)
+    finally:
+        broker.stop()  # also when a run fails: a stray broker would go on maintaining
+
+
+def measure(args, fail, broker, label, queue):
     c = Client(broker.port)
+    # The dedup window as long as retention, so the sidecar's purge clock is its 900 s
+    # floor, not the default window's hour: a run of ~15 min sees the sidecar plateau too.
     configure(c, queue, leaseTime=30, retentionSeconds=args.retention,
-              completedRetentionSeconds=max(1, args.retention // 2))
+              completedRetentionSeconds=max(1, args.retention // 2), dedupWindowSeconds=args.retention)
     load = Load(broker.port, queue, args.rate, fail)
     threads = [threading.Thread(target=load.producer, args=(i,), daemon=True) for i in range(2)]
     threads += [threading.Thread(target=load.consumer, args=(i,), daemon=True) for i in range(2)]
@@ -140,7 +150,6 @@ def run(args, fail):
     maint = {line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
              for line in metrics.decode().splitlines() if line.startswith("queen_maintenance_")}
     c.request("DELETE", f"/api/v1/resources/queues/{q(queue)}")
-    broker.stop()
     db.close()
     result = {
         "label": label, "maintenance_ms": args.maintenance_ms, "retention": args.retention,
@@ -176,7 +185,7 @@ def check(result, fail):
     else:
         log(f"plateau: the sidecar purges on a {PURGE_CLOCK_FLOOR}s clock; a {result['seconds']}s run "
             f"holds it to that clock instead")
-        oldest_allowed = (PURGE_CLOCK_FLOOR + 60) * result["rate"] * 1.2  # rows of 1 message at most
+        oldest_allowed = (PURGE_CLOCK_FLOOR + 60) * result["rate"] * 1.2  # a row holds ≥ 1 message
         worst = max(s["sidecar_rows"] for s in result["samples"])
         fail.check(worst <= oldest_allowed, f"sidecar rows {worst} exceed what its clock keeps ({oldest_allowed:.0f})")
     for name, f in series.items():
