@@ -50,17 +50,45 @@ AS $$
 $$;
 
 -- Lease renewal (contract §8): extends live leases only, never shortens, never revives.
+-- The instant is taken once and passed as a value: Citus refuses a volatile function in
+-- an UPDATE of a distributed table (and plans a multi-shard UPDATE only from PL/pgSQL).
 CREATE FUNCTION queen.log_renew_lease_v1(p_worker text, p_seconds int) RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_until timestamptz := v_now + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1));
+    v_renewed bigint;
+    v_min timestamptz;
+BEGIN
     WITH renewed AS (
         UPDATE queen.log_leases
-           SET lease_expires_at = GREATEST(lease_expires_at,
-                   clock_timestamp() + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1)))
-         WHERE worker_id = p_worker AND lease_expires_at > clock_timestamp()
+           SET lease_expires_at = GREATEST(lease_expires_at, v_until)
+         WHERE worker_id = p_worker AND lease_expires_at > v_now
         RETURNING lease_expires_at)
-    SELECT jsonb_build_object('renewed', count(*),
-                              'expiresAt', queen.iso_utc(min(lease_expires_at)))
-      FROM renewed
-$$;
+    SELECT count(*), min(lease_expires_at) INTO v_renewed, v_min FROM renewed;
+    RETURN jsonb_build_object('renewed', v_renewed, 'expiresAt', queen.iso_utc(v_min));
+END $$;
+
+-- Create the partition p_name of queue p_queue_id unless it exists; returns its id. The
+-- registry row first (its UNIQUE (queue_id, name) settles a race between two creators:
+-- the second waits for the first and then finds its row, read by a statement of its own
+-- so that it sees what the first committed), then the log_partitions row with that id.
+-- The caller holds the queue row (FOR KEY SHARE) so a concurrent DELETE cannot interfere.
+CREATE FUNCTION queen.provision_partition(p_queue_id uuid, p_name text) RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    INSERT INTO queen.partition_names (queue_id, name) VALUES (p_queue_id, p_name)
+    ON CONFLICT (queue_id, name) DO NOTHING;
+    SELECT id INTO v_id FROM queen.partition_names WHERE queue_id = p_queue_id AND name = p_name;
+    IF v_id IS NOT NULL THEN
+        INSERT INTO queen.log_partitions (id, queue_id, name) VALUES (v_id, p_queue_id, p_name)
+        ON CONFLICT (id) DO NOTHING;
+    END IF;
+    RETURN v_id;
+END $$;

@@ -14,7 +14,7 @@ use queen_log::pop::{
 
 use crate::db::{
     bad_param, col, default_tenant, ensure_leases, find_partition_ref, find_queue, micros, now,
-    plus_seconds, q, raise, read_locked, write_cursor, OrRaise, QueueRef, QUEUE_MODE,
+    plus_seconds, q, raise, read_locked, write_cursor, OrRaise, PartitionRef, QueueRef, QUEUE_MODE,
 };
 
 /// What the caller asked for, validated.
@@ -504,14 +504,7 @@ pub fn pop_named<'a>(
             let Some(p) = find_partition_ref(client, tenant, queue, name) else {
                 return Vec::new();
             };
-            pop_partition(client, p.id, &p.queue, &request(p.queue.lease_time))
-                .map(|served| QueueServed {
-                    partition_id: p.id,
-                    partition: name.to_string(),
-                    served,
-                })
-                .into_iter()
-                .collect()
+            pop_resolved(client, &p, name.to_string(), request)
         }
         Target::Queue { max_partitions } => {
             let Some(queue) = find_queue(client, tenant, queue) else {
@@ -520,6 +513,23 @@ pub fn pop_named<'a>(
             pop_queue(client, &queue, max_partitions, &request(queue.lease_time))
         }
     }
+}
+
+/// Pop one resolved partition, with the request built from its queue's lease time.
+pub fn pop_resolved<'a>(
+    client: &mut SpiClient<'_>,
+    p: &PartitionRef,
+    name: String,
+    request: impl Fn(i32) -> PopRequest<'a>,
+) -> Vec<QueueServed> {
+    pop_partition(client, p.id, &p.queue, &request(p.queue.lease_time))
+        .map(|served| QueueServed {
+            partition_id: p.id,
+            partition: name,
+            served,
+        })
+        .into_iter()
+        .collect()
 }
 
 /// One served slice as a row: (partition id, partition, base, start_idx, take, msg_count,

@@ -80,8 +80,7 @@ pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partitio
         if let Some(queue_id) = locked {
             q(
                 client,
-                "INSERT INTO queen.log_partitions (queue_id, name) VALUES ($1, $2)
-                 ON CONFLICT (queue_id, name) DO NOTHING",
+                "SELECT queen.provision_partition($1, $2)",
                 &[queue_id.into(), partition.into()],
             )
             .or_raise();
@@ -113,7 +112,7 @@ pub fn resolve(
     q(
         client,
         "SELECT p.id, q.dedup_window_seconds
-               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+               FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3
                 AND ($4::uuid IS NULL OR p.id = $4)",
         &[tenant.into(), queue.into(), partition.into(), pid.into()],
