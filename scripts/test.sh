@@ -59,6 +59,23 @@ else
     echo "=== cluster FAILED to start"; status=1
 fi
 
+# The Citus suites (issue 15): a coordinator and two workers (tests/citus.sh), the
+# extension distributed. Without Citus (no citus.so and no ../shared/vendor to build it
+# from) they are skipped, saying so.
+CITUS_URL=$(bash tests/citus.sh start)
+citus_rc=$?
+if [ "$citus_rc" -eq 0 ]; then
+    CITUS_URL=$(echo "$CITUS_URL" | tail -1)
+    QUEEN_TEST_CITUS=1 run_suite citus_smoke bash tests/sql_smoke.sh "$CITUS_URL"
+    QUEEN_TEST_CITUS=1 QUEEN_SKIP_CRON=1 run_suite citus_maintenance bash tests/maintenance.sh "$CITUS_URL"
+    run_suite citus_sql bash tests/citus_sql.sh "$CITUS_URL"
+    bash tests/citus.sh stop
+elif [ "$citus_rc" -eq 3 ]; then
+    echo "=== $CITUS_URL"
+else
+    echo "=== citus cluster FAILED to start"; status=1
+fi
+
 results=$(cat "$LOG_DIR"/*.log | grep -E '^test result: ')
 passed=$(echo "$results" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
 failed=$(echo "$results" | grep -oE '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
