@@ -31,20 +31,22 @@ END $$;
 
 -- The DLQ rows of one message address (partition id, transactionId), newest failure
 -- first: one per consumer group that dead-lettered it (Queen's /messages/:pid/:txn).
+-- PL/pgSQL, as Citus needs for a join with parameters.
 CREATE FUNCTION queen.dlq_ids_at_v1(p_partition_id uuid, p_transaction_id text,
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS uuid[]
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT ARRAY(
+BEGIN
+    RETURN ARRAY(
         SELECT d.id FROM queen.log_dlq d
           JOIN queen.log_partitions p ON p.id = d.partition_id
           JOIN queen.queues q ON q.id = p.queue_id
-         WHERE d.partition_id = p_partition_id AND d.transaction_id = p_transaction_id
-           AND q.tenant_id = p_tenant
-         ORDER BY d.failed_at DESC, d.id)
-$$;
+         WHERE d.partition_id = p_partition_id AND p.id = p_partition_id
+           AND d.transaction_id = p_transaction_id AND q.tenant_id = p_tenant
+         ORDER BY d.failed_at DESC, d.id);
+END $$;
 
 -- Delete the tenant's DLQ rows p_ids; returns {"deleted": n, "ids": [...]}. PL/pgSQL:
 -- Citus plans no multi-shard DELETE with parameters inside a LANGUAGE sql function.

@@ -23,19 +23,29 @@ END $$;
 
 -- Where a new cursor starts (contract §5): mode 'all' at log_start - 1; 'new' and
 -- 'timestamp' just before the first segment created at or after p_ts, else at the end.
+-- PL/pgSQL: Citus plans no join or subquery with parameters inside a LANGUAGE sql function.
 CREATE FUNCTION queen.seed_offset(p_pid uuid, p_mode text, p_ts timestamptz) RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT CASE
-        WHEN p_mode = 'all' OR p_mode IS NULL THEN p.log_start - 1
-        WHEN p_ts IS NULL THEN p.last_offset
-        ELSE COALESCE((SELECT s.base_offset - 1 FROM queen.log_segments s
-                        WHERE s.partition_id = p.id AND s.created_at >= p_ts
-                        ORDER BY s.base_offset LIMIT 1), p.last_offset)
-    END
-    FROM queen.log_partitions p WHERE p.id = p_pid
-$$;
+DECLARE
+    v_start bigint;
+    v_last bigint;
+    v_first bigint;
+BEGIN
+    SELECT p.log_start, p.last_offset INTO v_start, v_last FROM queen.log_partitions p WHERE p.id = p_pid;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    ELSIF p_mode = 'all' OR p_mode IS NULL THEN
+        RETURN v_start - 1;
+    ELSIF p_ts IS NULL THEN
+        RETURN v_last;
+    END IF;
+    SELECT s.base_offset - 1 INTO v_first FROM queen.log_segments s
+     WHERE s.partition_id = p_pid AND s.created_at >= p_ts
+     ORDER BY s.base_offset LIMIT 1;
+    RETURN COALESCE(v_first, v_last);
+END $$;
 
 -- The segment covering an offset, if any (contract §4).
 CREATE FUNCTION queen.log_segment_at_v1(p_pid uuid, p_off bigint)

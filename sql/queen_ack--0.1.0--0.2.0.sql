@@ -665,17 +665,18 @@ END $$;
 CREATE FUNCTION queen.dlq_ids_at_v1(p_partition_id uuid, p_transaction_id text,
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS uuid[]
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT ARRAY(
+BEGIN
+    RETURN ARRAY(
         SELECT d.id FROM queen.log_dlq d
           JOIN queen.log_partitions p ON p.id = d.partition_id
           JOIN queen.queues q ON q.id = p.queue_id
-         WHERE d.partition_id = p_partition_id AND d.transaction_id = p_transaction_id
-           AND q.tenant_id = p_tenant
-         ORDER BY d.failed_at DESC, d.id)
-$$;
+         WHERE d.partition_id = p_partition_id AND p.id = p_partition_id
+           AND d.transaction_id = p_transaction_id AND q.tenant_id = p_tenant
+         ORDER BY d.failed_at DESC, d.id);
+END $$;
 
 -- Delete the tenant's DLQ rows p_ids; returns {"deleted": n, "ids": [...]}.
 CREATE FUNCTION queen.dlq_delete_v1(p_ids uuid[],
@@ -909,6 +910,30 @@ BEGIN
              ORDER BY d.failed_at DESC, d.id
              LIMIT GREATEST(COALESCE(p_limit, 100), 0) OFFSET GREATEST(COALESCE(p_offset, 0), 0)) pg;
     RETURN jsonb_build_object('total', v_total, 'messages', v_page);
+END $$;
+
+-- Where a new cursor starts, in PL/pgSQL (sql/functions.sql).
+CREATE OR REPLACE FUNCTION queen.seed_offset(p_pid uuid, p_mode text, p_ts timestamptz) RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_start bigint;
+    v_last bigint;
+    v_first bigint;
+BEGIN
+    SELECT p.log_start, p.last_offset INTO v_start, v_last FROM queen.log_partitions p WHERE p.id = p_pid;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    ELSIF p_mode = 'all' OR p_mode IS NULL THEN
+        RETURN v_start - 1;
+    ELSIF p_ts IS NULL THEN
+        RETURN v_last;
+    END IF;
+    SELECT s.base_offset - 1 INTO v_first FROM queen.log_segments s
+     WHERE s.partition_id = p_pid AND s.created_at >= p_ts
+     ORDER BY s.base_offset LIMIT 1;
+    RETURN COALESCE(v_first, v_last);
 END $$;
 
 -- Ownership through the registry (sql/broker_api.sql).

@@ -127,7 +127,9 @@ const CLAIM: &str = "SELECT 1 FROM queen.log_leases l
 /// The same under `delayedProcessing`: the segment holding the cursor's next offset must
 /// be visible ($4 = now − delay), so a consumer re-polling a deferred partition locks
 /// nothing. No segment there at all (a retention hole) passes, so the hole gets sealed.
-/// One index probe; a queue without a delay never runs it.
+/// One index probe; a queue without a delay never runs it. Every table names the partition
+/// by `$1` itself: Citus runs a row-locking query only when it can see that all of it
+/// touches one partition (a subquery correlated through `p.id` is not enough).
 const CLAIM_DELAYED: &str = "SELECT 1 FROM queen.log_leases l
    JOIN queen.log_consumers c
      ON c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
@@ -137,7 +139,7 @@ const CLAIM_DELAYED: &str = "SELECT 1 FROM queen.log_leases l
     AND c.committed < p.last_offset
     AND (c.redeliver_at IS NULL OR c.redeliver_at <= $3)
     AND COALESCE((SELECT s.created_at FROM queen.log_segments s
-                   WHERE s.partition_id = p.id AND s.base_offset <= GREATEST(c.committed + 1, p.log_start)
+                   WHERE s.partition_id = $1 AND s.base_offset <= GREATEST(c.committed + 1, p.log_start)
                    ORDER BY s.base_offset DESC LIMIT 1), '-infinity') <= $4
     FOR UPDATE OF l SKIP LOCKED";
 
@@ -257,7 +259,7 @@ fn create_cursor(
         "SELECT p.log_start, p.last_offset,
                 CASE WHEN $2::timestamptz IS NULL THEN NULL ELSE
                     (SELECT s.base_offset FROM queen.log_segments s
-                      WHERE s.partition_id = p.id AND s.created_at >= $2
+                      WHERE s.partition_id = $1 AND s.created_at >= $2
                       ORDER BY s.base_offset LIMIT 1) END
            FROM queen.log_partitions p WHERE p.id = $1
             FOR KEY SHARE OF p",

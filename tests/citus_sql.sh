@@ -104,6 +104,38 @@ for call in "queen.log_ack_by_hash_v1('$pid', 'g', 'w', $H, NULL)" \
     check "delegated_${fn%%(*}" "$(explain_node "SELECT $call")" "port=$worker "
 done
 
+# ... and runs there: every one executes on its worker without an error (a LANGUAGE sql
+# body with parameters and a join is one Citus cannot plan: they are PL/pgSQL).
+for call in "queen.log_ack_by_hash_v1('$pid', 'g', 'w', $H, NULL)" \
+            "queen.log_ack_by_hash_delay_v1('$pid', 'g', 'w', $H, NULL, 5)" \
+            "queen.log_ack_at_v1('$pid', 'g', 'w', 1)" \
+            "queen.log_dlq_head_v1('$pid', 'g', 'w', 0, NULL, NULL, NULL, 'x')" \
+            "count(*) FROM queen.log_pop_at_v1('$pid', 'g', 1, 30, 'w')" \
+            "queen.ack('$pid', 'w', ARRAY['t1'])" \
+            "queen.cursor_worker_v1('$pid', 'g')" \
+            "queen.dlq_ids_at_v1('$pid', 't1')" \
+            "count(*) FROM queen.log_segment_at_v1('$pid', 0)" \
+            "queen.log_retention_step_v1('$pid', NULL, NULL, 10)" \
+            "queen.log_txns_purge_step_v1('$pid', now(), 10)" \
+            "queen.seed_offset('$pid', 'new', now() - interval '1 day')"; do
+    fn=${call#count(\*) FROM }
+    r=$(sql "SELECT $call")
+    check "runs_${fn%%(*}" "$(echo "$r" | grep -c ERROR)" "0"
+done
+
+# First contact with a subscription mode, and a delayed queue (their statements carry a
+# segment probe, which on Citus must name the partition itself).
+check pop_first_contact_new "$(sql "SELECT count(*) FROM queen.log_pop_v1('orders', 'Default', 'gnew', 10, 30, 'wn', false, 'new', '')")" "0"
+sql "SELECT queen.push('orders', '[4]', ARRAY['t4'])" >/dev/null
+check pop_after_new "$(sql "SELECT sum(r_take) FROM queen.log_pop_v1('orders', 'Default', 'gnew', 10, 30, 'wn', false, 'new', '')")" "1"
+check pop_first_contact_timestamp "$(sql "SELECT sum(r_take) FROM queen.log_pop_v1('orders', 'Default', 'gts', 10, 30, 'wt', false, 'timestamp', '2000-01-01')")" "4"
+check queue_pop_registers_a_new_group "$(sql "SELECT count(*) FROM queen.log_pop_queue_v1('orders', 'gq2', 10, 30, 'wq2', false, 'new', '', 2)")|$(sql "SELECT subscription_mode FROM queen.consumer_groups_metadata WHERE consumer_group = 'gq2'")" "0|new"
+sql "SELECT queen.configure_queue_v1('late', NULL, NULL, '{\"delayedProcessing\": 3600}')" >/dev/null
+sql "SELECT queen.push('late', '[1]', ARRAY['l1'])" >/dev/null
+check a_delayed_message_is_not_served_by_any_pop \
+    "$(sql "SELECT (SELECT count(*) FROM queen.log_pop_v1('late', 'Default', 'g', 10, 30, 'w'))
+                || '|' || (SELECT count(*) FROM queen.log_pop_queue_v1('late', 'g', 10, 30, 'w', false, 'all', '', 4))")" "0|0"
+
 # --- calls that span partitions on two workers -------------------------------------------
 # Queue "spread": eight partitions, at least one on each worker.
 for i in 0 1 2 3 4 5 6 7; do
