@@ -19,6 +19,7 @@ AS $$
         ('queen.log_ack_at_v1(uuid, text, text, bigint, bool, int)', 'p_partition_id'),
         ('queen.log_dlq_head_v1(uuid, text, text, bigint, uuid, text, jsonb, text)', 'p_partition_id'),
         ('queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid)', 'p_partition_id'),
+        ('queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid)', 'p_partition_id'),
         ('queen.ack(uuid, text, text[], text[], text)', 'p_partition_id'),
         ('queen.cursor_worker_v1(uuid, text)', 'p_partition_id'),
         ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),

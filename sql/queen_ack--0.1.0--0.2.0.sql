@@ -1026,6 +1026,21 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'log_pop_at_v1_wrapper';
 
+-- A push addressed by partition id (src/push.rs).
+CREATE FUNCTION queen.log_push_at_v1(
+    "p_partition_id" uuid,
+    "p_msg_count" INT,
+    "p_hashes" bytea,
+    "p_verified" bigint,
+    "p_blob" bytea,
+    "p_window" INT DEFAULT NULL,
+    "p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'log_push_at_v1_wrapper';
+
 -- The distribution step (sql/citus.sql).
 -- The per-partition functions and the argument naming their partition.
 CREATE FUNCTION queen.distributed_functions()
@@ -1039,6 +1054,7 @@ AS $$
         ('queen.log_ack_at_v1(uuid, text, text, bigint, bool, int)', 'p_partition_id'),
         ('queen.log_dlq_head_v1(uuid, text, text, bigint, uuid, text, jsonb, text)', 'p_partition_id'),
         ('queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid)', 'p_partition_id'),
+        ('queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid)', 'p_partition_id'),
         ('queen.ack(uuid, text, text[], text[], text)', 'p_partition_id'),
         ('queen.cursor_worker_v1(uuid, text)', 'p_partition_id'),
         ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),
@@ -1146,10 +1162,12 @@ REVOKE ALL ON FUNCTION queen.provision_partition(uuid, text),
                        queen.is_distributed(regclass),
                        queen.partition_ids_after(regclass, uuid, int),
                        queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid),
+                       queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid),
                        queen.distributed_functions(),
                        queen.distribute(int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.provision_partition(uuid, text),
                           queen.is_distributed(regclass),
                           queen.partition_ids_after(regclass, uuid, int),
                           queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid),
+                          queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid),
                           queen.distributed_functions() TO queen_broker;

@@ -387,6 +387,67 @@ fn log_push_one_v1(
     }))
 }
 
+/// A partition of the tenant by id: (queue name, partition name, dedup window), without
+/// locking; a router read of the partition's own row.
+fn resolve_by_id(client: &SpiClient<'_>, tenant: Uuid, pid: Uuid) -> Option<(String, String, i32)> {
+    q(
+        client,
+        "SELECT q.name::text, p.name, q.dedup_window_seconds
+           FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+          WHERE p.id = $1 AND q.tenant_id = $2",
+        &[pid.into(), tenant.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| {
+        (
+            col(&r, 1, "queues.name"),
+            col(&r, 2, "log_partitions.name"),
+            col(&r, 3, "dedup_window_seconds"),
+        )
+    })
+}
+
+/// A push addressed by partition id (issue 15): log_push_one_v1 into a partition that
+/// exists, for a caller that knows its id. It touches that partition's rows only, so on a
+/// Citus cluster it is delegated to the worker holding the partition. It never creates
+/// anything: an unknown partition, or another tenant's, is refused alike (P0001).
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn log_push_at_v1(
+    p_partition_id: Option<Uuid>,
+    p_msg_count: Option<i32>,
+    p_hashes: Option<&[u8]>,
+    p_verified: Option<i64>,
+    p_blob: Option<&[u8]>,
+    p_window: default!(Option<i32>, "NULL"),
+    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+) -> JsonB {
+    let pid = required(p_partition_id, "p_partition_id");
+    let (msg_count, hashes, blob) = (
+        required(p_msg_count, "p_msg_count"),
+        required(p_hashes, "p_hashes"),
+        required(p_blob, "p_blob"),
+    );
+    check_segment(msg_count, hashes, blob);
+    let tenant = p_tenant.unwrap_or_else(default_tenant);
+    jsonb(&Spi::connect_mut(|client| {
+        let Some((queue, partition, window)) = resolve_by_id(client, tenant, pid) else {
+            raise_q(format!("QPUSH unknown partition {pid}"));
+        };
+        let seg = SegmentIn {
+            queue: &queue,
+            partition: &partition,
+            msg_count,
+            hashes,
+            verified: p_verified.unwrap_or(-1),
+            blob,
+            tenant,
+        };
+        push_resolved(client, pid, p_window.unwrap_or(window), &seg)
+    }))
+}
+
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_push_multi_v1(

@@ -13,7 +13,8 @@
 # two. Citus comes from the PostgreSQL of PG_CONFIG when it has citus.so; else it is
 # built from ../shared/vendor (build-citus.sh, a few minutes, needs root) when that
 # exists; else `start` says in one line that Citus is unavailable and exits 3, and the
-# Citus suites are skipped. QUEEN_CITUS_SHARDS (default 8) is the shard count.
+# Citus suites are skipped (QUEEN_CITUS_VENDOR names another vendor folder).
+# QUEEN_CITUS_SHARDS (default 8) is the shard count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PGOPTIONS="-c client_min_messages=warning"
@@ -22,7 +23,7 @@ PGBIN=$("$PG_CONFIG" --bindir)
 CPORT=${QUEEN_CITUS_PORT:-$((${QUEEN_TEST_PG_PORT:-5498} + 4))}
 PORTS=("$CPORT" "$((CPORT + 1))" "$((CPORT + 2))")
 SHARDS=${QUEEN_CITUS_SHARDS:-8}
-VENDOR=../shared/vendor
+VENDOR=${QUEEN_CITUS_VENDOR:-../shared/vendor}
 dir_of() { echo "/tmp/qa-citus-$1"; } # data directory and unix socket of a node
 as_pg() { sudo -u postgres "$@"; }
 psql_node() { # port db sql...

@@ -40,7 +40,7 @@ wire_push() {
 bash tests/citus.sh createdb "$DBNAME"
 sql "CREATE EXTENSION queen_ack" >/dev/null
 r=$(sql "SELECT queen.distribute()")
-check distribute_reports_what_it_did "$(jf "$r" '"\(.referenceTables | length)|\(.distributedTables | length)|\(.functions | length)|\(.workers)"')" "4|6|11|2"
+check distribute_reports_what_it_did "$(jf "$r" '"\(.referenceTables | length)|\(.distributedTables | length)|\(.functions | length)|\(.workers)"')" "4|6|12|2"
 
 # --- layout ---------------------------------------------------------------------------
 check tables_are_distributed_or_reference \
@@ -63,7 +63,7 @@ check per_partition_functions_are_delegated_by_their_partition_argument \
               JOIN pg_dist_object o ON o.classid = 'pg_proc'::regclass AND o.objid = p.oid
              WHERE o.distribution_argument_index = array_position(p.proargnames, f.r_argument) - 1
                AND o.colocationid = (SELECT colocationid FROM pg_dist_partition
-                                      WHERE logicalrelid = 'queen.log_partitions'::regclass)")" "11"
+                                      WHERE logicalrelid = 'queen.log_partitions'::regclass)")" "12"
 r=$(sql "SELECT queen.distribute()")
 check distribute_is_idempotent "$(jf "$r" '"\(.referenceTables)|\(.distributedTables)|\(.functions)"')" "[]|[]|[]"
 check distribute_refuses_on_a_worker "$(on "$W1" "SELECT queen.distribute()" | grep -o 'run it on the coordinator')" "run it on the coordinator"
@@ -94,6 +94,7 @@ for call in "queen.log_ack_by_hash_v1('$pid', 'g', 'w', $H, NULL)" \
             "queen.log_ack_at_v1('$pid', 'g', 'w', 1)" \
             "queen.log_dlq_head_v1('$pid', 'g', 'w', 0, NULL, NULL, NULL, 'x')" \
             "* FROM queen.log_pop_at_v1('$pid', 'g', 1, 30, 'w')" \
+            "queen.log_push_at_v1('$pid', 1, queen.xxh3_128('t9'), -1, '\\x00')" \
             "queen.ack('$pid', 'w', ARRAY['t1'])" \
             "queen.cursor_worker_v1('$pid', 'g')" \
             "queen.dlq_ids_at_v1('$pid', 't1')" \
@@ -111,6 +112,7 @@ for call in "queen.log_ack_by_hash_v1('$pid', 'g', 'w', $H, NULL)" \
             "queen.log_ack_at_v1('$pid', 'g', 'w', 1)" \
             "queen.log_dlq_head_v1('$pid', 'g', 'w', 0, NULL, NULL, NULL, 'x')" \
             "count(*) FROM queen.log_pop_at_v1('$pid', 'g', 1, 30, 'w')" \
+            "queen.log_push_at_v1('$pid', 3, '$(sql "SELECT '\\x' || encode(hashes, 'hex') FROM queen.log_txns WHERE partition_id = '$pid' AND base_offset = 0")'::bytea, -1, '$(sql "SELECT '\\x' || encode(blob, 'hex') FROM queen.log_segments WHERE partition_id = '$pid' AND base_offset = 0")'::bytea)" \
             "queen.ack('$pid', 'w', ARRAY['t1'])" \
             "queen.cursor_worker_v1('$pid', 'g')" \
             "queen.dlq_ids_at_v1('$pid', 't1')" \

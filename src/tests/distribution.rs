@@ -138,7 +138,7 @@ fn every_distributed_function_is_named_by_its_partition_argument() {
                              WHERE a.n = f.r_argument AND a.t = 'uuid'::regtype)",
     );
     assert_eq!(bad, None);
-    assert_eq!(i64_of("SELECT count(*) FROM queen.distributed_functions()"), 11);
+    assert_eq!(i64_of("SELECT count(*) FROM queen.distributed_functions()"), 12);
 }
 
 #[pg_test]
@@ -152,4 +152,34 @@ fn the_broker_role_cannot_distribute() {
             .unwrap(),
         Some(true)
     );
+}
+
+#[pg_test]
+fn log_push_at_v1_pushes_into_a_partition_by_id_and_creates_nothing() {
+    push_n("pu", "Default", "a", 1);
+    let pid = pid_of("pu", "Default");
+    let push = |pid: &str, txns: &[&str], tenant: &str| {
+        let hs: Vec<String> = txns.iter().map(|t| h(t)).collect();
+        format!(
+            "SELECT queen.log_push_at_v1('{pid}', {}, {}, -1, {}, p_tenant => '{tenant}')",
+            txns.len(),
+            hs.join(" || "),
+            seg(txns)
+        )
+    };
+    let t1 = "00000000-0000-0000-0000-000000000001";
+    let r = j(&push(&pid, &["b", "c"], t1));
+    assert_eq!((r["status"].as_str(), r["baseOffset"].as_i64()), (Some("queued"), Some(1)));
+    // The dedup window of its queue applies: the same transactionId again is a duplicate.
+    assert_eq!(j(&push(&pid, &["b"], t1))["status"], "duplicate");
+    assert_eq!(served("SELECT * FROM queen.log_pop_v1('pu', 'Default', 'g', 10, 30, 'w')"), "0,1,2");
+    // Unknown and foreign partitions are refused alike, and nothing is written.
+    let before = table_counts();
+    let unknown = sqlstate_of(&push("00000000-0000-0000-0000-00000000dead", &["d"], t1));
+    assert!(unknown.starts_with("P0001: QPUSH unknown partition"), "{unknown}");
+    let foreign = sqlstate_of(&push(&pid, &["d"], "00000000-0000-0000-0000-0000000000bb"));
+    assert_eq!(foreign.replace(&pid, "00000000-0000-0000-0000-00000000dead"), unknown);
+    assert!(sqlstate_of("SELECT queen.log_push_at_v1(NULL, 1, '\\x00', -1, '\\x00')").starts_with("22004"));
+    assert!(sqlstate_of(&format!("SELECT queen.log_push_at_v1('{pid}', 1, '\\x00', -1, '\\x00')")).starts_with("P0001: QPUSH bad segment"));
+    assert_eq!(table_counts(), before);
 }
