@@ -72,12 +72,13 @@ DECLARE
     v_renewed bigint;
     v_min timestamptz;
 BEGIN
-    WITH renewed AS (
-        UPDATE queen.log_leases
-           SET lease_expires_at = GREATEST(lease_expires_at, v_until)
-         WHERE worker_id = p_worker AND lease_expires_at > v_now
-        RETURNING lease_expires_at)
-    SELECT count(*), min(lease_expires_at) INTO v_renewed, v_min FROM renewed;
+    UPDATE queen.log_leases
+       SET lease_expires_at = GREATEST(lease_expires_at, v_until)
+     WHERE worker_id = p_worker AND lease_expires_at > v_now;
+    GET DIAGNOSTICS v_renewed = ROW_COUNT;
+    -- The renewed rows are exactly the worker's live ones now (renewal never shortens).
+    SELECT min(lease_expires_at) INTO v_min FROM queen.log_leases
+     WHERE worker_id = p_worker AND lease_expires_at > v_now;
     RETURN jsonb_build_object('renewed', v_renewed, 'expiresAt', queen.iso_utc(v_min));
 END $$;
 

@@ -24,6 +24,7 @@ DECLARE
     v_floor timestamptz;
     v_cut timestamptz;
     v_deleted int;
+    v_last bigint;
     v_end bigint;
     v_start bigint;
 BEGIN
@@ -47,16 +48,17 @@ BEGIN
         RETURN jsonb_build_object('deleted', 0, 'new_txns_start', NULL, 'done', true, 'clamped', false);
     END IF;
     v_cut := LEAST(p_cutoff, v_floor);
-    -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix.
-    WITH victims AS (
-        SELECT t.base_offset FROM queen.log_txns t
-         WHERE t.partition_id = p_pid AND t.created_at < v_cut
-         ORDER BY t.base_offset LIMIT p_max_rows),
-    gone AS (
-        DELETE FROM queen.log_txns t USING victims v
-         WHERE t.partition_id = p_pid AND t.base_offset = v.base_offset
-        RETURNING t.end_offset)
-    SELECT count(*), max(end_offset) INTO v_deleted, v_end FROM gone;
+    -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix: the
+    -- victims are the rows up to the last one found. Two plain statements (on Citus a
+    -- DELETE in a CTE runs through intermediate results sent to every node).
+    SELECT count(*), max(v.base_offset), max(v.end_offset) INTO v_deleted, v_last, v_end
+      FROM (SELECT t.base_offset, t.end_offset FROM queen.log_txns t
+             WHERE t.partition_id = p_pid AND t.created_at < v_cut
+             ORDER BY t.base_offset LIMIT p_max_rows) v;
+    IF v_deleted > 0 THEN
+        DELETE FROM queen.log_txns
+         WHERE partition_id = p_pid AND base_offset <= v_last AND created_at < v_cut;
+    END IF;
     IF v_deleted > 0 AND v_end + 1 > v_start THEN
         UPDATE queen.log_partitions SET txns_start = v_end + 1 WHERE id = p_pid;
         v_start := v_end + 1;

@@ -80,12 +80,13 @@ DECLARE
     v_renewed bigint;
     v_min timestamptz;
 BEGIN
-    WITH renewed AS (
-        UPDATE queen.log_leases
-           SET lease_expires_at = GREATEST(lease_expires_at, v_until)
-         WHERE worker_id = p_worker AND lease_expires_at > v_now
-        RETURNING lease_expires_at)
-    SELECT count(*), min(lease_expires_at) INTO v_renewed, v_min FROM renewed;
+    UPDATE queen.log_leases
+       SET lease_expires_at = GREATEST(lease_expires_at, v_until)
+     WHERE worker_id = p_worker AND lease_expires_at > v_now;
+    GET DIAGNOSTICS v_renewed = ROW_COUNT;
+    -- The renewed rows are exactly the worker's live ones now (renewal never shortens).
+    SELECT min(lease_expires_at) INTO v_min FROM queen.log_leases
+     WHERE worker_id = p_worker AND lease_expires_at > v_now;
     RETURN jsonb_build_object('renewed', v_renewed, 'expiresAt', queen.iso_utc(v_min));
 END $$;
 
@@ -105,12 +106,13 @@ BEGIN
                  JOIN queen.queues q ON q.id = n.queue_id
                 WHERE l.worker_id = p_worker AND l.lease_expires_at > v_now
                   AND q.tenant_id = p_tenant) THEN
-        WITH renewed AS (
-            UPDATE queen.log_leases
-               SET lease_expires_at = GREATEST(lease_expires_at, v_until)
-             WHERE worker_id = p_worker AND lease_expires_at > v_now
-            RETURNING lease_expires_at)
-        SELECT count(*), min(lease_expires_at) INTO v_renewed, v_min FROM renewed;
+        UPDATE queen.log_leases
+           SET lease_expires_at = GREATEST(lease_expires_at, v_until)
+         WHERE worker_id = p_worker AND lease_expires_at > v_now;
+        GET DIAGNOSTICS v_renewed = ROW_COUNT;
+        -- The renewed rows are exactly the worker's live ones now (renewal never shortens).
+        SELECT min(lease_expires_at) INTO v_min FROM queen.log_leases
+         WHERE worker_id = p_worker AND lease_expires_at > v_now;
     END IF;
     RETURN jsonb_build_object('renewed', v_renewed, 'expiresAt', queen.iso_utc(v_min));
 END $$;
@@ -213,6 +215,7 @@ DECLARE
     v_floor timestamptz;
     v_cut timestamptz;
     v_deleted int;
+    v_last bigint;
     v_end bigint;
     v_start bigint;
 BEGIN
@@ -236,16 +239,17 @@ BEGIN
         RETURN jsonb_build_object('deleted', 0, 'new_txns_start', NULL, 'done', true, 'clamped', false);
     END IF;
     v_cut := LEAST(p_cutoff, v_floor);
-    -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix.
-    WITH victims AS (
-        SELECT t.base_offset FROM queen.log_txns t
-         WHERE t.partition_id = p_pid AND t.created_at < v_cut
-         ORDER BY t.base_offset LIMIT p_max_rows),
-    gone AS (
-        DELETE FROM queen.log_txns t USING victims v
-         WHERE t.partition_id = p_pid AND t.base_offset = v.base_offset
-        RETURNING t.end_offset)
-    SELECT count(*), max(end_offset) INTO v_deleted, v_end FROM gone;
+    -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix: the
+    -- victims are the rows up to the last one found. Two plain statements (on Citus a
+    -- DELETE in a CTE runs through intermediate results sent to every node).
+    SELECT count(*), max(v.base_offset), max(v.end_offset) INTO v_deleted, v_last, v_end
+      FROM (SELECT t.base_offset, t.end_offset FROM queen.log_txns t
+             WHERE t.partition_id = p_pid AND t.created_at < v_cut
+             ORDER BY t.base_offset LIMIT p_max_rows) v;
+    IF v_deleted > 0 THEN
+        DELETE FROM queen.log_txns
+         WHERE partition_id = p_pid AND base_offset <= v_last AND created_at < v_cut;
+    END IF;
     IF v_deleted > 0 AND v_end + 1 > v_start THEN
         UPDATE queen.log_partitions SET txns_start = v_end + 1 WHERE id = p_pid;
         v_start := v_end + 1;

@@ -274,17 +274,25 @@ fn create_cursor(
         last_offset,
         row.get::<i64>(3).or_raise(),
     );
-    let created = q(
+    // The cursor, then its lease row: two plain statements (on Citus a data-modifying CTE
+    // runs through intermediate results sent to every node).
+    let created = !q(
         client,
-        "WITH c AS (
-             INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING partition_id, consumer_group)
-         INSERT INTO queen.log_leases (partition_id, consumer_group)
-         SELECT partition_id, consumer_group FROM c RETURNING 1",
+        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+         VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1",
         &[pid.into(), req.group.into(), seed.into()],
     )
-    .or_raise();
-    (!created.is_empty()).then_some(Claim {
+    .or_raise()
+    .is_empty();
+    if created {
+        q(
+            client,
+            "INSERT INTO queen.log_leases (partition_id, consumer_group) VALUES ($1, $2)",
+            &[pid.into(), req.group.into()],
+        )
+        .or_raise();
+    }
+    created.then_some(Claim {
         state: CursorState {
             committed: seed,
             batch_end: None,
@@ -643,16 +651,26 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
             (col::<Uuid>(&r, 1, "log_partitions.id"), seed)
         })
         .unzip();
+    // The cursors, then their lease rows (two statements, as in create_cursor). Neither
+    // asks which rows it inserted: Citus counts an INSERT ... SELECT's routed rows, not
+    // the rows ON CONFLICT kept (with RETURNING that fails SPI's consistency check). A
+    // lease row for a cursor that was already there is either there too or was lost in a
+    // crash, and then belongs there.
     q(
         client,
-        "WITH c AS (
-             INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-             SELECT u.id, $1, u.seed FROM unnest($2::uuid[], $3::bigint[]) AS u(id, seed)
-              ORDER BY u.id
-             ON CONFLICT DO NOTHING RETURNING partition_id, consumer_group)
-         INSERT INTO queen.log_leases (partition_id, consumer_group)
-         SELECT partition_id, consumer_group FROM c",
-        &[req.group.into(), ids.into(), seeds.into()],
+        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+         SELECT u.id, $1, u.seed FROM unnest($2::uuid[], $3::bigint[]) AS u(id, seed)
+          ORDER BY u.id
+         ON CONFLICT DO NOTHING",
+        &[req.group.into(), ids.clone().into(), seeds.into()],
+    )
+    .or_raise();
+    q(
+        client,
+        "INSERT INTO queen.log_leases (partition_id, consumer_group)
+         SELECT u.id, $1 FROM unnest($2::uuid[]) AS u(id) ORDER BY u.id
+         ON CONFLICT DO NOTHING",
+        &[req.group.into(), ids.into()],
     )
     .or_raise();
 }
