@@ -22,6 +22,7 @@ AS $$
         ('queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid)', 'p_partition_id'),
         ('queen.ack(uuid, text, text[], text[], text)', 'p_partition_id'),
         ('queen.cursor_worker_v1(uuid, text)', 'p_partition_id'),
+        ('queen.dedup_window_v1(uuid)', 'p_partition_id'),
         ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),
         ('queen.log_segment_at_v1(uuid, bigint)', 'p_pid'),
         ('queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int)', 'p_pid'),

@@ -833,19 +833,25 @@ GRANT EXECUTE ON FUNCTION queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea
 -- The dedup window of a partition as the broker's watermark cache loads it, in one
 -- snapshot: the partition's last offset, its queue's window now, and the sidecar rows
 -- inside that window, oldest first (one row with NULL base when there are none; no row
--- when the partition does not exist).
+-- when the partition does not exist). PL/pgSQL with the instant as a value: Citus plans
+-- neither a join with parameters inside a LANGUAGE sql function nor a volatile call on
+-- its rows. On Citus it runs on the partition's worker (queen.distribute()).
 CREATE FUNCTION queen.dedup_window_v1(p_partition_id uuid)
 RETURNS TABLE(r_last_offset bigint, r_window int, r_base bigint, r_hashes bytea)
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    RETURN QUERY
     SELECT p.last_offset, q.dedup_window_seconds, t.base_offset, t.hashes
       FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-      LEFT JOIN queen.log_txns t ON t.partition_id = p.id
-           AND t.created_at >= clock_timestamp() - make_interval(secs => q.dedup_window_seconds)
+      LEFT JOIN queen.log_txns t ON t.partition_id = p_partition_id
+           AND t.created_at >= v_now - make_interval(secs => q.dedup_window_seconds)
      WHERE p.id = p_partition_id
-     ORDER BY t.base_offset
-$$;
+     ORDER BY t.base_offset;
+END $$;
 REVOKE ALL ON FUNCTION queen.dedup_window_v1(uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.dedup_window_v1(uuid) TO queen_broker;
 
@@ -1061,6 +1067,7 @@ AS $$
         ('queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid)', 'p_partition_id'),
         ('queen.ack(uuid, text, text[], text[], text)', 'p_partition_id'),
         ('queen.cursor_worker_v1(uuid, text)', 'p_partition_id'),
+        ('queen.dedup_window_v1(uuid)', 'p_partition_id'),
         ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),
         ('queen.log_segment_at_v1(uuid, bigint)', 'p_pid'),
         ('queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int)', 'p_pid'),

@@ -40,7 +40,7 @@ wire_push() {
 bash tests/citus.sh createdb "$DBNAME"
 sql "CREATE EXTENSION queen_ack" >/dev/null
 r=$(sql "SELECT queen.distribute()")
-check distribute_reports_what_it_did "$(jf "$r" '"\(.referenceTables | length)|\(.distributedTables | length)|\(.functions | length)|\(.workers)"')" "4|6|12|2"
+check distribute_reports_what_it_did "$(jf "$r" '"\(.referenceTables | length)|\(.distributedTables | length)|\(.functions | length)|\(.workers)"')" "4|6|13|2"
 
 # --- layout ---------------------------------------------------------------------------
 check tables_are_distributed_or_reference \
@@ -63,7 +63,7 @@ check per_partition_functions_are_delegated_by_their_partition_argument \
               JOIN pg_dist_object o ON o.classid = 'pg_proc'::regclass AND o.objid = p.oid
              WHERE o.distribution_argument_index = array_position(p.proargnames, f.r_argument) - 1
                AND o.colocationid = (SELECT colocationid FROM pg_dist_partition
-                                      WHERE logicalrelid = 'queen.log_partitions'::regclass)")" "12"
+                                      WHERE logicalrelid = 'queen.log_partitions'::regclass)")" "13"
 r=$(sql "SELECT queen.distribute()")
 check distribute_is_idempotent "$(jf "$r" '"\(.referenceTables)|\(.distributedTables)|\(.functions)"')" "[]|[]|[]"
 check distribute_refuses_on_a_worker "$(on "$W1" "SELECT queen.distribute()" | grep -o 'run it on the coordinator')" "run it on the coordinator"
@@ -97,6 +97,7 @@ for call in "queen.log_ack_by_hash_v1('$pid', 'g', 'w', $H, NULL)" \
             "queen.log_push_at_v1('$pid', 1, queen.xxh3_128('t9'), -1, '\\x00')" \
             "queen.ack('$pid', 'w', ARRAY['t1'])" \
             "queen.cursor_worker_v1('$pid', 'g')" \
+            "* FROM queen.dedup_window_v1('$pid')" \
             "queen.dlq_ids_at_v1('$pid', 't1')" \
             "* FROM queen.log_segment_at_v1('$pid', 0)" \
             "queen.log_retention_step_v1('$pid', NULL, NULL, 10)" \
@@ -115,6 +116,7 @@ for call in "queen.log_ack_by_hash_v1('$pid', 'g', 'w', $H, NULL)" \
             "queen.log_push_at_v1('$pid', 3, '$(sql "SELECT '\\x' || encode(hashes, 'hex') FROM queen.log_txns WHERE partition_id = '$pid' AND base_offset = 0")'::bytea, -1, '$(sql "SELECT '\\x' || encode(blob, 'hex') FROM queen.log_segments WHERE partition_id = '$pid' AND base_offset = 0")'::bytea)" \
             "queen.ack('$pid', 'w', ARRAY['t1'])" \
             "queen.cursor_worker_v1('$pid', 'g')" \
+            "count(*) FROM queen.dedup_window_v1('$pid')" \
             "queen.dlq_ids_at_v1('$pid', 't1')" \
             "count(*) FROM queen.log_segment_at_v1('$pid', 0)" \
             "queen.log_retention_step_v1('$pid', NULL, NULL, 10)" \
