@@ -579,6 +579,26 @@ pub fn rows(popped: Vec<QueueServed>) -> Vec<ServedRow> {
         .collect()
 }
 
+/// The statement that locks a queue row against a concurrent DELETE while rows that
+/// reference it are written. FOR KEY SHARE on one node. On Citus, where queues is a
+/// reference table, FOR UPDATE: Citus turns a row lock there into locks on the table's
+/// shard, FOR KEY SHARE into a shared one and then a row-exclusive one, so two
+/// transactions taking it at once deadlocked (40P01); FOR UPDATE's exclusive one comes
+/// first and makes the second wait.
+fn queue_row_lock(client: &SpiClient<'_>) -> &'static str {
+    let distributed = q(client, "SELECT queen.is_distributed('queen.queues')", &[])
+        .or_raise()
+        .first()
+        .get_one::<bool>()
+        .or_raise()
+        .unwrap_or(false);
+    if distributed {
+        "SELECT 1 FROM queen.queues WHERE id = $1 FOR UPDATE"
+    } else {
+        "SELECT 1 FROM queen.queues WHERE id = $1 FOR KEY SHARE"
+    }
+}
+
 /// The queue-level pop's first step for a named group: write its subscription record
 /// (ON CONFLICT DO NOTHING) and, when this call wrote it, seed every partition's cursor
 /// from it. The record of a start: 'all' with no instant, 'new' with the registration
@@ -589,18 +609,14 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
     }
     // Every pop after the first finds its record: a plain read, no lock. Locking the
     // queue row on each pop wrote a WAL record (a row lock on a logged table), which made
-    // a pop that only leases wait for a WAL flush at commit.
+    // a pop that only leases wait for a WAL flush at commit; on Citus that lock is one on
+    // the whole reference table, and concurrent pops deadlocked on it (queue_row_lock).
     if recorded(client, tenant, req.group, queue_id).is_some() {
         return;
     }
     // As in create_cursor: the queue row first, so a concurrent DELETE cannot make the
     // record's foreign key fail; a queue deleted meanwhile registers nothing.
-    let alive = q(
-        client,
-        "SELECT 1 FROM queen.queues WHERE id = $1 FOR KEY SHARE",
-        &[queue_id.into()],
-    )
-    .or_raise();
+    let alive = q(client, queue_row_lock(client), &[queue_id.into()]).or_raise();
     if alive.is_empty() {
         return;
     }

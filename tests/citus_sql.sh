@@ -238,6 +238,23 @@ check concurrent_first_pushes_create_one_partition \
     "4 queued|1|3"
 rm -f /tmp/qa-citus-race.$$.*
 
+# Queue-level pops of named groups from four clients at once, of one registered group and
+# of a new group each (first contacts): none may deadlock. A registration locked the queue
+# row FOR KEY SHARE on every pop; on a reference table Citus takes that as two shard
+# resource locks, one after the other, and two pops taking them at once deadlocked (two
+# pops in three failed with 40P01, the broker answered 503).
+PGBENCH=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --bindir)/pgbench
+sql "SELECT queen.push('busy', '[1,2,3,4]', ARRAY['b1','b2','b3','b4'])" >/dev/null
+sql "SELECT count(*) FROM queen.pop('busy', NULL, 'known')" >/dev/null
+echo "SELECT count(*) FROM queen.pop('busy', NULL, 'known');" >"/tmp/qa-citus-pop.$$.known"
+printf '%s\n' '\set g random(1, 1000000000)' "SELECT count(*) FROM queen.pop('busy', NULL, 'g' || :g);" >"/tmp/qa-citus-pop.$$.first"
+for kind in known first; do
+    out=$("$PGBENCH" -n -c 4 -j 4 -T 3 --max-tries=1 --failures-detailed -f "/tmp/qa-citus-pop.$$.$kind" "$DB" 2>&1)
+    check "concurrent_queue_pops_of_a_${kind}_group_never_deadlock" \
+        "$(echo "$out" | sed -n 's/^number of deadlock failures: \([0-9]*\).*/\1/p')|$(echo "$out" | grep -c '^number of transactions actually processed: [1-9]')" "0|1"
+done
+rm -f /tmp/qa-citus-pop.$$.*
+
 # --- a database that already holds rows, distributed afterwards; DROP EXTENSION -------------
 bash tests/citus.sh dropdb "$DBNAME"
 bash tests/citus.sh createdb "$DBNAME"
