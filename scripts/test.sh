@@ -56,11 +56,14 @@ run_citus_suites() { # one-node-url (may be empty)
     QUEEN_TEST_CITUS=1 QUEEN_SKIP_CRON=1 run_suite citus_maintenance bash tests/maintenance.sh "$url"
     run_suite citus_sql bash tests/citus_sql.sh "$url"
     [ -z "$1" ] || run_suite citus_differential bash tests/citus_differential.sh "$1" "$url"
-    # The broker pointed at the coordinator, as is. statement_timeout_is_honored is the one
-    # test left out: the broker's timeout does not reach the workers (README, "Scale-out on
-    # Citus").
+    # The broker pointed at the coordinator, as is. Left out: the three tests of a 300 ms
+    # statement timeout on a held lock. The broker's timeout does not reach the workers and
+    # Citus's cancel does not always arrive, so an ack answered as timed out may commit
+    # there (README, "Scale-out on Citus").
     QUEEN_TEST_DATABASE_URL=$url run_suite citus_broker \
-        cargo test -p queen_broker -- --skip statement_timeout_is_honored
+        cargo test -p queen_broker --no-fail-fast -- --skip statement_timeout_is_honored \
+        --skip batch_over_two_partitions_answers_per_item_when_one_fails_after_the_other_applied \
+        --skip batch_whose_every_partition_fails_writes_nothing
     bash tests/citus.sh stop
 }
 
