@@ -36,6 +36,37 @@ install -d -o postgres -g postgres "$PGDATA_DIR"
 rm -f "$("$PG_CONFIG" --pkglibdir)/queen_ack.so" # see scripts/install-extension.sh
 run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
 
+# The Citus suites (issue 15): a coordinator and two workers (tests/citus.sh), the
+# extension distributed; the differential run compares them with the one-node cluster
+# ($1, when it runs). Without Citus (no citus.so and no ../shared/vendor to build it from)
+# they are skipped, saying so.
+run_citus_suites() { # one-node-url (may be empty)
+    local url rc
+    url=$(bash tests/citus.sh start)
+    rc=$?
+    if [ "$rc" -eq 3 ]; then
+        echo "=== $url"
+        return
+    elif [ "$rc" -ne 0 ]; then
+        echo "=== citus cluster FAILED to start"; status=1
+        return
+    fi
+    url=$(echo "$url" | tail -1)
+    QUEEN_TEST_CITUS=1 run_suite citus_smoke bash tests/sql_smoke.sh "$url"
+    QUEEN_TEST_CITUS=1 QUEEN_SKIP_CRON=1 run_suite citus_maintenance bash tests/maintenance.sh "$url"
+    run_suite citus_sql bash tests/citus_sql.sh "$url"
+    [ -z "$1" ] || run_suite citus_differential bash tests/citus_differential.sh "$1" "$url"
+    # The broker pointed at the coordinator, as is. Left out: the three tests of a 300 ms
+    # statement timeout on a held lock. The broker's timeout does not reach the workers and
+    # Citus's cancel does not always arrive, so an ack answered as timed out may commit
+    # there (README, "Scale-out on Citus").
+    QUEEN_TEST_DATABASE_URL=$url run_suite citus_broker \
+        cargo test -p queen_broker --no-fail-fast -- --skip statement_timeout_is_honored \
+        --skip batch_over_two_partitions_answers_per_item_when_one_fails_after_the_other_applied \
+        --skip batch_whose_every_partition_fails_writes_nothing
+    bash tests/citus.sh stop
+}
+
 # Suites that need a running server: a short-lived cluster with the real extension.
 if PG_URL=$(bash tests/cluster.sh start); then
     run_suite smoke bash tests/sql_smoke.sh "$PG_URL"
@@ -54,9 +85,11 @@ if PG_URL=$(bash tests/cluster.sh start); then
     # Soak with faults, crash durability (kill -9 broker, PostgreSQL -m immediate),
     # hostile input: short forms (~1.5 min). Long forms: tests/reliability.sh URL --long.
     run_suite reliability bash tests/reliability.sh "$PG_URL"
+    run_citus_suites "$PG_URL"
     bash tests/cluster.sh stop
 else
     echo "=== cluster FAILED to start"; status=1
+    run_citus_suites ""
 fi
 
 results=$(cat "$LOG_DIR"/*.log | grep -E '^test result: ')

@@ -31,28 +31,34 @@ END $$;
 
 -- The DLQ rows of one message address (partition id, transactionId), newest failure
 -- first: one per consumer group that dead-lettered it (Queen's /messages/:pid/:txn).
+-- PL/pgSQL, as Citus needs for a join with parameters.
 CREATE FUNCTION queen.dlq_ids_at_v1(p_partition_id uuid, p_transaction_id text,
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS uuid[]
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT ARRAY(
+BEGIN
+    RETURN ARRAY(
         SELECT d.id FROM queen.log_dlq d
           JOIN queen.log_partitions p ON p.id = d.partition_id
           JOIN queen.queues q ON q.id = p.queue_id
-         WHERE d.partition_id = p_partition_id AND d.transaction_id = p_transaction_id
-           AND q.tenant_id = p_tenant
-         ORDER BY d.failed_at DESC, d.id)
-$$;
+         WHERE d.partition_id = p_partition_id AND p.id = p_partition_id
+           AND d.transaction_id = p_transaction_id AND q.tenant_id = p_tenant
+         ORDER BY d.failed_at DESC, d.id);
+END $$;
 
--- Delete the tenant's DLQ rows p_ids; returns {"deleted": n, "ids": [...]}.
+-- Delete the tenant's DLQ rows p_ids; returns {"deleted": n, "ids": [...]}. PL/pgSQL:
+-- Citus plans no multi-shard DELETE with parameters inside a LANGUAGE sql function.
 CREATE FUNCTION queen.dlq_delete_v1(p_ids uuid[],
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v jsonb;
+BEGIN
     WITH gone AS (
         DELETE FROM queen.log_dlq d
          USING queen.log_partitions p, queen.queues q
@@ -61,8 +67,9 @@ AS $$
         RETURNING d.id)
     SELECT jsonb_build_object('deleted', count(*),
                               'ids', COALESCE(jsonb_agg(id ORDER BY id), '[]'::jsonb))
-      FROM gone
-$$;
+      INTO v FROM gone;
+    RETURN v;
+END $$;
 
 -- Delete up to p_limit DLQ rows of a queue (NULL group = every group; NULL limit = all),
 -- oldest failure first.
@@ -123,7 +130,9 @@ $$;
 --   r_retries: retry budget spent on the batch at the cursor; r_dlq: the group's DLQ rows;
 --   r_redeliver_at: a nack's delay still pending (NULL once it has passed).
 -- Rows come in no particular order (sorting 10,000 partitions' rows by name cost a third
--- of the call): ORDER BY what you need.
+-- of the call): ORDER BY what you need. One statement whose distributed tables all join on
+-- the partition id (the DLQ count and the segment probe as LATERAL subqueries), so that
+-- Citus runs it on every shard at once; PL/pgSQL, as Citus needs for its parameters.
 CREATE FUNCTION queen.queue_stats_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
                                      p_queue text DEFAULT NULL)
 RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_partition_id uuid, r_partition text,
@@ -133,42 +142,40 @@ RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_partition_id uu
               r_leased bool, r_leased_messages bigint, r_worker text, r_lease_acquired_at timestamptz,
               r_retries int, r_total_consumed bigint, r_evicted bigint, r_redeliver_at timestamptz,
               r_dlq bigint)
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH now AS (SELECT clock_timestamp() AS t),
-    parts AS (
-        SELECT q.tenant_id, q.id AS queue_id, q.name::text AS queue, p.id, p.name, p.created_at,
-               p.log_start, p.last_offset, p.last_write_at
-          FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
-         WHERE (p_tenant IS NULL OR q.tenant_id = p_tenant) AND (p_queue IS NULL OR q.name = p_queue)),
-    dlq AS (
-        SELECT d.partition_id, d.consumer_group, count(*) AS n
-          FROM queen.log_dlq d JOIN parts x ON x.id = d.partition_id
-         GROUP BY 1, 2),
-    cursors AS (
-        SELECT x.*, c.consumer_group, c.committed, c.batch_retry_count, c.total_consumed,
-               c.evicted, c.redeliver_at, l.batch_end, l.worker_id, l.lease_acquired_at,
-               COALESCE(l.worker_id IS NOT NULL AND l.lease_expires_at > now.t, false) AS live,
-               GREATEST(COALESCE(c.committed, -1), x.log_start - 1) AS consumed_to, now.t AS now
-          FROM parts x CROSS JOIN now
-          LEFT JOIN queen.log_consumers c ON c.partition_id = x.id
-          LEFT JOIN queen.log_leases l
-            ON l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group)
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    RETURN QUERY
     SELECT k.tenant_id, k.queue_id, k.queue, k.id, k.name, k.created_at, k.log_start, k.last_offset,
            k.last_write_at, k.consumer_group, k.committed,
            CASE WHEN k.consumer_group IS NOT NULL THEN GREATEST(k.last_offset - k.consumed_to, 0) END,
-           o.created_at, extract(epoch FROM k.now - o.created_at)::float8,
+           o.created_at, extract(epoch FROM v_now - o.created_at)::float8,
            k.live, CASE WHEN k.live THEN GREATEST(k.batch_end - k.committed, 0) ELSE 0 END,
            CASE WHEN k.live THEN k.worker_id END, k.lease_acquired_at,
            k.batch_retry_count, k.total_consumed, k.evicted,
-           CASE WHEN k.redeliver_at > k.now THEN k.redeliver_at END,
+           CASE WHEN k.redeliver_at > v_now THEN k.redeliver_at END,
            COALESCE(d.n, 0)
-      FROM cursors k
-      LEFT JOIN dlq d ON d.partition_id = k.id AND d.consumer_group = k.consumer_group
+      FROM (SELECT q.tenant_id, q.id AS queue_id, q.name::text AS queue, p.id, p.name, p.created_at,
+                   p.log_start, p.last_offset, p.last_write_at,
+                   c.consumer_group, c.committed, c.batch_retry_count, c.total_consumed,
+                   c.evicted, c.redeliver_at, l.batch_end, l.worker_id, l.lease_acquired_at,
+                   COALESCE(l.worker_id IS NOT NULL AND l.lease_expires_at > v_now, false) AS live,
+                   GREATEST(COALESCE(c.committed, -1), p.log_start - 1) AS consumed_to
+              FROM queen.queues q
+              JOIN queen.log_partitions p ON p.queue_id = q.id
+              LEFT JOIN queen.log_consumers c ON c.partition_id = p.id
+              LEFT JOIN queen.log_leases l
+                ON l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group
+             WHERE (p_tenant IS NULL OR q.tenant_id = p_tenant) AND (p_queue IS NULL OR q.name = p_queue)) k
+      LEFT JOIN LATERAL (
+          SELECT count(*) AS n FROM queen.log_dlq d
+           WHERE d.partition_id = k.id AND d.consumer_group = k.consumer_group) d ON true
       LEFT JOIN LATERAL (
           SELECT s.created_at FROM queen.log_segments s
            WHERE k.last_offset > k.consumed_to
              AND s.partition_id = k.id AND s.base_offset <= k.consumed_to + 1
-           ORDER BY s.base_offset DESC LIMIT 1) o ON true
-$$;
+           ORDER BY s.base_offset DESC LIMIT 1) o ON true;
+END $$;

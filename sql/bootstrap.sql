@@ -28,8 +28,24 @@ CREATE TABLE queen.queues (
     UNIQUE (tenant_id, name)
 );
 
+-- The registry of partition names: one row per partition, holding its id. A partition's
+-- name is unique in its queue HERE, not by a UNIQUE (queue_id, name) on log_partitions:
+-- on a Citus cluster log_partitions is distributed by id, where such a key cannot be
+-- enforced, while this small table is a reference table (a copy on every node, so a
+-- lookup by names is local everywhere). Ids are random and never change (clients hold
+-- them). queen.provision_partition() writes both rows.
+CREATE TABLE queen.partition_names (
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    queue_id uuid NOT NULL REFERENCES queen.queues(id) ON DELETE CASCADE,
+    name text NOT NULL,
+    CONSTRAINT partition_names_pkey PRIMARY KEY (id),
+    CONSTRAINT partition_names_queue_id_name_key UNIQUE (queue_id, name),
+    -- the target of log_partitions' foreign key: a partition row carries its own name
+    CONSTRAINT partition_names_id_queue_id_name_key UNIQUE (id, queue_id, name)
+);
+
 CREATE TABLE queen.log_partitions (
-    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    id uuid PRIMARY KEY,
     queue_id uuid NOT NULL REFERENCES queen.queues(id) ON DELETE CASCADE,
     name text NOT NULL DEFAULT 'Default',
     last_offset bigint NOT NULL DEFAULT -1,
@@ -37,7 +53,9 @@ CREATE TABLE queen.log_partitions (
     txns_start bigint NOT NULL DEFAULT 0,
     last_write_at timestamptz NOT NULL DEFAULT now(),
     created_at timestamptz NOT NULL DEFAULT now(),
-    UNIQUE (queue_id, name)
+    -- (queue_id, name) is unique because its registry row is.
+    CONSTRAINT log_partitions_name_fkey FOREIGN KEY (id, queue_id, name)
+        REFERENCES queen.partition_names (id, queue_id, name) ON DELETE CASCADE
 );
 
 CREATE TABLE queen.log_segments (
@@ -107,9 +125,11 @@ CREATE UNLOGGED TABLE queen.log_leases (
 -- Lease renewal finds a worker's rows without scanning every lease.
 CREATE INDEX log_leases_worker_idx ON queen.log_leases (worker_id) WHERE worker_id IS NOT NULL;
 
--- A snapshot that must outlive retention: no FK.
+-- A snapshot that must outlive retention: no FK. The key includes partition_id so that
+-- Citus can enforce it on the table distributed by partition; id leads, so lookups by
+-- DLQ id use it.
 CREATE TABLE queen.log_dlq (
-    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
     partition_id uuid NOT NULL,
     consumer_group text NOT NULL,
     "offset" bigint NOT NULL,
@@ -118,7 +138,8 @@ CREATE TABLE queen.log_dlq (
     payload jsonb,
     error text,
     retry_count int DEFAULT 0,
-    failed_at timestamptz NOT NULL DEFAULT now()
+    failed_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT log_dlq_pkey PRIMARY KEY (id, partition_id)
 );
 CREATE INDEX log_dlq_partition_failed_idx ON queen.log_dlq (partition_id, failed_at DESC);
 

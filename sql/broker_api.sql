@@ -49,9 +49,7 @@ BEGIN
         delayed_processing = COALESCE((o->>'delayedProcessing')::int, q.delayed_processing),
         options = q.options || o
     RETURNING * INTO v_queue;
-    INSERT INTO queen.log_partitions (queue_id, name) VALUES (v_queue.id, 'Default')
-    ON CONFLICT (queue_id, name) DO NOTHING;
-    SELECT id INTO v_pid FROM queen.log_partitions WHERE queue_id = v_queue.id AND name = 'Default';
+    v_pid := queen.provision_partition(v_queue.id, 'Default');
     RETURN jsonb_build_object('queueId', v_queue.id, 'partitionId', v_pid, 'queue', v_queue.name,
                               'namespace', v_queue.namespace, 'task', v_queue.task,
                               'leaseTime', v_queue.lease_time, 'retryLimit', v_queue.retry_limit);
@@ -72,17 +70,23 @@ AS $$
 DECLARE
     v_id uuid;
     v_pids uuid[];
+    v_pid uuid;
 BEGIN
     SELECT id INTO v_id FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue FOR UPDATE;
     IF v_id IS NULL THEN
         RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', false);
     END IF;
-    v_pids := ARRAY(SELECT id FROM queen.log_partitions WHERE queue_id = v_id);
+    -- From the registry: on Citus a read of the distributed log_partitions here would
+    -- forbid the write to the (reference) queues table in the same transaction.
+    v_pids := ARRAY(SELECT id FROM queen.partition_names WHERE queue_id = v_id ORDER BY id);
     -- Lease rows first, in the global lock order, as every ack path does (lease row, then
     -- cursor row): the cascade below deletes cursor rows before lease rows, so without
-    -- this a DLQ filing holding a lease row deadlocked against it (40P01).
-    PERFORM 1 FROM queen.log_leases WHERE partition_id = ANY(v_pids)
-      ORDER BY partition_id, consumer_group COLLATE "C" FOR UPDATE;
+    -- this a DLQ filing holding a lease row deadlocked against it (40P01). One statement
+    -- per partition, in ascending id: on Citus a row lock names one partition.
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.log_leases WHERE partition_id = v_pid
+          ORDER BY consumer_group COLLATE "C" FOR UPDATE;
+    END LOOP;
     DELETE FROM queen.queues WHERE id = v_id;
     DELETE FROM queen.log_txns WHERE partition_id = ANY(v_pids);
     DELETE FROM queen.log_dlq WHERE partition_id = ANY(v_pids);
@@ -107,56 +111,62 @@ RETURNS SETOF uuid
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-     WHERE p.id = ANY(p_pids) AND q.tenant_id = p_tenant
+    SELECT n.id FROM queen.partition_names n JOIN queen.queues q ON q.id = n.queue_id
+     WHERE n.id = ANY(p_pids) AND q.tenant_id = p_tenant
 $$;
 
--- Lease renewal gated by tenancy in ONE statement: renews only when a single EXISTS
--- proves a live lease of that worker on a partition of the caller's tenant. A foreign
--- lease answers exactly like an unknown one.
+-- Lease renewal gated by tenancy: renews only when the worker holds a live lease on a
+-- partition of the caller's tenant. A foreign lease answers exactly like an unknown one.
+-- The instant is a value, as in log_renew_lease_v1; the tenancy proof is a statement of
+-- its own (Citus plans no subquery over distributed tables inside a multi-shard UPDATE).
 CREATE FUNCTION queen.log_renew_lease_tenant_v1(p_worker text, p_seconds int, p_tenant uuid)
 RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH renewed AS (
-        UPDATE queen.log_leases c
-           SET lease_expires_at = GREATEST(c.lease_expires_at,
-                   clock_timestamp() + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1)))
-         WHERE c.worker_id = p_worker AND c.lease_expires_at > clock_timestamp()
-           AND EXISTS (SELECT 1 FROM queen.log_leases c2
-                         JOIN queen.log_partitions p ON p.id = c2.partition_id
-                         JOIN queen.queues q ON q.id = p.queue_id
-                        WHERE c2.worker_id = p_worker AND c2.lease_expires_at > clock_timestamp()
-                          AND q.tenant_id = p_tenant)
-        RETURNING c.lease_expires_at)
-    SELECT jsonb_build_object('renewed', count(*),
-                              'expiresAt', queen.iso_utc(min(lease_expires_at)))
-      FROM renewed
-$$;
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_until timestamptz := v_now + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1));
+    v_renewed bigint := 0;
+    v_min timestamptz;
+BEGIN
+    IF EXISTS (SELECT 1 FROM queen.log_leases l
+                 JOIN queen.partition_names n ON n.id = l.partition_id
+                 JOIN queen.queues q ON q.id = n.queue_id
+                WHERE l.worker_id = p_worker AND l.lease_expires_at > v_now
+                  AND q.tenant_id = p_tenant) THEN
+        UPDATE queen.log_leases
+           SET lease_expires_at = GREATEST(lease_expires_at, v_until)
+         WHERE worker_id = p_worker AND lease_expires_at > v_now;
+        GET DIAGNOSTICS v_renewed = ROW_COUNT;
+        -- The renewed rows are exactly the worker's live ones now (renewal never shortens).
+        SELECT min(lease_expires_at) INTO v_min FROM queen.log_leases
+         WHERE worker_id = p_worker AND lease_expires_at > v_now;
+    END IF;
+    RETURN jsonb_build_object('renewed', v_renewed, 'expiresAt', queen.iso_utc(v_min));
+END $$;
 
 -- The DLQ listing, newest failure first, with the frame's producer subject and created_at
--- when its segment still exists. Timestamps in milliseconds (the HTTP wire's form).
+-- when its segment still exists. Timestamps in milliseconds (the HTTP wire's form). The
+-- page is chosen first, then each of its rows looks up its segment. PL/pgSQL: Citus
+-- plans no multi-shard query with parameters inside a LANGUAGE sql function.
 CREATE FUNCTION queen.dlq_list_v1(p_queue text, p_group text, p_limit int, p_offset int,
                                   p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH rows AS (
-        SELECT d.*, q.name AS queue, p.name AS partition
-          FROM queen.log_dlq d
-          JOIN queen.log_partitions p ON p.id = d.partition_id
-          JOIN queen.queues q ON q.id = p.queue_id
-         WHERE q.tenant_id = p_tenant
-           AND (p_queue IS NULL OR q.name = p_queue)
-           AND (p_group IS NULL OR d.consumer_group = p_group)),
-    page AS (
-        SELECT * FROM rows ORDER BY failed_at DESC, id
-         LIMIT GREATEST(COALESCE(p_limit, 100), 0) OFFSET GREATEST(COALESCE(p_offset, 0), 0))
-    SELECT jsonb_build_object(
-        'total', (SELECT count(*) FROM rows),
-        'messages', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+DECLARE
+    v_total bigint;
+    v_page jsonb;
+BEGIN
+    SELECT count(*) INTO v_total
+      FROM queen.log_dlq d
+      JOIN queen.log_partitions p ON p.id = d.partition_id
+      JOIN queen.queues q ON q.id = p.queue_id
+     WHERE q.tenant_id = p_tenant AND (p_queue IS NULL OR q.name = p_queue)
+       AND (p_group IS NULL OR d.consumer_group = p_group);
+    SELECT COALESCE(jsonb_agg(jsonb_build_object(
             'id', COALESCE(pg.message_id, pg.id), 'dlqId', pg.id,
             'transactionId', pg.transaction_id, 'partitionId', pg.partition_id,
             'queue', pg.queue, 'partition', pg.partition, 'consumerGroup', pg.consumer_group,
@@ -165,8 +175,17 @@ AS $$
             'createdAt', to_char((SELECT s.r_created FROM queen.log_segment_at_v1(pg.partition_id, pg."offset") s)
                                  AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
             'failedAt', to_char(pg.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
-            ORDER BY pg.failed_at DESC, pg.id) FROM page pg), '[]'::jsonb))
-$$;
+            ORDER BY pg.failed_at DESC, pg.id), '[]'::jsonb) INTO v_page
+      FROM (SELECT d.*, q.name AS queue, p.name AS partition
+              FROM queen.log_dlq d
+              JOIN queen.log_partitions p ON p.id = d.partition_id
+              JOIN queen.queues q ON q.id = p.queue_id
+             WHERE q.tenant_id = p_tenant AND (p_queue IS NULL OR q.name = p_queue)
+               AND (p_group IS NULL OR d.consumer_group = p_group)
+             ORDER BY d.failed_at DESC, d.id
+             LIMIT GREATEST(COALESCE(p_limit, 100), 0) OFFSET GREATEST(COALESCE(p_offset, 0), 0)) pg;
+    RETURN jsonb_build_object('total', v_total, 'messages', v_page);
+END $$;
 
 -- The partitions of (queue, partition) name pairs that exist for the tenant, with their
 -- queue's dedup window: what a push needs before it pushes (one round trip per request).
@@ -179,7 +198,7 @@ AS $$
     SELECT t.i::int, p.id, q.dedup_window_seconds
       FROM unnest(p_queues, p_partitions) WITH ORDINALITY AS t(qn, pn, i)
       JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = t.qn
-      JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn
+      JOIN queen.partition_names p ON p.queue_id = q.id AND p.name = t.pn
 $$;
 
 -- The worker holding the (partition, group) cursor's lease, NULL when none (or no such
@@ -196,16 +215,22 @@ $$;
 -- The dedup window of a partition as the broker's watermark cache loads it, in one
 -- snapshot: the partition's last offset, its queue's window now, and the sidecar rows
 -- inside that window, oldest first (one row with NULL base when there are none; no row
--- when the partition does not exist).
+-- when the partition does not exist). PL/pgSQL with the instant as a value: Citus plans
+-- neither a join with parameters inside a LANGUAGE sql function nor a volatile call on
+-- its rows. On Citus it runs on the partition's worker (queen.distribute()).
 CREATE FUNCTION queen.dedup_window_v1(p_partition_id uuid)
 RETURNS TABLE(r_last_offset bigint, r_window int, r_base bigint, r_hashes bytea)
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    RETURN QUERY
     SELECT p.last_offset, q.dedup_window_seconds, t.base_offset, t.hashes
       FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-      LEFT JOIN queen.log_txns t ON t.partition_id = p.id
-           AND t.created_at >= clock_timestamp() - make_interval(secs => q.dedup_window_seconds)
+      LEFT JOIN queen.log_txns t ON t.partition_id = p_partition_id
+           AND t.created_at >= v_now - make_interval(secs => q.dedup_window_seconds)
      WHERE p.id = p_partition_id
-     ORDER BY t.base_offset
-$$;
+     ORDER BY t.base_offset;
+END $$;

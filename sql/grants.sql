@@ -16,3 +16,5 @@ REVOKE ALL ON ALL ROUTINES IN SCHEMA queen FROM PUBLIC;
 GRANT USAGE ON SCHEMA queen TO queen_broker;
 GRANT EXECUTE ON ALL ROUTINES IN SCHEMA queen TO queen_broker;
 GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;
+-- Distributing the schema over Citus is the operator's step (as the extension's owner).
+REVOKE EXECUTE ON FUNCTION queen.distribute(int) FROM queen_broker;

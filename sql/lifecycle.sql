@@ -24,6 +24,7 @@ DECLARE
     v_floor timestamptz;
     v_cut timestamptz;
     v_deleted int;
+    v_last bigint;
     v_end bigint;
     v_start bigint;
 BEGIN
@@ -47,16 +48,17 @@ BEGIN
         RETURN jsonb_build_object('deleted', 0, 'new_txns_start', NULL, 'done', true, 'clamped', false);
     END IF;
     v_cut := LEAST(p_cutoff, v_floor);
-    -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix.
-    WITH victims AS (
-        SELECT t.base_offset FROM queen.log_txns t
-         WHERE t.partition_id = p_pid AND t.created_at < v_cut
-         ORDER BY t.base_offset LIMIT p_max_rows),
-    gone AS (
-        DELETE FROM queen.log_txns t USING victims v
-         WHERE t.partition_id = p_pid AND t.base_offset = v.base_offset
-        RETURNING t.end_offset)
-    SELECT count(*), max(end_offset) INTO v_deleted, v_end FROM gone;
+    -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix: the
+    -- victims are the rows up to the last one found. Two plain statements (on Citus a
+    -- DELETE in a CTE runs through intermediate results sent to every node).
+    SELECT count(*), max(v.base_offset), max(v.end_offset) INTO v_deleted, v_last, v_end
+      FROM (SELECT t.base_offset, t.end_offset FROM queen.log_txns t
+             WHERE t.partition_id = p_pid AND t.created_at < v_cut
+             ORDER BY t.base_offset LIMIT p_max_rows) v;
+    IF v_deleted > 0 THEN
+        DELETE FROM queen.log_txns
+         WHERE partition_id = p_pid AND base_offset <= v_last AND created_at < v_cut;
+    END IF;
     IF v_deleted > 0 AND v_end + 1 > v_start THEN
         UPDATE queen.log_partitions SET txns_start = v_end + 1 WHERE id = p_pid;
         v_start := v_end + 1;
@@ -88,11 +90,64 @@ BEGIN
     RETURN jsonb_build_object('partitions', v_partitions, 'deleted', v_deleted);
 END $$;
 
+-- Whether a table is distributed by Citus in this database (false without Citus).
+CREATE FUNCTION queen.is_distributed(p_table regclass) RETURNS bool
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v bool;
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+        INTO v USING p_table;
+    RETURN v;
+END $$;
+
+-- The first p_limit distinct partition ids of a per-partition table above p_from, in
+-- order: a loose index scan of its primary key (a recursive CTE, one probe per distinct
+-- id), so the cost grows with partitions, not rows. Citus refuses a recursive CTE over a
+-- distributed table, so there the same scan runs on every shard (run_command_on_shards,
+-- in parallel) and the lists are merged.
+CREATE FUNCTION queen.partition_ids_after(p_table regclass, p_from uuid, p_limit int) RETURNS uuid[]
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_scan text := format($q$
+        WITH RECURSIVE t(id) AS (
+            (SELECT partition_id FROM %%1$s WHERE partition_id > %1$L ORDER BY partition_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT x.partition_id FROM %%1$s x WHERE x.partition_id > t.id
+                     ORDER BY x.partition_id LIMIT 1)
+              FROM t WHERE t.id IS NOT NULL)
+        SELECT COALESCE(array_agg(id ORDER BY id), '{}')::text
+          FROM (SELECT id FROM t WHERE id IS NOT NULL LIMIT %2$s) a$q$, p_from, p_limit);
+    v_text text;
+    v_ids uuid[];
+BEGIN
+    IF NOT queen.is_distributed(p_table) THEN
+        EXECUTE format(v_scan, p_table) INTO v_text;
+        RETURN v_text::uuid[];
+    END IF;
+    EXECUTE $q$SELECT array_agg(r.result ORDER BY r.shardid) FILTER (WHERE NOT r.success),
+                      ARRAY(SELECT DISTINCT u FROM unnest(array_agg(r.result) FILTER (WHERE r.success)) s,
+                                   unnest(s::uuid[]) u ORDER BY u LIMIT $2)
+                 FROM pg_catalog.run_command_on_shards($1, $3) r$q$
+        INTO v_text, v_ids USING p_table, p_limit, v_scan;
+    IF v_text IS NOT NULL THEN
+        RAISE EXCEPTION 'partition_ids_after(%): a shard scan failed: %', p_table, v_text;
+    END IF;
+    RETURN v_ids;
+END $$;
+
 -- One bounded step of orphan cleanup: sidecar and DLQ rows (the tables without a foreign
 -- key) of partitions that no longer exist — e.g. after a plain DELETE FROM queen.queues.
 -- It walks the distinct partition ids of both tables in order from where the last step
--- stopped (a loose index scan: cost grows with partitions, not rows), removes at most
--- p_max_rows rows, and wraps around at the end.
+-- stopped (queen.partition_ids_after: cost grows with partitions, not rows), removes at
+-- most p_max_rows rows, partition by partition, and wraps around at the end.
 CREATE FUNCTION queen.log_orphans_step_v1(p_max_rows int) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -100,9 +155,12 @@ AS $$
 DECLARE
     v_from uuid;
     v_ids uuid[];
-    v_orphans uuid[];
+    v_alive uuid[];
+    v_pid uuid;
+    v_n int;
     v_txns int := 0;
     v_dlq int := 0;
+    v_now timestamptz := now();
 BEGIN
     IF p_max_rows IS NULL OR p_max_rows < 1 THEN
         RAISE EXCEPTION 'log_orphans_step_v1: p_max_rows must be >= 1, got %', p_max_rows
@@ -111,49 +169,40 @@ BEGIN
     SELECT (value->>'from')::uuid INTO v_from FROM queen.maintenance_state WHERE key = 'orphans';
     v_from := COALESCE(v_from, '00000000-0000-0000-0000-000000000000');
     -- The next distinct partition ids of both tables after v_from.
-    WITH RECURSIVE t(id) AS (
-        (SELECT partition_id FROM queen.log_txns WHERE partition_id > v_from ORDER BY partition_id LIMIT 1)
-        UNION ALL
-        SELECT (SELECT x.partition_id FROM queen.log_txns x WHERE x.partition_id > t.id
-                 ORDER BY x.partition_id LIMIT 1)
-          FROM t WHERE t.id IS NOT NULL),
-    d(id) AS (
-        (SELECT partition_id FROM queen.log_dlq WHERE partition_id > v_from ORDER BY partition_id LIMIT 1)
-        UNION ALL
-        SELECT (SELECT x.partition_id FROM queen.log_dlq x WHERE x.partition_id > d.id
-                 ORDER BY x.partition_id LIMIT 1)
-          FROM d WHERE d.id IS NOT NULL)
     SELECT array_agg(id ORDER BY id) INTO v_ids
-      FROM (SELECT id FROM (SELECT id FROM t WHERE id IS NOT NULL LIMIT 1000) a
+      FROM (SELECT id FROM unnest(queen.partition_ids_after('queen.log_txns', v_from, 1000)) id
             UNION
-            SELECT id FROM (SELECT id FROM d WHERE id IS NOT NULL LIMIT 1000) b
+            SELECT id FROM unnest(queen.partition_ids_after('queen.log_dlq', v_from, 1000)) id
             ORDER BY id LIMIT 1000) ids;
-    SELECT array_agg(i) INTO v_orphans FROM unnest(v_ids) i
-     WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = i);
-    IF v_orphans IS NOT NULL THEN
+    v_alive := ARRAY(SELECT id FROM queen.log_partitions WHERE id = ANY(v_ids));
+    -- Per orphaned partition (one shard each on Citus), its sidecar rows, then its DLQ rows.
+    FOR v_pid IN SELECT i FROM unnest(v_ids) i WHERE i <> ALL (v_alive) ORDER BY i LOOP
+        EXIT WHEN v_txns + v_dlq >= p_max_rows;
         WITH gone AS (
             DELETE FROM queen.log_txns t USING (
-                SELECT partition_id, base_offset FROM queen.log_txns
-                 WHERE partition_id = ANY(v_orphans) ORDER BY partition_id, base_offset
-                 LIMIT p_max_rows) v
-             WHERE t.partition_id = v.partition_id AND t.base_offset = v.base_offset
+                SELECT base_offset FROM queen.log_txns WHERE partition_id = v_pid
+                 ORDER BY base_offset LIMIT p_max_rows - v_txns - v_dlq) v
+             WHERE t.partition_id = v_pid AND t.base_offset = v.base_offset
             RETURNING 1)
-        SELECT count(*) INTO v_txns FROM gone;
+        SELECT count(*) INTO v_n FROM gone;
+        v_txns := v_txns + v_n;
         WITH gone AS (
             DELETE FROM queen.log_dlq d USING (
-                SELECT id FROM queen.log_dlq WHERE partition_id = ANY(v_orphans)
-                 LIMIT GREATEST(p_max_rows - v_txns, 0)) v
-             WHERE d.id = v.id
+                SELECT id FROM queen.log_dlq WHERE partition_id = v_pid
+                 LIMIT p_max_rows - v_txns - v_dlq) v
+             WHERE d.partition_id = v_pid AND d.id = v.id
             RETURNING 1)
-        SELECT count(*) INTO v_dlq FROM gone;
-    END IF;
+        SELECT count(*) INTO v_n FROM gone;
+        v_dlq := v_dlq + v_n;
+    END LOOP;
     -- Move on only past ids that are now clean; after the last one start over (an idle
-    -- sweep leaves the row unchanged and writes nothing).
+    -- sweep leaves the row unchanged and writes nothing). The time is a value: Citus
+    -- refuses a function call in an upsert's SET.
     IF v_txns + v_dlq < p_max_rows THEN
         INSERT INTO queen.maintenance_state AS s (key, value)
         VALUES ('orphans', jsonb_build_object('from', CASE WHEN array_length(v_ids, 1) = 1000
                                                            THEN v_ids[1000] END))
-        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
+        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = v_now
         WHERE s.value IS DISTINCT FROM EXCLUDED.value;
     END IF;
     RETURN jsonb_build_object('checked', COALESCE(array_length(v_ids, 1), 0),

@@ -13,6 +13,31 @@
 --   - grants to queen_broker are repeated for every new function (see sql/grants.sql).
 
 
+-- A schema that distributes (issue 15): every unique key and foreign key is one Citus can
+-- enforce once the per-partition tables are distributed by partition id. First, so that
+-- every function below may name the registry. -------------------------------------------
+
+-- The registry of partition names (sql/bootstrap.sql), filled with every partition as it
+-- is: ids never change (clients hold them in flight).
+CREATE TABLE queen.partition_names (
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    queue_id uuid NOT NULL REFERENCES queen.queues(id) ON DELETE CASCADE,
+    name text NOT NULL,
+    CONSTRAINT partition_names_pkey PRIMARY KEY (id),
+    CONSTRAINT partition_names_queue_id_name_key UNIQUE (queue_id, name),
+    CONSTRAINT partition_names_id_queue_id_name_key UNIQUE (id, queue_id, name)
+);
+INSERT INTO queen.partition_names (id, queue_id, name)
+SELECT id, queue_id, name FROM queen.log_partitions;
+-- (queue_id, name) is unique through the registry now; a partition id is always given.
+ALTER TABLE queen.log_partitions DROP CONSTRAINT log_partitions_queue_id_name_key,
+    ALTER COLUMN id DROP DEFAULT,
+    ADD CONSTRAINT log_partitions_name_fkey FOREIGN KEY (id, queue_id, name)
+        REFERENCES queen.partition_names (id, queue_id, name) ON DELETE CASCADE;
+-- The DLQ's key includes the distribution column.
+ALTER TABLE queen.log_dlq DROP CONSTRAINT log_dlq_pkey,
+    ADD CONSTRAINT log_dlq_pkey PRIMARY KEY (id, partition_id);
+
 -- Leases move to an UNLOGGED table (issue 13.5): claiming a lease writes no WAL, a pop
 -- that only leases commits without waiting for a flush, and an ack's update of the
 -- durable cursor row is HOT (nothing indexed changes on it any more). ------------------
@@ -46,40 +71,51 @@ ALTER TABLE queen.log_consumers SET (fillfactor = 70);
 
 -- Renewal extends the lease rows.
 CREATE OR REPLACE FUNCTION queen.log_renew_lease_v1(p_worker text, p_seconds int) RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH renewed AS (
-        UPDATE queen.log_leases
-           SET lease_expires_at = GREATEST(lease_expires_at,
-                   clock_timestamp() + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1)))
-         WHERE worker_id = p_worker AND lease_expires_at > clock_timestamp()
-        RETURNING lease_expires_at)
-    SELECT jsonb_build_object('renewed', count(*),
-                              'expiresAt', queen.iso_utc(min(lease_expires_at)))
-      FROM renewed
-$$;
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_until timestamptz := v_now + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1));
+    v_renewed bigint;
+    v_min timestamptz;
+BEGIN
+    UPDATE queen.log_leases
+       SET lease_expires_at = GREATEST(lease_expires_at, v_until)
+     WHERE worker_id = p_worker AND lease_expires_at > v_now;
+    GET DIAGNOSTICS v_renewed = ROW_COUNT;
+    -- The renewed rows are exactly the worker's live ones now (renewal never shortens).
+    SELECT min(lease_expires_at) INTO v_min FROM queen.log_leases
+     WHERE worker_id = p_worker AND lease_expires_at > v_now;
+    RETURN jsonb_build_object('renewed', v_renewed, 'expiresAt', queen.iso_utc(v_min));
+END $$;
 
 CREATE OR REPLACE FUNCTION queen.log_renew_lease_tenant_v1(p_worker text, p_seconds int, p_tenant uuid)
 RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH renewed AS (
-        UPDATE queen.log_leases c
-           SET lease_expires_at = GREATEST(c.lease_expires_at,
-                   clock_timestamp() + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1)))
-         WHERE c.worker_id = p_worker AND c.lease_expires_at > clock_timestamp()
-           AND EXISTS (SELECT 1 FROM queen.log_leases c2
-                         JOIN queen.log_partitions p ON p.id = c2.partition_id
-                         JOIN queen.queues q ON q.id = p.queue_id
-                        WHERE c2.worker_id = p_worker AND c2.lease_expires_at > clock_timestamp()
-                          AND q.tenant_id = p_tenant)
-        RETURNING c.lease_expires_at)
-    SELECT jsonb_build_object('renewed', count(*),
-                              'expiresAt', queen.iso_utc(min(lease_expires_at)))
-      FROM renewed
-$$;
+DECLARE
+    v_now timestamptz := clock_timestamp();
+    v_until timestamptz := v_now + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1));
+    v_renewed bigint := 0;
+    v_min timestamptz;
+BEGIN
+    IF EXISTS (SELECT 1 FROM queen.log_leases l
+                 JOIN queen.partition_names n ON n.id = l.partition_id
+                 JOIN queen.queues q ON q.id = n.queue_id
+                WHERE l.worker_id = p_worker AND l.lease_expires_at > v_now
+                  AND q.tenant_id = p_tenant) THEN
+        UPDATE queen.log_leases
+           SET lease_expires_at = GREATEST(lease_expires_at, v_until)
+         WHERE worker_id = p_worker AND lease_expires_at > v_now;
+        GET DIAGNOSTICS v_renewed = ROW_COUNT;
+        -- The renewed rows are exactly the worker's live ones now (renewal never shortens).
+        SELECT min(lease_expires_at) INTO v_min FROM queen.log_leases
+         WHERE worker_id = p_worker AND lease_expires_at > v_now;
+    END IF;
+    RETURN jsonb_build_object('renewed', v_renewed, 'expiresAt', queen.iso_utc(v_min));
+END $$;
 
 -- The broker calls functions only (issue 14). ------------------------------------------
 
@@ -122,7 +158,7 @@ AS $$
     SELECT t.i::int, p.id, q.dedup_window_seconds
       FROM unnest(p_queues, p_partitions) WITH ORDINALITY AS t(qn, pn, i)
       JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = t.qn
-      JOIN queen.log_partitions p ON p.queue_id = q.id AND p.name = t.pn
+      JOIN queen.partition_names p ON p.queue_id = q.id AND p.name = t.pn
 $$;
 
 -- The worker holding a cursor's lease (sql/broker_api.sql).
@@ -179,6 +215,7 @@ DECLARE
     v_floor timestamptz;
     v_cut timestamptz;
     v_deleted int;
+    v_last bigint;
     v_end bigint;
     v_start bigint;
 BEGIN
@@ -202,16 +239,17 @@ BEGIN
         RETURN jsonb_build_object('deleted', 0, 'new_txns_start', NULL, 'done', true, 'clamped', false);
     END IF;
     v_cut := LEAST(p_cutoff, v_floor);
-    -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix.
-    WITH victims AS (
-        SELECT t.base_offset FROM queen.log_txns t
-         WHERE t.partition_id = p_pid AND t.created_at < v_cut
-         ORDER BY t.base_offset LIMIT p_max_rows),
-    gone AS (
-        DELETE FROM queen.log_txns t USING victims v
-         WHERE t.partition_id = p_pid AND t.base_offset = v.base_offset
-        RETURNING t.end_offset)
-    SELECT count(*), max(end_offset) INTO v_deleted, v_end FROM gone;
+    -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix: the
+    -- victims are the rows up to the last one found. Two plain statements (on Citus a
+    -- DELETE in a CTE runs through intermediate results sent to every node).
+    SELECT count(*), max(v.base_offset), max(v.end_offset) INTO v_deleted, v_last, v_end
+      FROM (SELECT t.base_offset, t.end_offset FROM queen.log_txns t
+             WHERE t.partition_id = p_pid AND t.created_at < v_cut
+             ORDER BY t.base_offset LIMIT p_max_rows) v;
+    IF v_deleted > 0 THEN
+        DELETE FROM queen.log_txns
+         WHERE partition_id = p_pid AND base_offset <= v_last AND created_at < v_cut;
+    END IF;
     IF v_deleted > 0 AND v_end + 1 > v_start THEN
         UPDATE queen.log_partitions SET txns_start = v_end + 1 WHERE id = p_pid;
         v_start := v_end + 1;
@@ -255,9 +293,12 @@ AS $$
 DECLARE
     v_from uuid;
     v_ids uuid[];
-    v_orphans uuid[];
+    v_alive uuid[];
+    v_pid uuid;
+    v_n int;
     v_txns int := 0;
     v_dlq int := 0;
+    v_now timestamptz := now();
 BEGIN
     IF p_max_rows IS NULL OR p_max_rows < 1 THEN
         RAISE EXCEPTION 'log_orphans_step_v1: p_max_rows must be >= 1, got %', p_max_rows
@@ -266,49 +307,40 @@ BEGIN
     SELECT (value->>'from')::uuid INTO v_from FROM queen.maintenance_state WHERE key = 'orphans';
     v_from := COALESCE(v_from, '00000000-0000-0000-0000-000000000000');
     -- The next distinct partition ids of both tables after v_from.
-    WITH RECURSIVE t(id) AS (
-        (SELECT partition_id FROM queen.log_txns WHERE partition_id > v_from ORDER BY partition_id LIMIT 1)
-        UNION ALL
-        SELECT (SELECT x.partition_id FROM queen.log_txns x WHERE x.partition_id > t.id
-                 ORDER BY x.partition_id LIMIT 1)
-          FROM t WHERE t.id IS NOT NULL),
-    d(id) AS (
-        (SELECT partition_id FROM queen.log_dlq WHERE partition_id > v_from ORDER BY partition_id LIMIT 1)
-        UNION ALL
-        SELECT (SELECT x.partition_id FROM queen.log_dlq x WHERE x.partition_id > d.id
-                 ORDER BY x.partition_id LIMIT 1)
-          FROM d WHERE d.id IS NOT NULL)
     SELECT array_agg(id ORDER BY id) INTO v_ids
-      FROM (SELECT id FROM (SELECT id FROM t WHERE id IS NOT NULL LIMIT 1000) a
+      FROM (SELECT id FROM unnest(queen.partition_ids_after('queen.log_txns', v_from, 1000)) id
             UNION
-            SELECT id FROM (SELECT id FROM d WHERE id IS NOT NULL LIMIT 1000) b
+            SELECT id FROM unnest(queen.partition_ids_after('queen.log_dlq', v_from, 1000)) id
             ORDER BY id LIMIT 1000) ids;
-    SELECT array_agg(i) INTO v_orphans FROM unnest(v_ids) i
-     WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = i);
-    IF v_orphans IS NOT NULL THEN
+    v_alive := ARRAY(SELECT id FROM queen.log_partitions WHERE id = ANY(v_ids));
+    -- Per orphaned partition (one shard each on Citus), its sidecar rows, then its DLQ rows.
+    FOR v_pid IN SELECT i FROM unnest(v_ids) i WHERE i <> ALL (v_alive) ORDER BY i LOOP
+        EXIT WHEN v_txns + v_dlq >= p_max_rows;
         WITH gone AS (
             DELETE FROM queen.log_txns t USING (
-                SELECT partition_id, base_offset FROM queen.log_txns
-                 WHERE partition_id = ANY(v_orphans) ORDER BY partition_id, base_offset
-                 LIMIT p_max_rows) v
-             WHERE t.partition_id = v.partition_id AND t.base_offset = v.base_offset
+                SELECT base_offset FROM queen.log_txns WHERE partition_id = v_pid
+                 ORDER BY base_offset LIMIT p_max_rows - v_txns - v_dlq) v
+             WHERE t.partition_id = v_pid AND t.base_offset = v.base_offset
             RETURNING 1)
-        SELECT count(*) INTO v_txns FROM gone;
+        SELECT count(*) INTO v_n FROM gone;
+        v_txns := v_txns + v_n;
         WITH gone AS (
             DELETE FROM queen.log_dlq d USING (
-                SELECT id FROM queen.log_dlq WHERE partition_id = ANY(v_orphans)
-                 LIMIT GREATEST(p_max_rows - v_txns, 0)) v
-             WHERE d.id = v.id
+                SELECT id FROM queen.log_dlq WHERE partition_id = v_pid
+                 LIMIT p_max_rows - v_txns - v_dlq) v
+             WHERE d.partition_id = v_pid AND d.id = v.id
             RETURNING 1)
-        SELECT count(*) INTO v_dlq FROM gone;
-    END IF;
+        SELECT count(*) INTO v_n FROM gone;
+        v_dlq := v_dlq + v_n;
+    END LOOP;
     -- Move on only past ids that are now clean; after the last one start over (an idle
-    -- sweep leaves the row unchanged and writes nothing).
+    -- sweep leaves the row unchanged and writes nothing). The time is a value: Citus
+    -- refuses a function call in an upsert's SET.
     IF v_txns + v_dlq < p_max_rows THEN
         INSERT INTO queen.maintenance_state AS s (key, value)
         VALUES ('orphans', jsonb_build_object('from', CASE WHEN array_length(v_ids, 1) = 1000
                                                            THEN v_ids[1000] END))
-        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
+        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = v_now
         WHERE s.value IS DISTINCT FROM EXCLUDED.value;
     END IF;
     RETURN jsonb_build_object('checked', COALESCE(array_length(v_ids, 1), 0),
@@ -494,17 +526,23 @@ AS $$
 DECLARE
     v_id uuid;
     v_pids uuid[];
+    v_pid uuid;
 BEGIN
     SELECT id INTO v_id FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue FOR UPDATE;
     IF v_id IS NULL THEN
         RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', false);
     END IF;
-    v_pids := ARRAY(SELECT id FROM queen.log_partitions WHERE queue_id = v_id);
+    -- From the registry: on Citus a read of the distributed log_partitions here would
+    -- forbid the write to the (reference) queues table in the same transaction.
+    v_pids := ARRAY(SELECT id FROM queen.partition_names WHERE queue_id = v_id ORDER BY id);
     -- Lease rows first, in the global lock order, as every ack path does (lease row, then
     -- cursor row): the cascade below deletes cursor rows before lease rows, so without
-    -- this a DLQ filing holding a lease row deadlocked against it (40P01).
-    PERFORM 1 FROM queen.log_leases WHERE partition_id = ANY(v_pids)
-      ORDER BY partition_id, consumer_group COLLATE "C" FOR UPDATE;
+    -- this a DLQ filing holding a lease row deadlocked against it (40P01). One statement
+    -- per partition, in ascending id: on Citus a row lock names one partition.
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.log_leases WHERE partition_id = v_pid
+          ORDER BY consumer_group COLLATE "C" FOR UPDATE;
+    END LOOP;
     DELETE FROM queen.queues WHERE id = v_id;
     DELETE FROM queen.log_txns WHERE partition_id = ANY(v_pids);
     DELETE FROM queen.log_dlq WHERE partition_id = ANY(v_pids);
@@ -567,9 +605,7 @@ BEGIN
         delayed_processing = COALESCE((o->>'delayedProcessing')::int, q.delayed_processing),
         options = q.options || o
     RETURNING * INTO v_queue;
-    INSERT INTO queen.log_partitions (queue_id, name) VALUES (v_queue.id, 'Default')
-    ON CONFLICT (queue_id, name) DO NOTHING;
-    SELECT id INTO v_pid FROM queen.log_partitions WHERE queue_id = v_queue.id AND name = 'Default';
+    v_pid := queen.provision_partition(v_queue.id, 'Default');
     RETURN jsonb_build_object('queueId', v_queue.id, 'partitionId', v_pid, 'queue', v_queue.name,
                               'namespace', v_queue.namespace, 'task', v_queue.task,
                               'leaseTime', v_queue.lease_time, 'retryLimit', v_queue.retry_limit);
@@ -633,25 +669,29 @@ END $$;
 CREATE FUNCTION queen.dlq_ids_at_v1(p_partition_id uuid, p_transaction_id text,
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS uuid[]
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT ARRAY(
+BEGIN
+    RETURN ARRAY(
         SELECT d.id FROM queen.log_dlq d
           JOIN queen.log_partitions p ON p.id = d.partition_id
           JOIN queen.queues q ON q.id = p.queue_id
-         WHERE d.partition_id = p_partition_id AND d.transaction_id = p_transaction_id
-           AND q.tenant_id = p_tenant
-         ORDER BY d.failed_at DESC, d.id)
-$$;
+         WHERE d.partition_id = p_partition_id AND p.id = p_partition_id
+           AND d.transaction_id = p_transaction_id AND q.tenant_id = p_tenant
+         ORDER BY d.failed_at DESC, d.id);
+END $$;
 
 -- Delete the tenant's DLQ rows p_ids; returns {"deleted": n, "ids": [...]}.
 CREATE FUNCTION queen.dlq_delete_v1(p_ids uuid[],
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v jsonb;
+BEGIN
     WITH gone AS (
         DELETE FROM queen.log_dlq d
          USING queen.log_partitions p, queen.queues q
@@ -660,8 +700,9 @@ AS $$
         RETURNING d.id)
     SELECT jsonb_build_object('deleted', count(*),
                               'ids', COALESCE(jsonb_agg(id ORDER BY id), '[]'::jsonb))
-      FROM gone
-$$;
+      INTO v FROM gone;
+    RETURN v;
+END $$;
 
 -- Delete up to p_limit DLQ rows of a queue (NULL group = every group; NULL limit = all),
 -- oldest failure first.
@@ -732,45 +773,43 @@ RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_partition_id uu
               r_leased bool, r_leased_messages bigint, r_worker text, r_lease_acquired_at timestamptz,
               r_retries int, r_total_consumed bigint, r_evicted bigint, r_redeliver_at timestamptz,
               r_dlq bigint)
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH now AS (SELECT clock_timestamp() AS t),
-    parts AS (
-        SELECT q.tenant_id, q.id AS queue_id, q.name::text AS queue, p.id, p.name, p.created_at,
-               p.log_start, p.last_offset, p.last_write_at
-          FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
-         WHERE (p_tenant IS NULL OR q.tenant_id = p_tenant) AND (p_queue IS NULL OR q.name = p_queue)),
-    dlq AS (
-        SELECT d.partition_id, d.consumer_group, count(*) AS n
-          FROM queen.log_dlq d JOIN parts x ON x.id = d.partition_id
-         GROUP BY 1, 2),
-    cursors AS (
-        SELECT x.*, c.consumer_group, c.committed, c.batch_retry_count, c.total_consumed,
-               c.evicted, c.redeliver_at, l.batch_end, l.worker_id, l.lease_acquired_at,
-               COALESCE(l.worker_id IS NOT NULL AND l.lease_expires_at > now.t, false) AS live,
-               GREATEST(COALESCE(c.committed, -1), x.log_start - 1) AS consumed_to, now.t AS now
-          FROM parts x CROSS JOIN now
-          LEFT JOIN queen.log_consumers c ON c.partition_id = x.id
-          LEFT JOIN queen.log_leases l
-            ON l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group)
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    RETURN QUERY
     SELECT k.tenant_id, k.queue_id, k.queue, k.id, k.name, k.created_at, k.log_start, k.last_offset,
            k.last_write_at, k.consumer_group, k.committed,
            CASE WHEN k.consumer_group IS NOT NULL THEN GREATEST(k.last_offset - k.consumed_to, 0) END,
-           o.created_at, extract(epoch FROM k.now - o.created_at)::float8,
+           o.created_at, extract(epoch FROM v_now - o.created_at)::float8,
            k.live, CASE WHEN k.live THEN GREATEST(k.batch_end - k.committed, 0) ELSE 0 END,
            CASE WHEN k.live THEN k.worker_id END, k.lease_acquired_at,
            k.batch_retry_count, k.total_consumed, k.evicted,
-           CASE WHEN k.redeliver_at > k.now THEN k.redeliver_at END,
+           CASE WHEN k.redeliver_at > v_now THEN k.redeliver_at END,
            COALESCE(d.n, 0)
-      FROM cursors k
-      LEFT JOIN dlq d ON d.partition_id = k.id AND d.consumer_group = k.consumer_group
+      FROM (SELECT q.tenant_id, q.id AS queue_id, q.name::text AS queue, p.id, p.name, p.created_at,
+                   p.log_start, p.last_offset, p.last_write_at,
+                   c.consumer_group, c.committed, c.batch_retry_count, c.total_consumed,
+                   c.evicted, c.redeliver_at, l.batch_end, l.worker_id, l.lease_acquired_at,
+                   COALESCE(l.worker_id IS NOT NULL AND l.lease_expires_at > v_now, false) AS live,
+                   GREATEST(COALESCE(c.committed, -1), p.log_start - 1) AS consumed_to
+              FROM queen.queues q
+              JOIN queen.log_partitions p ON p.queue_id = q.id
+              LEFT JOIN queen.log_consumers c ON c.partition_id = p.id
+              LEFT JOIN queen.log_leases l
+                ON l.partition_id = c.partition_id AND l.consumer_group = c.consumer_group
+             WHERE (p_tenant IS NULL OR q.tenant_id = p_tenant) AND (p_queue IS NULL OR q.name = p_queue)) k
+      LEFT JOIN LATERAL (
+          SELECT count(*) AS n FROM queen.log_dlq d
+           WHERE d.partition_id = k.id AND d.consumer_group = k.consumer_group) d ON true
       LEFT JOIN LATERAL (
           SELECT s.created_at FROM queen.log_segments s
            WHERE k.last_offset > k.consumed_to
              AND s.partition_id = k.id AND s.base_offset <= k.consumed_to + 1
-           ORDER BY s.base_offset DESC LIMIT 1) o ON true
-$$;
+           ORDER BY s.base_offset DESC LIMIT 1) o ON true;
+END $$;
 
 REVOKE ALL ON FUNCTION queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea[], text[], int),
                        queen.dlq_redrive_v1(uuid[], uuid),
@@ -794,22 +833,352 @@ GRANT EXECUTE ON FUNCTION queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea
 -- The dedup window of a partition as the broker's watermark cache loads it, in one
 -- snapshot: the partition's last offset, its queue's window now, and the sidecar rows
 -- inside that window, oldest first (one row with NULL base when there are none; no row
--- when the partition does not exist).
+-- when the partition does not exist). PL/pgSQL with the instant as a value: Citus plans
+-- neither a join with parameters inside a LANGUAGE sql function nor a volatile call on
+-- its rows. On Citus it runs on the partition's worker (queen.distribute()).
 CREATE FUNCTION queen.dedup_window_v1(p_partition_id uuid)
 RETURNS TABLE(r_last_offset bigint, r_window int, r_base bigint, r_hashes bytea)
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    RETURN QUERY
     SELECT p.last_offset, q.dedup_window_seconds, t.base_offset, t.hashes
       FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-      LEFT JOIN queen.log_txns t ON t.partition_id = p.id
-           AND t.created_at >= clock_timestamp() - make_interval(secs => q.dedup_window_seconds)
+      LEFT JOIN queen.log_txns t ON t.partition_id = p_partition_id
+           AND t.created_at >= v_now - make_interval(secs => q.dedup_window_seconds)
      WHERE p.id = p_partition_id
-     ORDER BY t.base_offset
-$$;
+     ORDER BY t.base_offset;
+END $$;
 REVOKE ALL ON FUNCTION queen.dedup_window_v1(uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.dedup_window_v1(uuid) TO queen_broker;
 
 -- The broker role reads no table (issue 14): 0.1.0 granted SELECT on every table.
 REVOKE SELECT ON ALL TABLES IN SCHEMA queen FROM queen_broker;
 GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;
+
+-- Scale-out on Citus (issue 15): partition creation through the registry, an id-addressed
+-- partition pop, the orphan sweep's per-table scan (a per-shard one on Citus), and the
+-- distribution step. -------------------------------------------------------------------
+-- Create the partition p_name of queue p_queue_id unless it exists; returns its id. The
+-- registry row first (its UNIQUE (queue_id, name) settles a race between two creators:
+-- the second waits for the first and then finds its row, read by a statement of its own
+-- so that it sees what the first committed), then the log_partitions row with that id.
+-- The caller holds the queue row (FOR KEY SHARE) so a concurrent DELETE cannot interfere.
+CREATE FUNCTION queen.provision_partition(p_queue_id uuid, p_name text) RETURNS uuid
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    INSERT INTO queen.partition_names (queue_id, name) VALUES (p_queue_id, p_name)
+    ON CONFLICT (queue_id, name) DO NOTHING;
+    SELECT id INTO v_id FROM queen.partition_names WHERE queue_id = p_queue_id AND name = p_name;
+    IF v_id IS NOT NULL THEN
+        INSERT INTO queen.log_partitions (id, queue_id, name) VALUES (v_id, p_queue_id, p_name)
+        ON CONFLICT (id) DO NOTHING;
+    END IF;
+    RETURN v_id;
+END $$;
+
+-- The DLQ listing in PL/pgSQL, the page first (sql/broker_api.sql).
+CREATE OR REPLACE FUNCTION queen.dlq_list_v1(p_queue text, p_group text, p_limit int, p_offset int,
+                                  p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_total bigint;
+    v_page jsonb;
+BEGIN
+    SELECT count(*) INTO v_total
+      FROM queen.log_dlq d
+      JOIN queen.log_partitions p ON p.id = d.partition_id
+      JOIN queen.queues q ON q.id = p.queue_id
+     WHERE q.tenant_id = p_tenant AND (p_queue IS NULL OR q.name = p_queue)
+       AND (p_group IS NULL OR d.consumer_group = p_group);
+    SELECT COALESCE(jsonb_agg(jsonb_build_object(
+            'id', COALESCE(pg.message_id, pg.id), 'dlqId', pg.id,
+            'transactionId', pg.transaction_id, 'partitionId', pg.partition_id,
+            'queue', pg.queue, 'partition', pg.partition, 'consumerGroup', pg.consumer_group,
+            'offset', pg."offset", 'errorMessage', pg.error, 'retryCount', pg.retry_count,
+            'data', pg.payload,
+            'createdAt', to_char((SELECT s.r_created FROM queen.log_segment_at_v1(pg.partition_id, pg."offset") s)
+                                 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+            'failedAt', to_char(pg.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+            ORDER BY pg.failed_at DESC, pg.id), '[]'::jsonb) INTO v_page
+      FROM (SELECT d.*, q.name AS queue, p.name AS partition
+              FROM queen.log_dlq d
+              JOIN queen.log_partitions p ON p.id = d.partition_id
+              JOIN queen.queues q ON q.id = p.queue_id
+             WHERE q.tenant_id = p_tenant AND (p_queue IS NULL OR q.name = p_queue)
+               AND (p_group IS NULL OR d.consumer_group = p_group)
+             ORDER BY d.failed_at DESC, d.id
+             LIMIT GREATEST(COALESCE(p_limit, 100), 0) OFFSET GREATEST(COALESCE(p_offset, 0), 0)) pg;
+    RETURN jsonb_build_object('total', v_total, 'messages', v_page);
+END $$;
+
+-- Where a new cursor starts, in PL/pgSQL (sql/functions.sql).
+CREATE OR REPLACE FUNCTION queen.seed_offset(p_pid uuid, p_mode text, p_ts timestamptz) RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_start bigint;
+    v_last bigint;
+    v_first bigint;
+BEGIN
+    SELECT p.log_start, p.last_offset INTO v_start, v_last FROM queen.log_partitions p WHERE p.id = p_pid;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    ELSIF p_mode = 'all' OR p_mode IS NULL THEN
+        RETURN v_start - 1;
+    ELSIF p_ts IS NULL THEN
+        RETURN v_last;
+    END IF;
+    SELECT s.base_offset - 1 INTO v_first FROM queen.log_segments s
+     WHERE s.partition_id = p_pid AND s.created_at >= p_ts
+     ORDER BY s.base_offset LIMIT 1;
+    RETURN COALESCE(v_first, v_last);
+END $$;
+
+-- Ownership through the registry (sql/broker_api.sql).
+CREATE OR REPLACE FUNCTION queen.owned_partitions_v1(p_pids uuid[], p_tenant uuid)
+RETURNS SETOF uuid
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT n.id FROM queen.partition_names n JOIN queen.queues q ON q.id = n.queue_id
+     WHERE n.id = ANY(p_pids) AND q.tenant_id = p_tenant
+$$;
+
+-- Whether a table is distributed by Citus in this database (false without Citus).
+CREATE FUNCTION queen.is_distributed(p_table regclass) RETURNS bool
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v bool;
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
+        RETURN false;
+    END IF;
+    EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1)'
+        INTO v USING p_table;
+    RETURN v;
+END $$;
+
+-- The first p_limit distinct partition ids of a per-partition table above p_from, in
+-- order: a loose index scan of its primary key (a recursive CTE, one probe per distinct
+-- id), so the cost grows with partitions, not rows. Citus refuses a recursive CTE over a
+-- distributed table, so there the same scan runs on every shard (run_command_on_shards,
+-- in parallel) and the lists are merged.
+CREATE FUNCTION queen.partition_ids_after(p_table regclass, p_from uuid, p_limit int) RETURNS uuid[]
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_scan text := format($q$
+        WITH RECURSIVE t(id) AS (
+            (SELECT partition_id FROM %%1$s WHERE partition_id > %1$L ORDER BY partition_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT x.partition_id FROM %%1$s x WHERE x.partition_id > t.id
+                     ORDER BY x.partition_id LIMIT 1)
+              FROM t WHERE t.id IS NOT NULL)
+        SELECT COALESCE(array_agg(id ORDER BY id), '{}')::text
+          FROM (SELECT id FROM t WHERE id IS NOT NULL LIMIT %2$s) a$q$, p_from, p_limit);
+    v_text text;
+    v_ids uuid[];
+BEGIN
+    IF NOT queen.is_distributed(p_table) THEN
+        EXECUTE format(v_scan, p_table) INTO v_text;
+        RETURN v_text::uuid[];
+    END IF;
+    EXECUTE $q$SELECT array_agg(r.result ORDER BY r.shardid) FILTER (WHERE NOT r.success),
+                      ARRAY(SELECT DISTINCT u FROM unnest(array_agg(r.result) FILTER (WHERE r.success)) s,
+                                   unnest(s::uuid[]) u ORDER BY u LIMIT $2)
+                 FROM pg_catalog.run_command_on_shards($1, $3) r$q$
+        INTO v_text, v_ids USING p_table, p_limit, v_scan;
+    IF v_text IS NOT NULL THEN
+        RAISE EXCEPTION 'partition_ids_after(%): a shard scan failed: %', p_table, v_text;
+    END IF;
+    RETURN v_ids;
+END $$;
+
+-- A partition pop addressed by partition id (src/broker_api.rs).
+CREATE FUNCTION queen.log_pop_at_v1(
+    "p_partition_id" uuid,
+    "p_group" TEXT,
+    "p_budget" INT,
+    "p_lease_seconds" INT,
+    "p_worker" TEXT,
+    "p_auto_ack" bool DEFAULT false,
+    "p_sub_mode" TEXT DEFAULT 'all',
+    "p_sub_from" TEXT DEFAULT '',
+    "p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS TABLE (
+    "r_partition_id" uuid,
+    "r_partition" TEXT,
+    "r_base" bigint,
+    "r_start_idx" INT,
+    "r_take" INT,
+    "r_msg_count" INT,
+    "r_created_at" timestamp with time zone,
+    "r_blob" bytea,
+    "r_attempt" INT
+)
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'log_pop_at_v1_wrapper';
+
+-- A push addressed by partition id (src/push.rs).
+CREATE FUNCTION queen.log_push_at_v1(
+    "p_partition_id" uuid,
+    "p_msg_count" INT,
+    "p_hashes" bytea,
+    "p_verified" bigint,
+    "p_blob" bytea,
+    "p_window" INT DEFAULT NULL,
+    "p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'log_push_at_v1_wrapper';
+
+-- The distribution step (sql/citus.sql).
+-- The per-partition functions and the argument naming their partition.
+CREATE FUNCTION queen.distributed_functions()
+RETURNS TABLE(r_function regprocedure, r_argument text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT f::regprocedure, a FROM (VALUES
+        ('queen.log_ack_by_hash_v1(uuid, text, text, bytea[], text[])', 'p_partition_id'),
+        ('queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea[], text[], int)', 'p_partition_id'),
+        ('queen.log_ack_at_v1(uuid, text, text, bigint, bool, int)', 'p_partition_id'),
+        ('queen.log_dlq_head_v1(uuid, text, text, bigint, uuid, text, jsonb, text)', 'p_partition_id'),
+        ('queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid)', 'p_partition_id'),
+        ('queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid)', 'p_partition_id'),
+        ('queen.ack(uuid, text, text[], text[], text)', 'p_partition_id'),
+        ('queen.cursor_worker_v1(uuid, text)', 'p_partition_id'),
+        ('queen.dedup_window_v1(uuid)', 'p_partition_id'),
+        ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),
+        ('queen.log_segment_at_v1(uuid, bigint)', 'p_pid'),
+        ('queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int)', 'p_pid'),
+        ('queen.log_txns_purge_step_v1(uuid, timestamptz, int)', 'p_pid')) AS t(f, a)
+$$;
+
+-- Distribute this database over the Citus cluster it is the coordinator of (run it once,
+-- as a superuser, on the coordinator, after CREATE EXTENSION queen_ack and citus_add_node
+-- for the workers). Idempotent: what is already distributed is left alone, so it is also
+-- the step to run after an upgrade that added a function. Rows already there move into
+-- the shards. p_shard_count (default: citus.shard_count) is the shard count of the
+-- partition tables. Returns what it did.
+CREATE FUNCTION queen.distribute(p_shard_count int DEFAULT NULL) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_reference text[] := ARRAY['queen.queues', 'queen.partition_names',
+                                'queen.consumer_groups_metadata', 'queen.maintenance_state'];
+    -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
+    v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
+                                  'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq'];
+    v_table text;
+    v_new_ref text[] := '{}';
+    v_new_dist text[] := '{}';
+    v_new_fn text[] := '{}';
+    v_members int := 0;
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION 'queen.distribute: the citus extension is not installed in this database'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'On a Citus coordinator: CREATE EXTENSION citus, citus_add_node() for each worker, then SELECT queen.distribute().';
+    END IF;
+    IF NOT citus_is_coordinator() THEN
+        RAISE EXCEPTION 'queen.distribute: run it on the coordinator'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF p_shard_count IS NOT NULL THEN
+        IF p_shard_count < 1 THEN
+            RAISE EXCEPTION 'queen.distribute: p_shard_count must be >= 1, got %', p_shard_count
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        PERFORM set_config('citus.shard_count', p_shard_count::text, true);
+    END IF;
+    -- The foreign keys to a reference table would otherwise make Citus convert the tables
+    -- still local into "citus local tables", which fails for tables an extension owns.
+    PERFORM set_config('citus.enable_local_reference_table_foreign_keys', 'off', true);
+    FOREACH v_table IN ARRAY v_reference LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = v_table::regclass) THEN
+            PERFORM create_reference_table(v_table::regclass);
+            v_new_ref := v_new_ref || v_table;
+        END IF;
+    END LOOP;
+    FOREACH v_table IN ARRAY v_distributed LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = v_table::regclass) THEN
+            IF v_table = 'queen.log_partitions' THEN
+                PERFORM create_distributed_table(v_table::regclass, 'id');
+            ELSE
+                PERFORM create_distributed_table(v_table::regclass, 'partition_id',
+                                                 colocate_with => 'queen.log_partitions');
+            END IF;
+            v_new_dist := v_new_dist || v_table;
+        END IF;
+    END LOOP;
+    -- Rows that were there before were copied into the shards; the coordinator's own
+    -- copies go (it holds no partition data).
+    FOREACH v_table IN ARRAY v_reference || v_distributed LOOP
+        IF v_table = ANY(v_new_ref || v_new_dist) THEN
+            PERFORM truncate_local_data_after_distributing_table(v_table::regclass);
+        END IF;
+    END LOOP;
+    FOR r IN SELECT f.r_function, f.r_argument FROM queen.distributed_functions() f LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_object o
+                        WHERE o.classid = 'pg_proc'::regclass AND o.objid = r.r_function
+                          AND o.distribution_argument_index IS NOT NULL) THEN
+            PERFORM create_distributed_function(r.r_function, r.r_argument,
+                                                colocate_with => 'queen.log_partitions');
+            v_new_fn := v_new_fn || r.r_function::text;
+        END IF;
+    END LOOP;
+    -- The coordinator's placements of the reference tables become members of the
+    -- extension, so that a plain DROP EXTENSION queen_ack removes them too.
+    FOR r IN SELECT s.logicalrelid, s.shardid FROM pg_dist_shard s
+               JOIN pg_dist_placement pl ON pl.shardid = s.shardid
+              WHERE pl.groupid = 0 AND s.logicalrelid::text = ANY(v_reference)
+                AND to_regclass(shard_name(s.logicalrelid, s.shardid)) IS NOT NULL
+                AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                                 WHERE d.classid = 'pg_class'::regclass
+                                   AND d.objid = to_regclass(shard_name(s.logicalrelid, s.shardid))
+                                   AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e') LOOP
+        EXECUTE format('ALTER EXTENSION queen_ack ADD TABLE %s', shard_name(r.logicalrelid, r.shardid));
+        v_members := v_members + 1;
+    END LOOP;
+    RETURN jsonb_build_object(
+        'referenceTables', to_jsonb(v_new_ref), 'distributedTables', to_jsonb(v_new_dist),
+        'functions', to_jsonb(v_new_fn), 'coordinatorPlacementsAdded', v_members,
+        'workers', (SELECT count(*) FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0),
+        'shardCount', (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'queen.log_partitions'::regclass));
+END $$;
+
+REVOKE ALL ON FUNCTION queen.provision_partition(uuid, text),
+                       queen.is_distributed(regclass),
+                       queen.partition_ids_after(regclass, uuid, int),
+                       queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid),
+                       queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid),
+                       queen.distributed_functions(),
+                       queen.distribute(int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.provision_partition(uuid, text),
+                          queen.is_distributed(regclass),
+                          queen.partition_ids_after(regclass, uuid, int),
+                          queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid),
+                          queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid),
+                          queen.distributed_functions() TO queen_broker;

@@ -388,7 +388,8 @@ pub struct PartitionRef {
     pub queue: QueueRef,
 }
 
-/// Resolve a partition by (tenant, queue name, partition name), without locking.
+/// Resolve a partition by (tenant, queue name, partition name), without locking, through
+/// the name registry (a reference table on Citus: local on every node).
 pub fn find_partition_ref(
     client: &SpiClient<'_>,
     tenant: Uuid,
@@ -398,7 +399,7 @@ pub fn find_partition_ref(
     q(
         client,
         "SELECT p.id, q.id, GREATEST(COALESCE(q.lease_time, 60), 1), q.delayed_processing
-               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+               FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
         &[tenant.into(), queue.into(), partition.into()],
     )
@@ -412,6 +413,36 @@ pub fn find_partition_ref(
             lease_time: col(&row, 3, "lease time"),
             delay: col(&row, 4, "queues.delayed_processing"),
         },
+    })
+}
+
+/// A partition of the tenant by id, with its name and queue, without locking: a router
+/// read of the partition's own row (on Citus, on the node holding it).
+pub fn find_partition_by_id(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    pid: Uuid,
+) -> Option<(PartitionRef, String)> {
+    q(
+        client,
+        "SELECT p.name, q.id, GREATEST(COALESCE(q.lease_time, 60), 1), q.delayed_processing
+               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE p.id = $1 AND q.tenant_id = $2",
+        &[pid.into(), tenant.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|row| {
+        let queue = QueueRef {
+            id: col(&row, 2, "queues.id"),
+            tenant,
+            lease_time: col(&row, 3, "lease time"),
+            delay: col(&row, 4, "queues.delayed_processing"),
+        };
+        (
+            PartitionRef { id: pid, queue },
+            col(&row, 1, "log_partitions.name"),
+        )
     })
 }
 

@@ -35,6 +35,7 @@ mod tests {
     include!("tests/broker_functions.rs");
     include!("tests/lifecycle.rs");
     include!("tests/features.rs");
+    include!("tests/distribution.rs");
 }
 
 ::pgrx::pg_module_magic!();
@@ -56,6 +57,7 @@ extension_sql_file!(
     requires = ["broker_api"]
 );
 extension_sql_file!("../sql/admin.sql", name = "admin", requires = ["lifecycle"]);
+extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["admin"]);
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 
 /// Hooks for `cargo pgrx test`: every test cluster runs with `pg_test_config`.

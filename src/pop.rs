@@ -14,7 +14,7 @@ use queen_log::pop::{
 
 use crate::db::{
     bad_param, col, default_tenant, ensure_leases, find_partition_ref, find_queue, micros, now,
-    plus_seconds, q, raise, read_locked, write_cursor, OrRaise, QueueRef, QUEUE_MODE,
+    plus_seconds, q, raise, read_locked, write_cursor, OrRaise, PartitionRef, QueueRef, QUEUE_MODE,
 };
 
 /// What the caller asked for, validated.
@@ -127,7 +127,9 @@ const CLAIM: &str = "SELECT 1 FROM queen.log_leases l
 /// The same under `delayedProcessing`: the segment holding the cursor's next offset must
 /// be visible ($4 = now − delay), so a consumer re-polling a deferred partition locks
 /// nothing. No segment there at all (a retention hole) passes, so the hole gets sealed.
-/// One index probe; a queue without a delay never runs it.
+/// One index probe; a queue without a delay never runs it. Every table names the partition
+/// by `$1` itself: Citus runs a row-locking query only when it can see that all of it
+/// touches one partition (a subquery correlated through `p.id` is not enough).
 const CLAIM_DELAYED: &str = "SELECT 1 FROM queen.log_leases l
    JOIN queen.log_consumers c
      ON c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
@@ -137,7 +139,7 @@ const CLAIM_DELAYED: &str = "SELECT 1 FROM queen.log_leases l
     AND c.committed < p.last_offset
     AND (c.redeliver_at IS NULL OR c.redeliver_at <= $3)
     AND COALESCE((SELECT s.created_at FROM queen.log_segments s
-                   WHERE s.partition_id = p.id AND s.base_offset <= GREATEST(c.committed + 1, p.log_start)
+                   WHERE s.partition_id = $1 AND s.base_offset <= GREATEST(c.committed + 1, p.log_start)
                    ORDER BY s.base_offset DESC LIMIT 1), '-infinity') <= $4
     FOR UPDATE OF l SKIP LOCKED";
 
@@ -257,7 +259,7 @@ fn create_cursor(
         "SELECT p.log_start, p.last_offset,
                 CASE WHEN $2::timestamptz IS NULL THEN NULL ELSE
                     (SELECT s.base_offset FROM queen.log_segments s
-                      WHERE s.partition_id = p.id AND s.created_at >= $2
+                      WHERE s.partition_id = $1 AND s.created_at >= $2
                       ORDER BY s.base_offset LIMIT 1) END
            FROM queen.log_partitions p WHERE p.id = $1
             FOR KEY SHARE OF p",
@@ -272,17 +274,25 @@ fn create_cursor(
         last_offset,
         row.get::<i64>(3).or_raise(),
     );
-    let created = q(
+    // The cursor, then its lease row: two plain statements (on Citus a data-modifying CTE
+    // runs through intermediate results sent to every node).
+    let created = !q(
         client,
-        "WITH c AS (
-             INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING partition_id, consumer_group)
-         INSERT INTO queen.log_leases (partition_id, consumer_group)
-         SELECT partition_id, consumer_group FROM c RETURNING 1",
+        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+         VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1",
         &[pid.into(), req.group.into(), seed.into()],
     )
-    .or_raise();
-    (!created.is_empty()).then_some(Claim {
+    .or_raise()
+    .is_empty();
+    if created {
+        q(
+            client,
+            "INSERT INTO queen.log_leases (partition_id, consumer_group) VALUES ($1, $2)",
+            &[pid.into(), req.group.into()],
+        )
+        .or_raise();
+    }
+    created.then_some(Claim {
         state: CursorState {
             committed: seed,
             batch_end: None,
@@ -504,14 +514,7 @@ pub fn pop_named<'a>(
             let Some(p) = find_partition_ref(client, tenant, queue, name) else {
                 return Vec::new();
             };
-            pop_partition(client, p.id, &p.queue, &request(p.queue.lease_time))
-                .map(|served| QueueServed {
-                    partition_id: p.id,
-                    partition: name.to_string(),
-                    served,
-                })
-                .into_iter()
-                .collect()
+            pop_resolved(client, &p, name.to_string(), request)
         }
         Target::Queue { max_partitions } => {
             let Some(queue) = find_queue(client, tenant, queue) else {
@@ -520,6 +523,23 @@ pub fn pop_named<'a>(
             pop_queue(client, &queue, max_partitions, &request(queue.lease_time))
         }
     }
+}
+
+/// Pop one resolved partition, with the request built from its queue's lease time.
+pub fn pop_resolved<'a>(
+    client: &mut SpiClient<'_>,
+    p: &PartitionRef,
+    name: String,
+    request: impl Fn(i32) -> PopRequest<'a>,
+) -> Vec<QueueServed> {
+    pop_partition(client, p.id, &p.queue, &request(p.queue.lease_time))
+        .map(|served| QueueServed {
+            partition_id: p.id,
+            partition: name,
+            served,
+        })
+        .into_iter()
+        .collect()
 }
 
 /// One served slice as a row: (partition id, partition, base, start_idx, take, msg_count,
@@ -559,6 +579,26 @@ pub fn rows(popped: Vec<QueueServed>) -> Vec<ServedRow> {
         .collect()
 }
 
+/// The statement that locks a queue row against a concurrent DELETE while rows that
+/// reference it are written. FOR KEY SHARE on one node. On Citus, where queues is a
+/// reference table, FOR UPDATE: Citus turns a row lock there into locks on the table's
+/// shard, FOR KEY SHARE into a shared one and then a row-exclusive one, so two
+/// transactions taking it at once deadlocked (40P01); FOR UPDATE's exclusive one comes
+/// first and makes the second wait.
+fn queue_row_lock(client: &SpiClient<'_>) -> &'static str {
+    let distributed = q(client, "SELECT queen.is_distributed('queen.queues')", &[])
+        .or_raise()
+        .first()
+        .get_one::<bool>()
+        .or_raise()
+        .unwrap_or(false);
+    if distributed {
+        "SELECT 1 FROM queen.queues WHERE id = $1 FOR UPDATE"
+    } else {
+        "SELECT 1 FROM queen.queues WHERE id = $1 FOR KEY SHARE"
+    }
+}
+
 /// The queue-level pop's first step for a named group: write its subscription record
 /// (ON CONFLICT DO NOTHING) and, when this call wrote it, seed every partition's cursor
 /// from it. The record of a start: 'all' with no instant, 'new' with the registration
@@ -569,18 +609,14 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
     }
     // Every pop after the first finds its record: a plain read, no lock. Locking the
     // queue row on each pop wrote a WAL record (a row lock on a logged table), which made
-    // a pop that only leases wait for a WAL flush at commit.
+    // a pop that only leases wait for a WAL flush at commit; on Citus that lock is one on
+    // the whole reference table, and concurrent pops deadlocked on it (queue_row_lock).
     if recorded(client, tenant, req.group, queue_id).is_some() {
         return;
     }
     // As in create_cursor: the queue row first, so a concurrent DELETE cannot make the
     // record's foreign key fail; a queue deleted meanwhile registers nothing.
-    let alive = q(
-        client,
-        "SELECT 1 FROM queen.queues WHERE id = $1 FOR KEY SHARE",
-        &[queue_id.into()],
-    )
-    .or_raise();
+    let alive = q(client, queue_row_lock(client), &[queue_id.into()]).or_raise();
     if alive.is_empty() {
         return;
     }
@@ -631,16 +667,26 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
             (col::<Uuid>(&r, 1, "log_partitions.id"), seed)
         })
         .unzip();
+    // The cursors, then their lease rows (two statements, as in create_cursor). Neither
+    // asks which rows it inserted: Citus counts an INSERT ... SELECT's routed rows, not
+    // the rows ON CONFLICT kept (with RETURNING that fails SPI's consistency check). A
+    // lease row for a cursor that was already there is either there too or was lost in a
+    // crash, and then belongs there.
     q(
         client,
-        "WITH c AS (
-             INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
-             SELECT u.id, $1, u.seed FROM unnest($2::uuid[], $3::bigint[]) AS u(id, seed)
-              ORDER BY u.id
-             ON CONFLICT DO NOTHING RETURNING partition_id, consumer_group)
-         INSERT INTO queen.log_leases (partition_id, consumer_group)
-         SELECT partition_id, consumer_group FROM c",
-        &[req.group.into(), ids.into(), seeds.into()],
+        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+         SELECT u.id, $1, u.seed FROM unnest($2::uuid[], $3::bigint[]) AS u(id, seed)
+          ORDER BY u.id
+         ON CONFLICT DO NOTHING",
+        &[req.group.into(), ids.clone().into(), seeds.into()],
+    )
+    .or_raise();
+    q(
+        client,
+        "INSERT INTO queen.log_leases (partition_id, consumer_group)
+         SELECT u.id, $1 FROM unnest($2::uuid[]) AS u(id) ORDER BY u.id
+         ON CONFLICT DO NOTHING",
+        &[req.group.into(), ids.into()],
     )
     .or_raise();
 }

@@ -80,8 +80,7 @@ pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partitio
         if let Some(queue_id) = locked {
             q(
                 client,
-                "INSERT INTO queen.log_partitions (queue_id, name) VALUES ($1, $2)
-                 ON CONFLICT (queue_id, name) DO NOTHING",
+                "SELECT queen.provision_partition($1, $2)",
                 &[queue_id.into(), partition.into()],
             )
             .or_raise();
@@ -113,7 +112,7 @@ pub fn resolve(
     q(
         client,
         "SELECT p.id, q.dedup_window_seconds
-               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+               FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3
                 AND ($4::uuid IS NULL OR p.id = $4)",
         &[tenant.into(), queue.into(), partition.into(), pid.into()],
@@ -309,39 +308,55 @@ fn probe_duplicates(
 }
 
 /// Allocate `[last_offset+1, last_offset+n]` and write segment and sidecar rows with one
-/// timestamp, taken after the partition row lock (monotone in base_offset).
+/// timestamp, taken after the partition row lock (monotone in base_offset). Three plain
+/// statements, not one statement of data-modifying CTEs: Citus runs such a CTE through
+/// intermediate results broadcast to every node (10 ms a push on a worker, measured).
 fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> PushVerdict {
     let at = now();
+    let n = i64::from(seg.msg_count);
     let base = q(
         client,
-        "WITH p AS (
-             UPDATE queen.log_partitions
-                SET last_offset = last_offset + $2, last_write_at = $5
-              WHERE id = $1
-             RETURNING last_offset - $2 + 1 AS base, last_offset AS fin),
-         s AS (
-             INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
-             SELECT $1, base, fin, $5, $3 FROM p)
-         INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
-         SELECT $1, base, fin, $5, $4 FROM p
-         RETURNING base_offset",
-        &[
-            pid.into(),
-            i64::from(seg.msg_count).into(),
-            seg.blob.into(),
-            seg.hashes.into(),
-            at.into(),
-        ],
+        "UPDATE queen.log_partitions SET last_offset = last_offset + $2, last_write_at = $3
+          WHERE id = $1
+         RETURNING last_offset - $2 + 1",
+        &[pid.into(), n.into(), at.into()],
     )
     .or_raise()
     .next()
-    .map(|r| col::<i64>(&r, 1, "log_txns.base_offset"))
+    .map(|r| col::<i64>(&r, 1, "log_partitions.last_offset"))
     .unwrap_or_else(|| {
         raise_q(format!(
             "QPUSH unknown queue/partition {}/{}",
             seg.queue, seg.partition
         ))
     });
+    let end = base + n - 1;
+    q(
+        client,
+        "INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
+         VALUES ($1, $2, $3, $4, $5)",
+        &[
+            pid.into(),
+            base.into(),
+            end.into(),
+            at.into(),
+            seg.blob.into(),
+        ],
+    )
+    .or_raise();
+    q(
+        client,
+        "INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
+         VALUES ($1, $2, $3, $4, $5)",
+        &[
+            pid.into(),
+            base.into(),
+            end.into(),
+            at.into(),
+            seg.hashes.into(),
+        ],
+    )
+    .or_raise();
     PushVerdict::Queued {
         base_offset: base,
         created_at: iso_utc(at),
@@ -385,6 +400,67 @@ fn log_push_one_v1(
     };
     jsonb(&Spi::connect_mut(|client| {
         push_one(client, &seg, p_pid, p_window)
+    }))
+}
+
+/// A partition of the tenant by id: (queue name, partition name, dedup window), without
+/// locking; a router read of the partition's own row.
+fn resolve_by_id(client: &SpiClient<'_>, tenant: Uuid, pid: Uuid) -> Option<(String, String, i32)> {
+    q(
+        client,
+        "SELECT q.name::text, p.name, q.dedup_window_seconds
+           FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+          WHERE p.id = $1 AND q.tenant_id = $2",
+        &[pid.into(), tenant.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| {
+        (
+            col(&r, 1, "queues.name"),
+            col(&r, 2, "log_partitions.name"),
+            col(&r, 3, "dedup_window_seconds"),
+        )
+    })
+}
+
+/// A push addressed by partition id (issue 15): log_push_one_v1 into a partition that
+/// exists, for a caller that knows its id. It touches that partition's rows only, so on a
+/// Citus cluster it is delegated to the worker holding the partition. It never creates
+/// anything: an unknown partition, or another tenant's, is refused alike (P0001).
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn log_push_at_v1(
+    p_partition_id: Option<Uuid>,
+    p_msg_count: Option<i32>,
+    p_hashes: Option<&[u8]>,
+    p_verified: Option<i64>,
+    p_blob: Option<&[u8]>,
+    p_window: default!(Option<i32>, "NULL"),
+    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+) -> JsonB {
+    let pid = required(p_partition_id, "p_partition_id");
+    let (msg_count, hashes, blob) = (
+        required(p_msg_count, "p_msg_count"),
+        required(p_hashes, "p_hashes"),
+        required(p_blob, "p_blob"),
+    );
+    check_segment(msg_count, hashes, blob);
+    let tenant = p_tenant.unwrap_or_else(default_tenant);
+    jsonb(&Spi::connect_mut(|client| {
+        let Some((queue, partition, window)) = resolve_by_id(client, tenant, pid) else {
+            raise_q(format!("QPUSH unknown partition {pid}"));
+        };
+        let seg = SegmentIn {
+            queue: &queue,
+            partition: &partition,
+            msg_count,
+            hashes,
+            verified: p_verified.unwrap_or(-1),
+            blob,
+            tenant,
+        };
+        push_resolved(client, pid, p_window.unwrap_or(window), &seg)
     }))
 }
 

@@ -5,8 +5,10 @@
 //! (sql/dlq_admin.sql).
 //!
 //! Lock order: the partitions first (ascending id, the push serializer, as every push
-//! takes it), then the DLQ rows (ascending id). A queue deletion takes its partitions
-//! before it deletes their DLQ rows, so the two cannot wait on each other in a cycle.
+//! takes it), then the DLQ rows, partition by partition in that order, each partition's
+//! in ascending id (one row lock statement per partition: on Citus a row lock must name
+//! one partition). A queue deletion takes its partitions before it deletes their DLQ
+//! rows, so the two cannot wait on each other in a cycle.
 
 use std::collections::HashMap;
 
@@ -69,8 +71,20 @@ fn partitions_of(client: &SpiClient<'_>, ids: &[Uuid], tenant: Uuid) -> Vec<Uuid
     .collect()
 }
 
-/// The rows still there once their partitions are locked, locked in id order.
+/// The rows still there once their partitions are locked, locked partition by partition
+/// (in the order of `pids`), each partition's in id order.
 fn lock_rows(client: &SpiClient<'_>, ids: &[Uuid], tenant: Uuid, pids: &[Uuid]) -> Vec<DlqRow> {
+    pids.iter()
+        .flat_map(|pid| lock_partition_rows(client, ids, tenant, *pid))
+        .collect()
+}
+
+fn lock_partition_rows(
+    client: &SpiClient<'_>,
+    ids: &[Uuid],
+    tenant: Uuid,
+    pid: Uuid,
+) -> Vec<DlqRow> {
     q(
         client,
         "SELECT d.id, d.partition_id, q.name, p.name, q.dedup_window_seconds, d.consumer_group,
@@ -78,10 +92,10 @@ fn lock_rows(client: &SpiClient<'_>, ids: &[Uuid], tenant: Uuid, pids: &[Uuid]) 
            FROM queen.log_dlq d
            JOIN queen.log_partitions p ON p.id = d.partition_id
            JOIN queen.queues q ON q.id = p.queue_id
-          WHERE d.id = ANY($1) AND q.tenant_id = $2 AND d.partition_id = ANY($3)
+          WHERE d.partition_id = $3 AND d.id = ANY($1) AND q.tenant_id = $2
           ORDER BY d.id
             FOR UPDATE OF d",
-        &[ids.to_vec().into(), tenant.into(), pids.to_vec().into()],
+        &[ids.to_vec().into(), tenant.into(), pid.into()],
     )
     .or_raise()
     .map(|r| DlqRow {
@@ -254,8 +268,8 @@ pub fn redrive(client: &mut SpiClient<'_>, ids: &[Uuid], tenant: Uuid) -> Redriv
     if !moved.is_empty() {
         q(
             client,
-            "DELETE FROM queen.log_dlq WHERE id = ANY($1)",
-            &[moved.clone().into()],
+            "DELETE FROM queen.log_dlq WHERE partition_id = ANY($2) AND id = ANY($1)",
+            &[moved.clone().into(), pids.clone().into()],
         )
         .or_raise();
     }

@@ -7,6 +7,8 @@
 #   SELECT cron.schedule('queen-maintenance', '* * * * *', 'CALL queen.run_maintenance()')
 # runs it by itself: the test waits for pg_cron's next minute and observes the effect.
 # QUEEN_SKIP_CRON=1 skips that part (it waits up to a minute). Prints cargo-style lines.
+# QUEEN_TEST_CITUS=1: the same on a Citus cluster (tests/testdb.sh), distributed; the
+# pg_cron part (a one-node cluster of its own) is then skipped.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 URL=${1:?usage: tests/maintenance.sh <postgres-url>}
@@ -19,13 +21,14 @@ check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$
 sql() { psql "$1" -X -qAt -v ON_ERROR_STOP=1 -c "$2" 2>&1; }
 report() { sql "$1" "CALL queen.run_maintenance(${2:-10000}, ${3:-1000})"; }
 field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1]).get(sys.argv[2]))' "$1" "$2"; }
+. "$(dirname "$0")/testdb.sh"
 fresh_db() { # url-of-db name
-    psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS $2" -c "CREATE DATABASE $2" >/dev/null
-    sql "$1" "CREATE EXTENSION queen_ack" >/dev/null
+    testdb_create "$URL" "$2"
+    sql "$1" "$(testdb_install_sql)" >/dev/null
 }
-age() { # db queue seconds
+age() { # db queue seconds (in UTC arithmetic: Citus refuses a STABLE timestamptz - interval on a column)
     for t in log_segments log_txns; do
-        sql "$1" "UPDATE queen.$t x SET created_at = x.created_at - make_interval(secs => $3)
+        sql "$1" "UPDATE queen.$t x SET created_at = ((x.created_at AT TIME ZONE 'UTC') - make_interval(secs => $3)) AT TIME ZONE 'UTC'
                     FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
                    WHERE p.id = x.partition_id AND q.name = '$2'" >/dev/null
     done
@@ -86,11 +89,11 @@ for i in $(seq 1 50); do age "$DB" "more$i" 5000; done
 r=$(report "$DB" 1 1)
 check time_budget_stops_a_run_and_says_more "$(field "$r" more)" "True"
 check bad_arguments_are_refused "$(sql "$DB" "CALL queen.run_maintenance(0)" | grep -o 'must be >= 1')" "must be >= 1"
-psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS queen_maint" >/dev/null
+testdb_drop "$URL" queen_maint
 
 # pg_cron runs it by itself (Debian's pg_cron 1.4: minute granularity).
-if [ "${QUEEN_SKIP_CRON:-0}" = 1 ]; then
-    echo "maintenance: pg_cron part skipped (QUEEN_SKIP_CRON=1)"
+if [ "${QUEEN_SKIP_CRON:-0}" = 1 ] || [ -n "${QUEEN_TEST_CITUS:-}" ]; then
+    echo "maintenance: pg_cron part skipped (QUEEN_SKIP_CRON=1 or a Citus run)"
 elif [ ! -e "$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --pkglibdir)/pg_cron.so" ]; then
     fail pg_cron_schedule_runs_maintenance "pg_cron is not installed (scripts/setup.sh installs postgresql-15-cron)"
 else

@@ -88,16 +88,10 @@ async fn multi_pushes_provision_new_partitions_in_one_order() {
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let n: i64 = setup
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity
-                  WHERE query LIKE 'SELECT queen.log_push_multi_v1%' AND wait_event_type = 'Lock'",
-                &[],
-            )
+        if !lock_waiters(&setup, "SELECT queen.log_push_multi_v1")
             .await
-            .unwrap()
-            .get(0);
-        if n > 0 {
+            .is_empty()
+        {
             break;
         }
         assert!(

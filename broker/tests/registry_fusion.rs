@@ -10,7 +10,9 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{acks_for, admin, metric, parse_metrics, start, start_with, unique, Broker};
+use common::{
+    acks_for, admin, lock_waiters, metric, parse_metrics, start, start_with, unique, Broker,
+};
 use queen_broker::fusion::{Parked, Verdict};
 use queen_broker::registry::Delivered;
 use queen_broker::{serve, AppState, Config};
@@ -104,21 +106,14 @@ fn last_offset(pop: &Value) -> i64 {
         .unwrap()
 }
 
-/// Waits until a `log_ack_multi_v1` call is blocked on a lock (the shard is busy).
-async fn wait_for_blocked_flush(db: &tokio_postgres::Client) {
+/// Waits until a `log_ack_multi_v1` call is blocked on a lock (the shard is busy); the
+/// pids of the blocked calls.
+async fn wait_for_blocked_flush(db: &tokio_postgres::Client) -> Vec<i32> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let n: i64 = db
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity
-                  WHERE query LIKE 'SELECT queen.log_ack_multi_v1%' AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if n > 0 {
-            return;
+        let waiting = lock_waiters(db, "SELECT queen.log_ack_multi_v1").await;
+        if !waiting.is_empty() {
+            return waiting;
         }
         assert!(Instant::now() < deadline, "no flush blocked on the lock");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -530,18 +525,15 @@ async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
     let tx = lock_cursor(&mut db, &pid_of(&pop)).await;
     let h = spawn_ack(&b, acks_for(&pop, "completed", None));
     let probe = admin().await;
-    wait_for_blocked_flush(&probe).await;
+    let waiting = wait_for_blocked_flush(&probe).await;
     // The flush's connection dies mid-statement.
-    let killed: i64 = probe
-        .query_one(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-              WHERE query LIKE 'SELECT queen.log_ack_multi_v1%' AND wait_event_type = 'Lock'",
-            &[],
-        )
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    let killed: bool = probe
+        .query_one("SELECT pg_terminate_backend($1::int)", &[&waiting[0]])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(killed, 1);
+    assert!(killed);
     // The by-hash fallback queues on the same row lock; release it.
     tokio::time::sleep(Duration::from_millis(200)).await;
     tx.commit().await.unwrap();

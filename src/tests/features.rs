@@ -87,12 +87,14 @@ fn deferred_partitions_do_not_starve_a_ready_one_in_queue_level_pops() {
     // Twenty partitions that sort first (never leased, lowest ids) hold young messages;
     // the one ready partition sorts last, beyond the candidate list of a 1-partition pop.
     let qid = text_of("SELECT id::text FROM queen.queues WHERE name = 'dq'").unwrap();
+    let partition = |id: &str, name: &str| {
+        Spi::run(&format!("INSERT INTO queen.partition_names (id, queue_id, name) VALUES ('{id}', '{qid}', '{name}');
+                           INSERT INTO queen.log_partitions (id, queue_id, name) VALUES ('{id}', '{qid}', '{name}')")).unwrap();
+    };
     for i in 1..=20 {
-        Spi::run(&format!("INSERT INTO queen.log_partitions (id, queue_id, name)
-                           VALUES ('00000000-0000-0000-0000-{i:012}', '{qid}', 'young{i}')")).unwrap();
+        partition(&format!("00000000-0000-0000-0000-{i:012}"), &format!("young{i}"));
     }
-    Spi::run(&format!("INSERT INTO queen.log_partitions (id, queue_id, name)
-                       VALUES ('ffffffff-ffff-ffff-ffff-ffffffffffff', '{qid}', 'ready')")).unwrap();
+    partition("ffffffff-ffff-ffff-ffff-ffffffffffff", "ready");
     push_n("dq", "ready", "r", 1);
     age("dq", 61);
     for i in 1..=20 {
@@ -368,7 +370,7 @@ fn stats_agree_with_a_count_by_hand_over_several_groups() {
     push_n("s", "Default", "t", 10);
     push_n("s", "B", "b", 4);
     let qid = text_of("SELECT id::text FROM queen.queues WHERE name = 's'").unwrap();
-    Spi::run(&format!("INSERT INTO queen.log_partitions (queue_id, name) VALUES ('{qid}', 'E')")).unwrap();
+    Spi::run(&format!("SELECT queen.provision_partition('{qid}', 'E')")).unwrap();
     let pop = |p: &str, g: &str, n: i32, w: &str| {
         served(&format!("SELECT * FROM queen.log_pop_v1('s', '{p}', '{g}', {n}, 60, '{w}')"))
     };

@@ -91,6 +91,37 @@ pub async fn admin() -> tokio_postgres::Client {
     client
 }
 
+/// Pids (on the node `db` is connected to) of the backends running a statement that
+/// starts with `prefix` and waits on a lock. On a Citus coordinator a delegated or
+/// multi-shard call waits on a worker while its coordinator backend waits for the answer,
+/// so Citus's cluster-wide lock graph counts too.
+pub async fn lock_waiters(db: &tokio_postgres::Client, prefix: &str) -> Vec<i32> {
+    let like = format!("{prefix}%");
+    let citus: bool = db
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let sql = if citus {
+        "SELECT pid FROM pg_stat_activity WHERE query LIKE $1 AND wait_event_type = 'Lock'
+         UNION
+         SELECT a.pid FROM citus_stat_activity a
+          WHERE a.query LIKE $1 AND a.nodeid = (SELECT nodeid FROM pg_dist_node WHERE groupid = 0)
+            AND a.global_pid IN (SELECT waiting_gpid FROM citus_lock_waits)"
+    } else {
+        "SELECT pid FROM pg_stat_activity WHERE query LIKE $1 AND wait_event_type = 'Lock'"
+    };
+    db.query(sql, &[&like])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 /// Prometheus text as `name{labels}` → value (comments and blank lines skipped).
 pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
     text.lines()
