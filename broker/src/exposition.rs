@@ -157,6 +157,11 @@ pub fn render(state: &AppState) -> String {
             f.acks,
         ),
         (
+            "queen_ack_fusion_inline_total",
+            "Acks that found their fusion shard idle and ran one log_ack_at_v1 inline.",
+            f.inline,
+        ),
+        (
             "queen_ack_fusion_rejected_rows_total",
             "Fusion rows the database refused (answered through the SQL path).",
             f.rejected_rows,

@@ -10,6 +10,7 @@ pub mod error;
 pub mod exposition;
 pub mod fusion;
 pub mod items;
+pub mod lanes;
 pub mod maintenance;
 pub mod metrics;
 pub mod queue_stats;
