@@ -174,6 +174,42 @@ pub fn render(state: &AppState) -> String {
     ] {
         scalar(&mut out, name, "counter", help, v);
     }
+    let pf = state
+        .push_fusion
+        .as_ref()
+        .map(|f| f.stats())
+        .unwrap_or_default();
+    scalar(
+        &mut out,
+        "queen_push_fusion_enabled",
+        "gauge",
+        "1 when concurrent push rounds are fused into one log_push_multi_v1 transaction.",
+        u64::from(state.push_fusion.is_some()),
+    );
+    for (name, help, v) in [
+        (
+            "queen_push_fusion_commits_total",
+            "Fused push flushes (one log_push_multi_v1 for parked rounds) that committed.",
+            pf.commits,
+        ),
+        (
+            "queen_push_fusion_rounds_total",
+            "Push rounds carried by committed fused flushes (rounds - commits were saved).",
+            pf.rounds,
+        ),
+        (
+            "queen_push_fusion_inline_total",
+            "Push rounds that found the fusion lane idle and ran alone.",
+            pf.inline,
+        ),
+        (
+            "queen_push_fusion_failed_flushes_total",
+            "Fused push flushes that failed as a whole (their rounds ran again alone).",
+            pf.failed_flushes,
+        ),
+    ] {
+        scalar(&mut out, name, "counter", help, v);
+    }
     render_maintenance(&mut out, &state.maintenance);
     let p = state.pool.status();
     let in_use = p.size.saturating_sub(p.available);

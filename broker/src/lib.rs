@@ -13,6 +13,7 @@ pub mod items;
 pub mod lanes;
 pub mod maintenance;
 pub mod metrics;
+pub mod push_fusion;
 pub mod queue_stats;
 pub mod queue_views;
 pub mod registry;
