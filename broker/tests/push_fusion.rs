@@ -10,9 +10,14 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{admin, metric, parse_metrics, start, start_with, unique, waiters_of, Broker};
+use common::{admin, metric, parse_metrics, start_with, unique, waiters_of, Broker};
 use serde_json::{json, Value};
 use uuid::Uuid;
+
+/// A broker with push fusion on (it is off by default).
+async fn fused() -> Broker {
+    start_with(|c| c.push_fusion = true).await
+}
 
 async fn metrics(b: &Broker) -> HashMap<String, f64> {
     let text = b
@@ -180,7 +185,7 @@ async fn log_order(b: &Broker, q: &str, partition: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_lone_push_runs_alone_in_one_statement() {
-    let b = start().await;
+    let b = fused().await;
     let q = unique("pf-lone");
     let v = b.push(items(&q, "p", &["a", "b"])).await;
     assert!(v.iter().all(|i| i["status"] == "queued"), "{v:?}");
@@ -195,7 +200,7 @@ async fn a_lone_push_runs_alone_in_one_statement() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_pushes_fold_into_one_commit_and_keep_each_requests_order() {
-    let b = start().await;
+    let b = fused().await;
     let mut db = admin().await;
     let q = unique("pf-fold");
     let busy = busy_lane(&b, &mut db, &q).await;
@@ -242,7 +247,7 @@ async fn concurrent_pushes_fold_into_one_commit_and_keep_each_requests_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_id_pushed_by_two_fused_requests_is_a_duplicate_for_the_second() {
-    let b = start().await;
+    let b = fused().await;
     let mut db = admin().await;
     let q = unique("pf-dup");
     let y0 = b.push(items(&q, "y", &["y0"])).await[0]["offset"]
@@ -277,7 +282,7 @@ async fn a_transaction_id_pushed_by_two_fused_requests_is_a_duplicate_for_the_se
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_request_in_a_fused_flush_fails_alone() {
-    let b = start().await;
+    let b = fused().await;
     let mut db = admin().await;
     let q = unique("pf-fail");
     b.push(items(&q, "bad", &["b0"])).await;
@@ -321,7 +326,11 @@ async fn a_failing_request_in_a_fused_flush_fails_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parked_pushes_complete_with_a_single_pooled_connection() {
-    let b = start_with(|c| c.pool_size = 1).await;
+    let b = start_with(|c| {
+        c.push_fusion = true;
+        c.pool_size = 1;
+    })
+    .await;
     let q = unique("pf-pool");
     let n = 20;
     let hs: Vec<_> = (0..n)
@@ -350,8 +359,8 @@ async fn parked_pushes_complete_with_a_single_pooled_connection() {
 }
 
 #[tokio::test]
-async fn push_fusion_off_pushes_on_the_requests_connection() {
-    let b = start_with(|c| c.push_fusion = false).await;
+async fn push_fusion_is_off_by_default_and_pushes_on_the_requests_connection() {
+    let b = start_with(|_| {}).await;
     let q = unique("pf-off");
     let v = b.push(items(&q, "p", &["a", "a", "b"])).await;
     let statuses: Vec<&str> = v.iter().map(|i| i["status"].as_str().unwrap()).collect();

@@ -1,4 +1,4 @@
-//! Section 3: end to end through the broker (registry + fusion, the defaults). Producers
+//! Section 3: end to end through the broker (registry + ack fusion, the defaults). Producers
 //! push batches of B through `POST /api/v1/push` while consumers long-poll pop batches of
 //! B from their own partition and ack them in full. Client-side timing; the broker's RSS
 //! is sampled from /proc every 50 ms (peak) and its high-water mark read at the end.
@@ -284,8 +284,8 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
          partition, long-poll pop batches of B (`wait=true`) and ack them in full (`/ack/batch`), \
          for {secs} s per run, {REPEATS} runs per batch size (the row is the run with the median \
          consumed msgs/s; min – max over the runs next to it). The load generators use typed \
-         JSON (no `Value` trees): they share the two cores with broker and server. Broker: release binary, registry + ack fusion + push fusion (defaults; \
-         `QUEEN_PUSH_FUSION=0` in the bench's environment turns push fusion off, the broker \
+         JSON (no `Value` trees): they share the two cores with broker and server. Broker: release binary, registry + ack fusion (defaults; \
+         `QUEEN_PUSH_FUSION=1` in the bench's environment turns push fusion on, the broker \
          inherits it). Push rounds/commit: push statements the requests needed per push \
          commit, from the broker's push fusion counters (1.00 = nothing fused; – = push \
          fusion off). \
