@@ -14,6 +14,11 @@ use common::{admin, metric, parse_metrics, start_with, unique, waiters_of, Broke
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+/// The tests that hold row locks and count the calls waiting on them run one at a time:
+/// on Citus a waiter cannot be traced to the holder (it may wait on a worker), so
+/// another test's waiters would count.
+static LOCKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A broker with push fusion on (it is off by default).
 async fn fused() -> Broker {
     start_with(|c| c.push_fusion = true).await
@@ -200,6 +205,7 @@ async fn a_lone_push_runs_alone_in_one_statement() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_pushes_fold_into_one_commit_and_keep_each_requests_order() {
+    let _serial = LOCKS.lock().await;
     let b = fused().await;
     let mut db = admin().await;
     let q = unique("pf-fold");
@@ -247,6 +253,7 @@ async fn concurrent_pushes_fold_into_one_commit_and_keep_each_requests_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_id_pushed_by_two_fused_requests_is_a_duplicate_for_the_second() {
+    let _serial = LOCKS.lock().await;
     let b = fused().await;
     let mut db = admin().await;
     let q = unique("pf-dup");
@@ -280,8 +287,20 @@ async fn a_transaction_id_pushed_by_two_fused_requests_is_a_duplicate_for_the_se
     assert_eq!(log_order(&b, &q, "y").await, ["y0", "t1", "t2", "t3"]);
 }
 
+/// Citus refuses to create or drop triggers on a distributed table unless this session
+/// says they are safe (the test's one only raises).
+async fn allow_triggers(db: &tokio_postgres::Client) {
+    db.batch_execute(
+        "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+           SET citus.enable_unsafe_triggers TO on; END IF; END $$",
+    )
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_request_in_a_fused_flush_fails_alone() {
+    let _serial = LOCKS.lock().await;
     let b = fused().await;
     let mut db = admin().await;
     let q = unique("pf-fail");
@@ -289,11 +308,17 @@ async fn a_failing_request_in_a_fused_flush_fails_alone() {
     let bad = pid(&db, &q, "bad").await;
     // Sabotage: any further segment of partition `bad` is refused by PostgreSQL.
     let trigger = format!("pf_fail_{}", bad.simple());
+    allow_triggers(&db).await;
+    // One statement per call: Citus runs each on the workers as a prepared statement.
     db.batch_execute(&format!(
         "CREATE FUNCTION public.{trigger}() RETURNS trigger LANGUAGE plpgsql AS
-           $$ BEGIN RAISE EXCEPTION 'sabotaged partition'; END $$;
-         CREATE TRIGGER {trigger} BEFORE INSERT ON queen.log_segments FOR EACH ROW
-           WHEN (NEW.partition_id = '{bad}') EXECUTE FUNCTION public.{trigger}();"
+           $$ BEGIN RAISE EXCEPTION 'sabotaged partition'; END $$"
+    ))
+    .await
+    .unwrap();
+    db.batch_execute(&format!(
+        "CREATE TRIGGER {trigger} BEFORE INSERT ON queen.log_segments FOR EACH ROW
+           WHEN (NEW.partition_id = '{bad}') EXECUTE FUNCTION public.{trigger}()"
     ))
     .await
     .unwrap();
@@ -306,11 +331,13 @@ async fn a_failing_request_in_a_fused_flush_fails_alone() {
     let (sg, vg) = answer(good).await;
     let (sb, vb) = answer(failing).await;
     let db = admin().await;
-    db.batch_execute(&format!(
-        "DROP TRIGGER {trigger} ON queen.log_segments; DROP FUNCTION public.{trigger}();"
-    ))
-    .await
-    .unwrap();
+    allow_triggers(&db).await;
+    db.batch_execute(&format!("DROP TRIGGER {trigger} ON queen.log_segments"))
+        .await
+        .unwrap();
+    db.batch_execute(&format!("DROP FUNCTION public.{trigger}()"))
+        .await
+        .unwrap();
     assert_eq!(sg, 201, "{vg}");
     assert!(verdicts(&vg).iter().all(|(s, _, _)| s == "queued"), "{vg}");
     assert!(sb >= 500, "the sabotaged push fails: {sb} {vb}");
