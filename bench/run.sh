@@ -32,7 +32,7 @@ if [ $STANDBY = 1 ]; then
     sudo -u postgres rm -rf "$SDATA"
     install -d -o postgres -g postgres "$SSOCK"
     sudo -u postgres "$PGBIN/pg_basebackup" -h 127.0.0.1 -p "$QUEEN_TEST_PG_PORT" -U postgres \
-        -D "$SDATA" -R -X stream -C -S bench_standby
+        -D "$SDATA" -R -X stream -C -S bench_standby -c fast
     sudo -u postgres sh -c "echo \"cluster_name = 'bench_standby'\" >> '$SDATA/postgresql.conf'"
     sudo -u postgres "$PGBIN/pg_ctl" -D "$SDATA" -l "$SDATA/server.log" -w \
         -o "-p $SPORT -k $SSOCK -c listen_addresses=127.0.0.1" start >/dev/null

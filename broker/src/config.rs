@@ -33,6 +33,10 @@ pub struct Config {
     /// `QUEEN_ACK_FUSION_HOLD_MS`: the fusion liveness backstop tick (broker.md §4; see
     /// fusion.rs), not a latency floor.
     pub ack_fusion_hold_ms: u64,
+    /// `QUEEN_PUSH_FUSION`: concurrent push rounds fused into one `log_push_multi_v1`
+    /// transaction (crate::push_fusion). Off by default: measured no faster than pushes
+    /// committing side by side (broker/README.md "Push fusion").
+    pub push_fusion: bool,
     /// `QUEEN_POOL_TIMEOUT_MS`: how long a request waits for a free pooled connection
     /// before it is answered 503 with `Retry-After`.
     pub pool_timeout_ms: u64,
@@ -106,6 +110,7 @@ impl Config {
             )?
             .max(1),
             ack_fusion_hold_ms: num(&get, "QUEEN_ACK_FUSION_HOLD_MS", 3)?,
+            push_fusion: flag(&get, "QUEEN_PUSH_FUSION", false)?,
             pool_timeout_ms: num(&get, "QUEEN_POOL_TIMEOUT_MS", 5_000)?.max(1),
             jwt_secret: get("QUEEN_JWT_SECRET").filter(|v| !v.is_empty()),
             max_batch: num::<u32>(&get, "QUEEN_MAX_BATCH", 10_000)?.clamp(1, i32::MAX as u32)
@@ -152,7 +157,7 @@ impl fmt::Display for Config {
             f,
             "database_url={} listen={} pool_size={} body_limit_mb={} statement_timeout_ms={} \
              ack_registry={} ack_registry_mb={} ack_fusion={} ack_fusion_shards={} \
-             ack_fusion_max_inflight={} ack_fusion_hold_ms={} pool_timeout_ms={} tenancy={} max_batch={} \
+             ack_fusion_max_inflight={} ack_fusion_hold_ms={} push_fusion={} pool_timeout_ms={} tenancy={} max_batch={} \
              max_push_items={} dedup_cache_mb={} metrics_queue_series={} max_lease_seconds={} \
              header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={} \
              maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={}",
@@ -167,6 +172,7 @@ impl fmt::Display for Config {
             self.ack_fusion_shards,
             self.ack_fusion_max_inflight,
             self.ack_fusion_hold_ms,
+            self.push_fusion,
             self.pool_timeout_ms,
             // Never the secret itself.
             if self.tenancy() { "on" } else { "off" },
@@ -266,6 +272,9 @@ mod tests {
             "at least one flush"
         );
         assert!(!c.tenancy());
+        assert!(!c.push_fusion, "push fusion is off by default (measured)");
+        let on = Config::from_lookup(|k| (k == "QUEEN_PUSH_FUSION").then(|| "1".into()));
+        assert!(on.unwrap().push_fusion);
         let c =
             Config::from_lookup(|k| (k == "QUEEN_JWT_SECRET").then(|| "s3cret".into())).unwrap();
         assert!(c.tenancy());

@@ -157,6 +157,11 @@ pub fn render(state: &AppState) -> String {
             f.acks,
         ),
         (
+            "queen_ack_fusion_inline_total",
+            "Acks that found their fusion shard idle and ran one log_ack_at_v1 inline.",
+            f.inline,
+        ),
+        (
             "queen_ack_fusion_rejected_rows_total",
             "Fusion rows the database refused (answered through the SQL path).",
             f.rejected_rows,
@@ -165,6 +170,42 @@ pub fn render(state: &AppState) -> String {
             "queen_ack_fusion_failed_flushes_total",
             "Fusion flushes that failed as a whole (answered through the SQL path).",
             f.failed_flushes,
+        ),
+    ] {
+        scalar(&mut out, name, "counter", help, v);
+    }
+    let pf = state
+        .push_fusion
+        .as_ref()
+        .map(|f| f.stats())
+        .unwrap_or_default();
+    scalar(
+        &mut out,
+        "queen_push_fusion_enabled",
+        "gauge",
+        "1 when concurrent push rounds are fused into one log_push_multi_v1 transaction.",
+        u64::from(state.push_fusion.is_some()),
+    );
+    for (name, help, v) in [
+        (
+            "queen_push_fusion_commits_total",
+            "Fused push flushes (one log_push_multi_v1 for parked rounds) that committed.",
+            pf.commits,
+        ),
+        (
+            "queen_push_fusion_rounds_total",
+            "Push rounds carried by committed fused flushes (rounds - commits were saved).",
+            pf.rounds,
+        ),
+        (
+            "queen_push_fusion_inline_total",
+            "Push rounds that found the fusion lane idle and ran alone.",
+            pf.inline,
+        ),
+        (
+            "queen_push_fusion_failed_flushes_total",
+            "Fused push flushes that failed as a whole (their rounds ran again alone).",
+            pf.failed_flushes,
         ),
     ] {
         scalar(&mut out, name, "counter", help, v);

@@ -1,13 +1,10 @@
 //! Ack fusion (broker.md §4): fast-path acks are parked on a shard (chosen by a hash of
 //! the partition id, so one partition's acks share a shard) and flushed together as one
-//! `log_ack_multi_v1` call.
-//!
-//! Each shard is one task with at most one flush in flight: an arrival at an idle shard
-//! flushes at once (a lone ack costs one round trip), arrivals during a flush ride the
-//! next one (they queue in the shard's channel while it awaits the flush inline), so the
-//! batch size emerges from load. `QUEEN_ACK_FUSION_HOLD_MS` is only a liveness backstop
-//! tick while a shard waits for a flush slot, never a latency floor; an idle shard does
-//! not tick.
+//! `log_ack_multi_v1` call. The shards are crate::lanes, which hold the adaptive rule:
+//! an ack that finds its shard idle (nothing parked, nothing in flight) runs the one
+//! `log_ack_at_v1` that `QUEEN_ACK_FUSION=0` runs, in its own handler; only acks that
+//! overlap park, and a shard flushes what is parked at once, at most one flush in flight
+//! per shard. `QUEEN_ACK_FUSION_HOLD_MS` is only the lanes' liveness backstop tick.
 //!
 //! Flushes of all shards together are capped by `QUEEN_ACK_FUSION_MAX_INFLIGHT` (default:
 //! the broker's CPU count). Measured on 2 cores, 64 consumers: eight shards flushing ~2
@@ -17,23 +14,26 @@
 //! into bigger flushes; with a free slot an arrival still flushes at once. Entries
 //! with the same (partition, group, worker) fold to max(batch_end) and share that row's
 //! verdict; different workers never fold. Verdicts map back by input ordinal. A reply is
-//! sent only after the flush committed, so a 200 means durable. The shard task, not the
-//! waiting handler, holds the pooled connection. [`Fusion::shutdown`] finishes pending and
-//! in-flight flushes and answers every parked ack before it returns.
+//! sent only after the flush (or the inline call) committed, so a 200 means durable. The
+//! shard task, not the waiting handler, holds the pooled connection of a flush.
+//! [`Fusion::shutdown`] finishes pending and in-flight flushes and answers every parked
+//! ack before it returns.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use queen_log::sqlstate;
-use queen_log::wire::MultiAck;
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use queen_log::wire::{MultiAck, PositionalAck, Reply};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
+
+use crate::lanes::{Lanes, Refused};
 
 /// Period of the coalesce summary log line.
 const LOG_EVERY: Duration = Duration::from_secs(10);
@@ -68,16 +68,14 @@ pub struct FusionStats {
     pub rows: u64,
     /// Parked acks answered by a committed flush (acks − rows were folded).
     pub acks: u64,
+    /// Acks that found their shard idle and ran one `log_ack_at_v1` inline (answered,
+    /// committed or refused; a refusal also counts in `rejected_rows`).
+    pub inline: u64,
     /// Rows the database refused (their acks take the SQL path).
     pub rejected_rows: u64,
-    /// Flushes that failed as a whole, and the parked acks they carried.
+    /// Flushes that failed as a whole (inline ones included), and the acks they carried.
     pub failed_flushes: u64,
     pub failed_acks: u64,
-}
-
-struct Job {
-    parked: Parked,
-    reply: oneshot::Sender<Verdict>,
 }
 
 #[derive(Default)]
@@ -85,6 +83,7 @@ struct Stats {
     commits: AtomicU64,
     rows: AtomicU64,
     acks: AtomicU64,
+    inline: AtomicU64,
     rejected_rows: AtomicU64,
     failed_flushes: AtomicU64,
     failed_acks: AtomicU64,
@@ -97,6 +96,7 @@ impl Stats {
             commits: l(&self.commits),
             rows: l(&self.rows),
             acks: l(&self.acks),
+            inline: l(&self.inline),
             rejected_rows: l(&self.rejected_rows),
             failed_flushes: l(&self.failed_flushes),
             failed_acks: l(&self.failed_acks),
@@ -106,11 +106,11 @@ impl Stats {
 
 /// The shards; see the module docs.
 pub struct Fusion {
-    shards: Vec<mpsc::UnboundedSender<Job>>,
+    pool: Pool,
+    shards: Lanes<Parked, Verdict>,
     stats: Arc<Stats>,
-    closing: AtomicBool,
     stop: watch::Sender<bool>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    summary: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Fusion {
@@ -123,49 +123,59 @@ impl Fusion {
     /// Starts `shards` flush tasks whose backstop tick is `hold` (0 = 1 ms), at most
     /// `max_inflight` (at least 1) flushes running at once across them.
     pub fn start_with(pool: Pool, shards: usize, hold: Duration, max_inflight: usize) -> Self {
-        let hold = hold.max(Duration::from_millis(1));
-        let slots = Arc::new(Semaphore::new(max_inflight.max(1)));
         let stats = Arc::new(Stats::default());
+        let (p, st) = (pool.clone(), stats.clone());
+        let shards = Lanes::start(shards, max_inflight, hold, move |batch| {
+            flush(p.clone(), batch, st.clone())
+        });
         let (stop, stop_rx) = watch::channel(false);
-        let mut tasks = Vec::new();
-        let shards = (0..shards.max(1))
-            .map(|_| {
-                let (tx, rx) = mpsc::unbounded_channel();
-                tasks.push(tokio::spawn(shard_loop(
-                    rx,
-                    Flusher {
-                        pool: pool.clone(),
-                        stats: stats.clone(),
-                        slots: slots.clone(),
-                    },
-                    hold,
-                    stop_rx.clone(),
-                )));
-                tx
-            })
-            .collect();
-        tasks.push(tokio::spawn(summary_loop(stats.clone(), stop_rx)));
+        let summary = tokio::spawn(summary_loop(stats.clone(), stop_rx));
         Fusion {
+            pool,
             shards,
             stats,
-            closing: AtomicBool::new(false),
             stop,
-            tasks: Mutex::new(tasks),
+            summary: Mutex::new(Some(summary)),
         }
     }
 
-    /// Parks one ack and waits for its flush. Never holds a connection while waiting.
+    /// Acks one batch: inline when its shard is idle, else parked until its flush.
+    /// Never holds a connection while parked.
     pub async fn ack(&self, parked: Parked) -> Verdict {
-        if self.closing.load(Ordering::Acquire) {
-            return Verdict::FlushFailed("ack fusion is shut down".into());
-        }
         let shard = shard_of(parked.pid, self.shards.len());
-        let (reply, rx) = oneshot::channel();
-        if self.shards[shard].send(Job { parked, reply }).is_err() {
-            return Verdict::FlushFailed("ack fusion shard stopped".into());
+        match self.shards.run(shard, parked, |p| self.inline(p)).await {
+            Ok(v) => v,
+            Err(Refused::Closed(_)) => Verdict::FlushFailed("ack fusion is shut down".into()),
+            Err(Refused::Dropped) => {
+                Verdict::FlushFailed("ack fusion shard dropped the ack".into())
+            }
         }
-        rx.await
-            .unwrap_or_else(|_| Verdict::FlushFailed("ack fusion shard dropped the ack".into()))
+    }
+
+    /// The idle-shard path: one `log_ack_at_v1`, exactly what fusion off runs.
+    async fn inline(&self, p: Parked) -> Verdict {
+        let result = match self.pool.get().await {
+            Ok(db) => log_ack_at(&db, &p).await.map_err(|e| {
+                discard_if_lost(db, &e);
+                e.to_string()
+            }),
+            Err(e) => Err(e.to_string()),
+        };
+        let s = &self.stats;
+        match result {
+            Ok(v) => {
+                s.inline.fetch_add(1, Ordering::Relaxed);
+                if v != Verdict::Committed {
+                    s.rejected_rows.fetch_add(1, Ordering::Relaxed);
+                }
+                v
+            }
+            Err(e) => {
+                s.failed_flushes.fetch_add(1, Ordering::Relaxed);
+                s.failed_acks.fetch_add(1, Ordering::Relaxed);
+                Verdict::FlushFailed(e)
+            }
+        }
     }
 
     /// The counters so far.
@@ -177,13 +187,11 @@ impl Fusion {
     /// ack already parked is flushed and answered, in-flight flushes finish; returns when
     /// every shard task has ended. Idempotent.
     pub async fn shutdown(&self) {
-        self.closing.store(true, Ordering::Release);
+        self.shards.shutdown().await;
         let _ = self.stop.send(true);
-        let tasks = std::mem::take(&mut *self.tasks.lock().expect("fusion tasks poisoned"));
-        for t in tasks {
-            if let Err(e) = t.await {
-                tracing::warn!("ack fusion task ended abnormally: {e}");
-            }
+        let summary = self.summary.lock().expect("fusion summary poisoned").take();
+        if let Some(t) = summary {
+            let _ = t.await;
         }
         log_summary(&self.stats, &mut FusionStats::default(), true);
     }
@@ -194,84 +202,12 @@ pub fn default_max_inflight() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-fn shard_of(pid: Uuid, n: usize) -> usize {
+/// The shard of a partition among `n` (public for tests that need two partitions on one
+/// shard).
+pub fn shard_of(pid: Uuid, n: usize) -> usize {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     pid.hash(&mut h);
     (h.finish() % n as u64) as usize
-}
-
-/// What a shard needs to start a flush: the pool, the counters, the shared flush slots.
-struct Flusher {
-    pool: Pool,
-    stats: Arc<Stats>,
-    slots: Arc<Semaphore>,
-}
-
-/// One shard: wait for an arrival, wait for a flush slot (arrivals meanwhile join the
-/// batch), flush everything pending, repeat. The flush runs inline: arrivals during it
-/// queue in the channel and ride the next flush, and no task hop stands between an ack
-/// and its flush. On stop, what is pending or queued is flushed before the task ends.
-async fn shard_loop(
-    mut rx: mpsc::UnboundedReceiver<Job>,
-    f: Flusher,
-    hold: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut pending: Vec<Job> = Vec::new();
-    let mut stopping = *stop.borrow();
-    let mut open = true;
-    loop {
-        drain(&mut rx, &mut pending);
-        if pending.is_empty() {
-            if stopping || !open {
-                return;
-            }
-            tokio::select! {
-                j = rx.recv() => match j {
-                    Some(j) => pending.push(j),
-                    None => open = false,
-                },
-                _ = stop.changed() => stopping = true,
-            }
-            continue;
-        }
-        let slot = acquire_slot(&f.slots, &mut rx, &mut pending, hold).await;
-        drain(&mut rx, &mut pending);
-        flush(
-            f.pool.clone(),
-            std::mem::take(&mut pending),
-            f.stats.clone(),
-        )
-        .await;
-        drop(slot);
-    }
-}
-
-/// Everything already queued on the shard.
-fn drain(rx: &mut mpsc::UnboundedReceiver<Job>, pending: &mut Vec<Job>) {
-    while let Ok(j) = rx.try_recv() {
-        pending.push(j);
-    }
-}
-
-/// A flush slot; while waiting for one, arrivals join `pending`. `hold` is the liveness
-/// backstop: the wait is re-armed at least that often.
-async fn acquire_slot(
-    slots: &Arc<Semaphore>,
-    rx: &mut mpsc::UnboundedReceiver<Job>,
-    pending: &mut Vec<Job>,
-    hold: Duration,
-) -> OwnedSemaphorePermit {
-    loop {
-        if let Ok(p) = slots.clone().try_acquire_owned() {
-            return p;
-        }
-        tokio::select! {
-            p = slots.clone().acquire_owned() => return p.expect("flush slots are never closed"),
-            Some(j) = rx.recv() => pending.push(j),
-            _ = tokio::time::sleep(hold) => {}
-        }
-    }
 }
 
 /// The coalesce summary about every 10 s while there is traffic, and once at shutdown.
@@ -347,9 +283,9 @@ fn fold<'a>(parked: impl Iterator<Item = &'a Parked>) -> (Vec<Row>, Vec<usize>) 
 }
 
 /// Folds the batch into rows, runs one multi call, answers every parked ack with its
-/// row's verdict.
-async fn flush(pool: Pool, batch: Vec<Job>, stats: Arc<Stats>) {
-    let (rows, row_of) = fold(batch.iter().map(|j| &j.parked));
+/// row's verdict (in batch order).
+async fn flush(pool: Pool, batch: Vec<Parked>, stats: Arc<Stats>) -> Vec<Verdict> {
+    let (rows, row_of) = fold(batch.iter());
     let verdicts = match run_multi(&pool, &rows).await {
         Ok(v) => {
             stats.commits.fetch_add(1, Ordering::Relaxed);
@@ -369,9 +305,7 @@ async fn flush(pool: Pool, batch: Vec<Job>, stats: Arc<Stats>) {
             vec![Verdict::FlushFailed(e); rows.len()]
         }
     };
-    for (j, r) in batch.into_iter().zip(row_of) {
-        let _ = j.reply.send(verdicts[r].clone());
-    }
+    row_of.into_iter().map(|r| verdicts[r].clone()).collect()
 }
 
 async fn run_multi(pool: &Pool, rows: &[Row]) -> Result<Vec<Verdict>, String> {
@@ -393,16 +327,44 @@ async fn run_multi(pool: &Pool, rows: &[Row]) -> Result<Vec<Verdict>, String> {
     let row = match result {
         Ok(row) => row,
         Err(e) => {
-            // A lost connection must not go back to the pool: the SQL-path fallback of
-            // these very acks would be handed the dead connection next.
-            if connection_lost(&e) || db.is_closed() {
-                drop(deadpool_postgres::Object::take(db));
-            }
+            discard_if_lost(db, &e);
             return Err(e.to_string());
         }
     };
     let PgJson(v): PgJson<MultiAck> = row.get(0);
     verdicts(v, rows.len())
+}
+
+/// One positional ack of a whole delivered batch (`log_ack_at_v1`, release = true): the
+/// unfused fast path and the inline path of an idle shard. Committed or the refusal.
+pub async fn log_ack_at(
+    db: &deadpool_postgres::Object,
+    p: &Parked,
+) -> Result<Verdict, tokio_postgres::Error> {
+    let stmt = db
+        .prepare_cached(
+            "SELECT queen.log_ack_at_v1($1::uuid, $2::text, $3::text, $4::bigint, true, $5::int)",
+        )
+        .await?;
+    let row = db
+        .query_one(
+            &stmt,
+            &[&p.pid, &p.group, &p.worker, &p.batch_end, &p.count],
+        )
+        .await?;
+    let PgJson(r): PgJson<Reply<PositionalAck>> = row.get(0);
+    Ok(match r {
+        Reply::Done(_) => Verdict::Committed,
+        Reply::Refused(e) => Verdict::Rejected(e),
+    })
+}
+
+/// A lost connection must not go back to the pool: the SQL-path fallback of the very
+/// acks that failed would be handed the dead connection next.
+fn discard_if_lost(db: deadpool_postgres::Object, e: &tokio_postgres::Error) {
+    if connection_lost(e) || db.is_closed() {
+        drop(deadpool_postgres::Object::take(db));
+    }
 }
 
 /// Whether an error means the connection itself is gone (queen_log::sqlstate's rule).

@@ -84,8 +84,12 @@ pub async fn serve(
     }
     drop(listener);
     drain(&state, conns, close_tx).await;
-    // Every request has been answered or cut; finish any ack flush still in flight.
+    // Every request has been answered or cut; finish any ack or push flush still in
+    // flight (a cut handler's push still commits, as a push whose client went away).
     if let Some(f) = &state.fusion {
+        f.shutdown().await;
+    }
+    if let Some(f) = &state.push_fusion {
         f.shutdown().await;
     }
     Ok(())

@@ -15,6 +15,7 @@ use crate::error::ApiResult;
 use crate::fusion::Fusion;
 use crate::maintenance::MaintenanceStats;
 use crate::metrics::Metrics;
+use crate::push_fusion::PushFusion;
 use crate::registry::Registry;
 
 /// Cloned into every handler; cheap (one Arc).
@@ -31,6 +32,8 @@ pub struct Inner {
     pub dedup: DedupCache,
     /// Present when `QUEEN_ACK_FUSION` is on (and the registry, which feeds it).
     pub fusion: Option<Fusion>,
+    /// Present when `QUEEN_PUSH_FUSION` is on.
+    pub push_fusion: Option<PushFusion>,
     /// What the maintenance loop did (crate::maintenance).
     pub maintenance: MaintenanceStats,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
@@ -66,8 +69,10 @@ impl AppState {
                 config.ack_fusion_max_inflight,
             )
         });
+        let push_fusion = config.push_fusion.then(|| PushFusion::start(pool.clone()));
         let state = AppState(Arc::new(Inner {
             fusion,
+            push_fusion,
             registry: Registry::new(&config),
             dedup: DedupCache::new(config.dedup_cache_mb),
             config,

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::{
-    acks_for, admin, lock_waiters, metric, parse_metrics, start, start_with, unique, Broker,
+    acks_for, admin, metric, parse_metrics, start, start_with, unique, waiters_of, Broker,
 };
 use queen_broker::fusion::{Parked, Verdict};
 use queen_broker::registry::Delivered;
@@ -19,6 +19,11 @@ use queen_broker::{serve, AppState, Config};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use uuid::Uuid;
+
+/// The tests that hold row locks and count the calls waiting on them run one at a time:
+/// on Citus a waiter cannot be traced to the holder (it may wait on a worker), so
+/// another test's waiters would count.
+static LOCKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const UNRESOLVED: &str = "unresolvable: transaction not in the ack window (hash purged or never \
                           pushed); if leased, the message redelivers";
@@ -106,34 +111,75 @@ fn last_offset(pop: &Value) -> i64 {
         .unwrap()
 }
 
-/// Waits until a `log_ack_multi_v1` call is blocked on a lock (the shard is busy); the
-/// pids of the blocked calls.
-async fn wait_for_blocked_flush(db: &tokio_postgres::Client) -> Vec<i32> {
+/// Waits until `n` calls of `func` (`log_ack_multi_v1`: a fusion flush, `log_ack_at_v1`:
+/// an inline ack) are blocked by the backend `holder` (tests run in parallel).
+async fn wait_for_blocked(db: &tokio_postgres::Client, func: &str, n: i64, holder: i32) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let waiting = lock_waiters(db, "SELECT queen.log_ack_multi_v1").await;
-        if !waiting.is_empty() {
-            return waiting;
+        let got = blocked(db, func, holder).await;
+        if got >= n {
+            return;
         }
-        assert!(Instant::now() < deadline, "no flush blocked on the lock");
+        assert!(Instant::now() < deadline, "{got} of {n} {func} blocked");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
-/// Holds the cursor row of `pid` locked until the returned transaction ends.
+/// How many calls of `func` wait on a lock of `holder` now.
+async fn blocked(db: &tokio_postgres::Client, func: &str, holder: i32) -> i64 {
+    waiters_of(db, &format!("SELECT queen.{func}"), holder)
+        .await
+        .len() as i64
+}
+
+const MULTI: &str = "log_ack_multi_v1";
+const AT: &str = "log_ack_at_v1";
+
+/// Holds the cursor rows of `pids` locked until the returned transaction ends; also
+/// returns the backend pid holding them.
+async fn lock_cursors<'a>(
+    db: &'a mut tokio_postgres::Client,
+    pids: &[String],
+) -> (tokio_postgres::Transaction<'a>, i32) {
+    let pids: Vec<Uuid> = pids.iter().map(|p| p.parse().unwrap()).collect();
+    let tx = db.transaction().await.unwrap();
+    // One partition at a time: Citus locks rows of a distributed table only by an
+    // equality filter on its distribution column.
+    for pid in &pids {
+        tx.execute(
+            "SELECT 1 FROM queen.log_leases WHERE partition_id = $1 FOR UPDATE",
+            &[pid],
+        )
+        .await
+        .unwrap();
+    }
+    let holder = tx
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    (tx, holder)
+}
+
 async fn lock_cursor<'a>(
     db: &'a mut tokio_postgres::Client,
     pid: &str,
-) -> tokio_postgres::Transaction<'a> {
-    let pid: Uuid = pid.parse().unwrap();
-    let tx = db.transaction().await.unwrap();
-    tx.execute(
-        "SELECT 1 FROM queen.log_leases WHERE partition_id = $1 FOR UPDATE",
-        &[&pid],
-    )
-    .await
-    .unwrap();
-    tx
+) -> (tokio_postgres::Transaction<'a>, i32) {
+    lock_cursors(db, &[pid.to_string()]).await
+}
+
+type AckHandle = tokio::task::JoinHandle<(u16, Value)>;
+
+/// Makes the shard of `x` and `y` (the same one) busy: with their cursor rows locked (by
+/// the caller), `x`'s ack finds the shard idle and runs inline, blocked; `y`'s ack parks
+/// and its flush blocks. Later acks on that shard park behind that flush.
+async fn busy_shard(b: &Broker, x: &Value, y: &Value, holder: i32) -> (AckHandle, AckHandle) {
+    let probe = admin().await;
+    let hx = spawn_ack(b, acks_for(x, "completed", None));
+    wait_for_blocked(&probe, AT, 1, holder).await;
+    let hy = spawn_ack(b, acks_for(y, "completed", None));
+    wait_for_blocked(&probe, MULTI, 1, holder).await;
+    (hx, hy)
 }
 
 fn spawn_ack(b: &Broker, body: Value) -> tokio::task::JoinHandle<(u16, Value)> {
@@ -385,8 +431,10 @@ async fn stale_registry_hit_is_refused_and_answered_like_the_sql_path() {
         (metric(&fm, HITS), metric(&fm, FAST), metric(&fm, SQL)),
         (1.0, 0.0, 2.0)
     );
+    // A lone ack runs inline: its refusal is a rejected row of no multi flush.
     assert_eq!(metric(&fm, "queen_ack_fusion_rejected_rows_total"), 1.0);
-    assert_eq!(metric(&fm, "queen_ack_fusion_commits_total"), 1.0);
+    assert_eq!(metric(&fm, "queen_ack_fusion_inline_total"), 1.0);
+    assert_eq!(metric(&fm, "queen_ack_fusion_commits_total"), 0.0);
     assert_eq!(
         (metric(&um, HITS), metric(&um, FAST), metric(&um, SQL)),
         (1.0, 0.0, 2.0)
@@ -402,23 +450,23 @@ async fn stale_registry_hit_is_refused_and_answered_like_the_sql_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_worker_acks_fold_into_one_row_and_share_its_verdict() {
+    let _serial = LOCKS.lock().await;
     let b = start_with(|c| c.ack_fusion_shards = 1).await;
     let mut db = admin().await;
     let q = unique("fold");
     let x = pushed_and_popped(&b, &q, "x", &["x1"]).await;
+    let y = pushed_and_popped(&b, &q, "y", &["y1"]).await;
     let p = pushed_and_popped(&b, &q, "p", &["p1", "p2"]).await;
     let fusion = b.state.fusion.as_ref().expect("fusion on");
     let before = fusion.stats();
-    // Keep the only shard busy: X's flush blocks on its cursor row.
-    let tx = lock_cursor(&mut db, &pid_of(&x)).await;
-    let hx = spawn_ack(&b, acks_for(&x, "completed", None));
-    let probe = admin().await;
-    wait_for_blocked_flush(&probe).await;
+    // Keep the only shard busy: X's inline ack and Y's flush block on their cursor rows.
+    let (tx, holder) = lock_cursors(&mut db, &[pid_of(&x), pid_of(&y)]).await;
+    let (hx, hy) = busy_shard(&b, &x, &y, holder).await;
     // Two fast-path acks of the same (partition, group, worker) park behind it. The
     // second one finds the entry because the pop's delivery is recorded again.
     let h1 = spawn_ack(&b, acks_for(&p, "completed", None));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while b.state.registry.stats().hits < 2 {
+    while b.state.registry.stats().hits < 3 {
         assert!(Instant::now() < deadline, "first ack of p never hit");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -431,17 +479,19 @@ async fn same_worker_acks_fold_into_one_row_and_share_its_verdict() {
         txns: vec!["p1".into(), "p2".into()],
     }]);
     let h2 = spawn_ack(&b, acks_for(&p, "completed", None));
-    while b.state.registry.stats().hits < 3 {
+    while b.state.registry.stats().hits < 4 {
         assert!(Instant::now() < deadline, "second ack of p never hit");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Nothing may be answered before its flush commits.
-    assert!(!hx.is_finished() && !h1.is_finished() && !h2.is_finished());
-    // Connection discipline: three parked acks, one connection out (the blocked flush).
-    assert_eq!(metric(&metrics(&b).await, "queen_db_pool_in_use"), 1.0);
+    assert!(!hx.is_finished() && !hy.is_finished());
+    assert!(!h1.is_finished() && !h2.is_finished());
+    // Connection discipline: two parked acks hold none; out are the inline ack's and
+    // the blocked flush's.
+    assert_eq!(metric(&metrics(&b).await, "queen_db_pool_in_use"), 2.0);
     tx.commit().await.unwrap();
-    for h in [hx, h1, h2] {
+    for h in [hx, hy, h1, h2] {
         let (s, v) = tokio::time::timeout(Duration::from_secs(20), h)
             .await
             .unwrap()
@@ -450,36 +500,35 @@ async fn same_worker_acks_fold_into_one_row_and_share_its_verdict() {
         assert!(all_ok_released(&v), "{v}");
     }
     let after = fusion.stats();
+    assert_eq!(after.inline - before.inline, 1, "x found the shard idle");
     assert_eq!(after.commits - before.commits, 2, "{after:?}");
     assert_eq!(
         after.rows - before.rows,
         2,
-        "x's row, then p's two acks as one row"
+        "y's row, then p's two acks as one row"
     );
     assert_eq!(after.acks - before.acks, 3);
-    assert_eq!(
-        cursor(&db, &pid_of(&p), QM).await,
-        (last_offset(&p), None, None, 0)
-    );
-    assert_eq!(
-        cursor(&db, &pid_of(&x), QM).await,
-        (last_offset(&x), None, None, 0)
-    );
+    for pop in [&x, &y, &p] {
+        assert_eq!(
+            cursor(&db, &pid_of(pop), QM).await,
+            (last_offset(pop), None, None, 0)
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn different_workers_on_one_partition_never_fold() {
+    let _serial = LOCKS.lock().await;
     let b = start_with(|c| c.ack_fusion_shards = 1).await;
     let mut db = admin().await;
     let q = unique("nofold");
     let x = pushed_and_popped(&b, &q, "x", &["x1"]).await;
+    let y = pushed_and_popped(&b, &q, "y", &["y1"]).await;
     let p = pushed_and_popped(&b, &q, "p", &["p1", "p2"]).await;
     let fusion = b.state.fusion.as_ref().expect("fusion on");
     let before = fusion.stats();
-    let tx = lock_cursor(&mut db, &pid_of(&x)).await;
-    let hx = spawn_ack(&b, acks_for(&x, "completed", None));
-    let probe = admin().await;
-    wait_for_blocked_flush(&probe).await;
+    let (tx, holder) = lock_cursors(&mut db, &[pid_of(&x), pid_of(&y)]).await;
+    let (hx, hy) = busy_shard(&b, &x, &y, holder).await;
     let parked = |worker: String| {
         let st: AppState = b.state.clone();
         let pid: Uuid = pid_of(&p).parse().unwrap();
@@ -502,13 +551,19 @@ async fn different_workers_on_one_partition_never_fold() {
     let holder = parked(p["leaseId"].as_str().unwrap().to_string());
     tokio::time::sleep(Duration::from_millis(150)).await;
     tx.commit().await.unwrap();
-    let (_, vx) = hx.await.unwrap();
-    assert!(all_ok_released(&vx), "{vx}");
+    for h in [hx, hy] {
+        let (_, v) = h.await.unwrap();
+        assert!(all_ok_released(&v), "{v}");
+    }
     assert_eq!(impostor.await.unwrap(), Verdict::Rejected(EXPIRED.into()));
     assert_eq!(holder.await.unwrap(), Verdict::Committed);
     let after = fusion.stats();
     assert_eq!(after.commits - before.commits, 2, "{after:?}");
-    assert_eq!(after.rows - before.rows, 3, "two workers are two rows");
+    assert_eq!(
+        after.rows - before.rows,
+        3,
+        "y, then two workers as two rows"
+    );
     assert_eq!(after.rejected_rows - before.rejected_rows, 1);
     assert_eq!(
         cursor(&db, &pid_of(&p), QM).await,
@@ -516,17 +571,9 @@ async fn different_workers_on_one_partition_never_fold() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
-    let b = start().await;
-    let mut db = admin().await;
-    let q = unique("flush-fail");
-    let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
-    let tx = lock_cursor(&mut db, &pid_of(&pop)).await;
-    let h = spawn_ack(&b, acks_for(&pop, "completed", None));
-    let probe = admin().await;
-    let waiting = wait_for_blocked_flush(&probe).await;
-    // The flush's connection dies mid-statement.
+/// Kills the backend of the `func` call blocked by `holder` (exactly one).
+async fn kill_blocked(probe: &tokio_postgres::Client, func: &str, holder: i32) {
+    let waiting = waiters_of(probe, &format!("SELECT queen.{func}"), holder).await;
     assert_eq!(waiting.len(), 1, "{waiting:?}");
     let killed: bool = probe
         .query_one("SELECT pg_terminate_backend($1::int)", &[&waiting[0]])
@@ -534,7 +581,58 @@ async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
         .unwrap()
         .get(0);
     assert!(killed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
+    let _serial = LOCKS.lock().await;
+    let b = start_with(|c| c.ack_fusion_shards = 1).await;
+    let mut db = admin().await;
+    let q = unique("flush-fail");
+    let x = pushed_and_popped(&b, &q, "x", &["x1"]).await;
+    let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
+    let (tx, holder) = lock_cursors(&mut db, &[pid_of(&x), pid_of(&pop)]).await;
+    let (hx, h) = busy_shard(&b, &x, &pop, holder).await;
+    // The flush's connection dies mid-statement.
+    let probe = admin().await;
+    kill_blocked(&probe, MULTI, holder).await;
     // The by-hash fallback queues on the same row lock; release it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    tx.commit().await.unwrap();
+    for h in [hx, h] {
+        let (s, v) = tokio::time::timeout(Duration::from_secs(20), h)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(s, 200);
+        assert!(all_ok_released(&v), "{v}");
+    }
+    let ms = metrics(&b).await;
+    assert_eq!(metric(&ms, "queen_ack_fusion_failed_flushes_total"), 1.0);
+    assert_eq!(metric(&ms, "queen_ack_fusion_commits_total"), 0.0);
+    assert_eq!(metric(&ms, "queen_ack_fusion_inline_total"), 1.0);
+    assert_eq!(
+        (metric(&ms, FAST), metric(&ms, SQL), metric(&ms, HITS)),
+        (1.0, 2.0, 2.0)
+    );
+    assert_eq!(
+        cursor(&db, &pid_of(&pop), QM).await,
+        (last_offset(&pop), None, None, 0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inline_ack_that_fails_answers_through_the_sql_path() {
+    let _serial = LOCKS.lock().await;
+    let b = start().await;
+    let mut db = admin().await;
+    let q = unique("inline-fail");
+    let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
+    let (tx, holder) = lock_cursor(&mut db, &pid_of(&pop)).await;
+    let h = spawn_ack(&b, acks_for(&pop, "completed", None));
+    let probe = admin().await;
+    wait_for_blocked(&probe, AT, 1, holder).await;
+    kill_blocked(&probe, AT, holder).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     tx.commit().await.unwrap();
     let (s, v) = tokio::time::timeout(Duration::from_secs(20), h)
@@ -545,7 +643,7 @@ async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
     assert!(all_ok_released(&v), "{v}");
     let ms = metrics(&b).await;
     assert_eq!(metric(&ms, "queen_ack_fusion_failed_flushes_total"), 1.0);
-    assert_eq!(metric(&ms, "queen_ack_fusion_commits_total"), 0.0);
+    assert_eq!(metric(&ms, "queen_ack_fusion_inline_total"), 0.0);
     assert_eq!(
         (metric(&ms, FAST), metric(&ms, SQL), metric(&ms, HITS)),
         (0.0, 2.0, 1.0)
@@ -557,7 +655,7 @@ async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
 }
 
 #[tokio::test]
-async fn a_lone_ack_is_not_held_for_the_backstop_tick() {
+async fn a_lone_ack_runs_inline_and_is_not_held_for_the_backstop_tick() {
     let b = start_with(|c| c.ack_fusion_hold_ms = 5_000).await;
     let q = unique("lone");
     let pop = pushed_and_popped(&b, &q, "Default", &["a"]).await;
@@ -569,18 +667,40 @@ async fn a_lone_ack_is_not_held_for_the_backstop_tick() {
         "took {:?}",
         t.elapsed()
     );
+    // One log_ack_at_v1 in the handler, as with fusion off; no multi flush.
     let ms = metrics(&b).await;
     assert_eq!(
         (
             metric(&ms, FAST),
+            metric(&ms, "queen_ack_fusion_inline_total"),
             metric(&ms, "queen_ack_fusion_commits_total")
         ),
-        (1.0, 1.0)
+        (1.0, 1.0, 0.0)
     );
+}
+
+/// Pops of one-message partitions until two shards of `n` hold two each: [[a1, a2], [b1, b2]].
+async fn two_partitions_on_each_of_two_shards(b: &Broker, q: &str, n: usize) -> Vec<Vec<Value>> {
+    let mut by_shard: HashMap<usize, Vec<Value>> = HashMap::new();
+    for i in 0..64 {
+        let pop = pushed_and_popped(b, q, &format!("p{i}"), &["t"]).await;
+        let shard = queen_broker::fusion::shard_of(pid_of(&pop).parse().unwrap(), n);
+        by_shard.entry(shard).or_default().push(pop);
+        let full: Vec<Vec<Value>> = by_shard
+            .values()
+            .filter(|v| v.len() >= 2)
+            .map(|v| v[..2].to_vec())
+            .collect();
+        if full.len() >= 2 {
+            return full[..2].to_vec();
+        }
+    }
+    panic!("64 partitions never put two on each of two shards");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flushes_of_all_shards_share_the_in_flight_cap() {
+    let _serial = LOCKS.lock().await;
     let b = start_with(|c| {
         c.ack_fusion_shards = 8;
         c.ack_fusion_max_inflight = 1;
@@ -588,40 +708,39 @@ async fn flushes_of_all_shards_share_the_in_flight_cap() {
     .await;
     let mut db = admin().await;
     let q = unique("cap");
-    let x = pushed_and_popped(&b, &q, "x", &["x1"]).await;
-    let mut others: Vec<Value> = Vec::new();
-    for i in 0..6 {
-        others.push(pushed_and_popped(&b, &q, &format!("o{i}"), &["t"]).await);
-    }
+    let shards = two_partitions_on_each_of_two_shards(&b, &q, 8).await;
+    let pops: Vec<&Value> = shards.iter().flatten().collect();
     let fusion = b.state.fusion.as_ref().expect("fusion on");
     let before = fusion.stats();
-    // X's flush takes the only slot and blocks on its cursor row.
-    let tx = lock_cursor(&mut db, &pid_of(&x)).await;
-    let hx = spawn_ack(&b, acks_for(&x, "completed", None));
     let probe = admin().await;
-    wait_for_blocked_flush(&probe).await;
-    // Acks of six other partitions (other shards, almost surely) must wait for the slot.
-    let hs: Vec<_> = others
-        .iter()
-        .map(|o| spawn_ack(&b, acks_for(o, "completed", None)))
-        .collect();
+    let (tx, holder) =
+        lock_cursors(&mut db, &pops.iter().map(|p| pid_of(p)).collect::<Vec<_>>()).await;
+    // The first ack of each shard runs inline (no flush slot), blocked.
+    let mut hs = vec![
+        spawn_ack(&b, acks_for(&shards[0][0], "completed", None)),
+        spawn_ack(&b, acks_for(&shards[1][0], "completed", None)),
+    ];
+    wait_for_blocked(&probe, AT, 2, holder).await;
+    // The second of each parks; the first flush takes the only slot and blocks, the other
+    // shard's flush must wait for the slot.
+    hs.push(spawn_ack(&b, acks_for(&shards[0][1], "completed", None)));
+    hs.push(spawn_ack(&b, acks_for(&shards[1][1], "completed", None)));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while b.state.registry.stats().hits < 7 {
-        assert!(
-            Instant::now() < deadline,
-            "the other acks never hit the registry"
-        );
+    while b.state.registry.stats().hits < 4 {
+        assert!(Instant::now() < deadline, "the acks never hit the registry");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    wait_for_blocked(&probe, MULTI, 1, holder).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        hs.iter().all(|h| !h.is_finished()),
+    assert_eq!(
+        blocked(&probe, MULTI, holder).await,
+        1,
         "a flush ran past the cap"
     );
+    assert!(hs.iter().all(|h| !h.is_finished()));
     assert_eq!(fusion.stats().commits, before.commits);
-    assert_eq!(metric(&metrics(&b).await, "queen_db_pool_in_use"), 1.0);
     tx.commit().await.unwrap();
-    for h in std::iter::once(hx).chain(hs) {
+    for h in hs {
         let (s, v) = tokio::time::timeout(Duration::from_secs(20), h)
             .await
             .unwrap()
@@ -630,9 +749,10 @@ async fn flushes_of_all_shards_share_the_in_flight_cap() {
         assert!(all_ok_released(&v), "{v}");
     }
     let after = fusion.stats();
-    assert_eq!(after.acks - before.acks, 7);
-    assert!(after.commits - before.commits <= 7, "{after:?}");
-    for o in &others {
+    assert_eq!(after.inline - before.inline, 2);
+    assert_eq!(after.commits - before.commits, 2, "{after:?}");
+    assert_eq!(after.acks - before.acks, 2);
+    for o in pops {
         assert_eq!(
             cursor(&db, &pid_of(o), QM).await,
             (last_offset(o), None, None, 0)
@@ -698,9 +818,11 @@ async fn parked_acks_complete_with_a_single_pooled_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_finishes_the_flush_and_answers_the_parked_ack() {
+    let _serial = LOCKS.lock().await;
     // The harness's broker configuration, with a shutdown trigger of our own.
     let mut cfg = Config::for_database(&common::broker_url());
     cfg.pool_size = 4;
+    cfg.ack_fusion_shards = 1;
     let state = AppState::new(cfg).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -715,24 +837,26 @@ async fn graceful_shutdown_finishes_the_flush_and_answers_the_parked_ack() {
     };
     let mut db = admin().await;
     let q = unique("shutdown");
+    let x = pushed_and_popped(&b, &q, "x", &["x1"]).await;
     let pop = pushed_and_popped(&b, &q, "Default", &["a", "b"]).await;
-    let tx = lock_cursor(&mut db, &pid_of(&pop)).await;
-    let h = spawn_ack(&b, acks_for(&pop, "completed", None));
-    let probe = admin().await;
-    wait_for_blocked_flush(&probe).await;
+    let (tx, holder) = lock_cursors(&mut db, &[pid_of(&x), pid_of(&pop)]).await;
+    // x's inline ack and pop's parked ack (its flush) both block.
+    let (hx, h) = busy_shard(&b, &x, &pop, holder).await;
     stop.send(()).unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
         !server.is_finished(),
-        "shutdown must wait for the parked ack"
+        "shutdown must wait for the inline and the parked ack"
     );
     tx.commit().await.unwrap();
-    let (s, v) = tokio::time::timeout(Duration::from_secs(20), h)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(s, 200);
-    assert!(all_ok_released(&v), "{v}");
+    for h in [hx, h] {
+        let (s, v) = tokio::time::timeout(Duration::from_secs(20), h)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(s, 200);
+        assert!(all_ok_released(&v), "{v}");
+    }
     tokio::time::timeout(Duration::from_secs(20), server)
         .await
         .expect("server drained")

@@ -13,14 +13,14 @@ use axum::Json;
 use queen_log::ack::Status;
 use queen_log::dlq::error_text;
 use queen_log::hash::{hash_hex, TxnHash};
-use queen_log::wire::{DlqFiled, HashAck, PositionalAck, Reply};
+use queen_log::wire::{DlqFiled, HashAck, Reply};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::fusion::{Parked, Verdict};
+use crate::fusion::{log_ack_at, Parked, Verdict};
 use crate::items::{read_ack_item, AckItem};
 use crate::metrics::Metrics;
 use crate::routes::auth::{owned_partitions, Tenant};
@@ -243,26 +243,23 @@ async fn fast_path(state: &AppState, g: &[&Item]) -> ApiResult<Fast> {
     else {
         return Ok(Fast::Miss);
     };
-    let count = set.len() as i32;
+    let parked = Parked {
+        pid: first.pid,
+        group: first.group.clone(),
+        worker: lease.to_string(),
+        batch_end: end,
+        count: set.len() as i32,
+    };
     let committed = match &state.fusion {
-        Some(f) => {
-            let parked = Parked {
-                pid: first.pid,
-                group: first.group.clone(),
-                worker: lease.to_string(),
-                batch_end: end,
-                count,
-            };
-            match f.ack(parked).await {
-                Verdict::Committed => true,
-                Verdict::Rejected(_) => false,
-                Verdict::FlushFailed(e) => {
-                    tracing::warn!("ack fusion flush failed, using the SQL path: {e}");
-                    return Ok(Fast::FlushFailed);
-                }
+        Some(f) => match f.ack(parked).await {
+            Verdict::Committed => true,
+            Verdict::Rejected(_) => false,
+            Verdict::FlushFailed(e) => {
+                tracing::warn!("ack fusion flush failed, using the SQL path: {e}");
+                return Ok(Fast::FlushFailed);
             }
-        }
-        None => ack_at(state, first, lease, end, count).await?,
+        },
+        None => ack_at(state, &parked).await?,
     };
     Ok(if committed {
         Fast::Done(vec![Out::ok(true); g.len()])
@@ -272,25 +269,9 @@ async fn fast_path(state: &AppState, g: &[&Item]) -> ApiResult<Fast> {
 }
 
 /// The unfused fast path: one `log_ack_at_v1`; true when the database accepted it.
-async fn ack_at(
-    state: &AppState,
-    first: &Item,
-    lease: &str,
-    end: i64,
-    count: i32,
-) -> ApiResult<bool> {
+async fn ack_at(state: &AppState, parked: &Parked) -> ApiResult<bool> {
     let db = state.db().await?;
-    let row = db
-        .query_one(
-            &db.prepare_cached(
-                "SELECT queen.log_ack_at_v1($1::uuid, $2::text, $3::text, $4::bigint, true, $5::int)",
-            )
-            .await?,
-            &[&first.pid, &first.group, &lease, &end, &count],
-        )
-        .await?;
-    let PgJson(r): PgJson<Reply<PositionalAck>> = row.get(0);
-    Ok(r.done().is_some())
+    Ok(log_ack_at(&db, parked).await? == Verdict::Committed)
 }
 
 /// broker.md §2 step 5: the authority, with its lists mapped back to the items.

@@ -3,7 +3,10 @@
 //!
 //! The SQL push writes nothing for a segment in which any frame is a duplicate, so the
 //! non-duplicate rest of such a segment is pushed again in a further round. Items are
-//! read by crate::items; the dedup watermarks come from crate::dedup.
+//! read by crate::items; the dedup watermarks come from crate::dedup. A round reaches
+//! the database through crate::push_fusion (fused with the rounds of concurrent pushes,
+//! `QUEEN_PUSH_FUSION`) or on the request's own connection; either way through
+//! push_fusion::log_push_multi.
 
 use std::collections::HashMap;
 
@@ -18,7 +21,6 @@ use queen_log::segment::{encode_segment, segment_hashes};
 use queen_log::wire::PushVerdict;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
 use crate::dedup::DedupCache;
@@ -27,6 +29,7 @@ use crate::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_push_item, PushItem,
 };
 use crate::metrics::Metrics;
+use crate::push_fusion::{log_push_multi, PushFusion, Segment};
 use crate::routes::auth::Tenant;
 use crate::state::AppState;
 use crate::util::parse_json;
@@ -77,15 +80,23 @@ pub async fn push(
     let db = state.db().await?;
     let windows = known_partitions(&db, tenant, &mut groups).await?;
     let cached = dedup_targets(&db, &state.dedup, &groups, &windows).await?;
+    // A push waiting for a fused flush holds no connection (the flush needs one).
+    let via = match &state.push_fusion {
+        Some(f) => {
+            drop(db);
+            Via::Fused(f)
+        }
+        None => Via::Alone(Box::new(db)),
+    };
     // Each round retires at least one item, so this terminates.
     for _ in 0..=items.len() {
         if groups.iter().all(|g| g.pending.is_empty()) {
             break;
         }
         let dedup = (&state.dedup, &cached);
-        push_round(&db, tenant, &mut items, &mut groups, &mut outcomes, dedup).await?;
+        push_round(&via, tenant, &mut items, &mut groups, &mut outcomes, dedup).await?;
     }
-    drop(db);
+    drop(via);
     copy_request_duplicates(&mut items);
     wake_and_count(&state, tenant, &items, &outcomes);
     let answer = render(&items, &outcomes, &groups);
@@ -185,9 +196,26 @@ async fn encode(frames: Vec<Vec<Frame>>) -> ApiResult<Vec<Encoded>> {
     .map_err(ApiError::from)
 }
 
+/// How a round reaches the database.
+enum Via<'a> {
+    /// The request's own connection (push fusion off).
+    Alone(Box<deadpool_postgres::Object>),
+    /// Push fusion: alone when its lane is idle, else fused with concurrent rounds.
+    Fused(&'a PushFusion),
+}
+
+impl Via<'_> {
+    async fn push(&self, segs: Vec<Segment>) -> ApiResult<Vec<PushVerdict>> {
+        match self {
+            Via::Alone(db) => log_push_multi(db, &segs.iter().collect::<Vec<_>>()).await,
+            Via::Fused(f) => f.push(segs).await,
+        }
+    }
+}
+
 /// Pushes every group with pending items as one multi call and records the verdicts.
 async fn push_round(
-    db: &deadpool_postgres::Object,
+    via: &Via<'_>,
     tenant: Uuid,
     items: &mut [PushItem],
     groups: &mut [Group],
@@ -222,7 +250,21 @@ async fn push_round(
                 .unwrap_or(-1)
         })
         .collect();
-    let verdicts = push_multi(db, tenant, &live, groups, &encoded, &verified).await?;
+    let segs = live
+        .iter()
+        .zip(encoded)
+        .zip(verified)
+        .map(|((&g, e), verified)| Segment {
+            tenant,
+            queue: groups[g].queue.clone(),
+            partition: groups[g].partition.clone(),
+            count: e.count,
+            hashes: e.hashes,
+            blob: e.blob,
+            verified,
+        })
+        .collect();
+    let verdicts = via.push(segs).await?;
     for ((&g, verdict), hs) in live.iter().zip(verdicts).zip(incoming) {
         if let (Some(pid), PushVerdict::Queued { base_offset, .. }) = (cached.get(&g), &verdict) {
             cache.record(*pid, *base_offset, hs);
@@ -230,44 +272,6 @@ async fn push_round(
         apply_verdict(&mut groups[g], verdict, items, outcomes)?;
     }
     Ok(())
-}
-
-/// One `log_push_multi_v1` call for the live groups; one verdict per group, in order.
-async fn push_multi(
-    db: &deadpool_postgres::Object,
-    tenant: Uuid,
-    live: &[usize],
-    groups: &[Group],
-    encoded: &[Encoded],
-    verified: &[i64],
-) -> ApiResult<Vec<PushVerdict>> {
-    let queues: Vec<&str> = live.iter().map(|&g| groups[g].queue.as_str()).collect();
-    let parts: Vec<&str> = live.iter().map(|&g| groups[g].partition.as_str()).collect();
-    let counts: Vec<i32> = encoded.iter().map(|e| e.count).collect();
-    let hashes: Vec<&[u8]> = encoded.iter().map(|e| e.hashes.as_slice()).collect();
-    let blobs: Vec<&[u8]> = encoded.iter().map(|e| e.blob.as_slice()).collect();
-    let tenants: Vec<Uuid> = vec![tenant; live.len()];
-    let row = db
-        .query_one(
-            &db.prepare_cached(
-                "SELECT queen.log_push_multi_v1($1::text[], $2::text[], $3::int[], $4::bytea[], \
-                 $5::bigint[], $6::bytea[], $7::uuid[])",
-            )
-            .await?,
-            &[
-                &queues, &parts, &counts, &hashes, &verified, &blobs, &tenants,
-            ],
-        )
-        .await?;
-    let PgJson(verdicts): PgJson<Vec<PushVerdict>> = row.get(0);
-    if verdicts.len() != live.len() {
-        return Err(ApiError::Internal(format!(
-            "log_push_multi_v1 answered {} verdicts for {} segments",
-            verdicts.len(),
-            live.len()
-        )));
-    }
-    Ok(verdicts)
 }
 
 /// Queued: every pending item gets its offset. Duplicate: the named frames are retired

@@ -97,15 +97,7 @@ pub async fn admin() -> tokio_postgres::Client {
 /// so Citus's cluster-wide lock graph counts too.
 pub async fn lock_waiters(db: &tokio_postgres::Client, prefix: &str) -> Vec<i32> {
     let like = format!("{prefix}%");
-    let citus: bool = db
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    let sql = if citus {
+    let sql = if is_citus(db).await {
         "SELECT pid FROM pg_stat_activity WHERE query LIKE $1 AND wait_event_type = 'Lock'
          UNION
          SELECT a.pid FROM citus_stat_activity a
@@ -120,6 +112,41 @@ pub async fn lock_waiters(db: &tokio_postgres::Client, prefix: &str) -> Vec<i32>
         .iter()
         .map(|r| r.get(0))
         .collect()
+}
+
+async fn is_citus(db: &tokio_postgres::Client) -> bool {
+    db.query_one(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')",
+        &[],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Like [`lock_waiters`], but only the backends waiting on a lock of backend `holder`,
+/// directly or queued behind another waiter of it (the second waiter of a row lock waits
+/// on the first waiter's tuple lock), so tests running in parallel do not see each
+/// other's waiters. On Citus a waiter may wait on a worker, so there every waiter of
+/// [`lock_waiters`] counts.
+pub async fn waiters_of(db: &tokio_postgres::Client, prefix: &str, holder: i32) -> Vec<i32> {
+    if is_citus(db).await {
+        return lock_waiters(db, prefix).await;
+    }
+    db.query(
+        "WITH RECURSIVE w(pid) AS (
+             SELECT $2::int
+             UNION
+             SELECT a.pid FROM pg_stat_activity a, w WHERE w.pid = ANY(pg_blocking_pids(a.pid)))
+         SELECT a.pid FROM pg_stat_activity a JOIN w USING (pid)
+          WHERE a.query LIKE $1 AND a.pid <> $2",
+        &[&format!("{prefix}%"), &holder],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
 }
 
 /// Prometheus text as `name{labels}` → value (comments and blank lines skipped).

@@ -1,4 +1,4 @@
-//! Section 3: end to end through the broker (registry + fusion, the defaults). Producers
+//! Section 3: end to end through the broker (registry + ack fusion, the defaults). Producers
 //! push batches of B through `POST /api/v1/push` while consumers long-poll pop batches of
 //! B from their own partition and ack them in full. Client-side timing; the broker's RSS
 //! is sampled from /proc every 50 ms (peak) and its high-water mark read at the end.
@@ -90,7 +90,21 @@ struct RunOut {
     ack_lat: Summary,
     peak_kb: u64,
     wall: f64,
+    /// Push rounds per push commit (push fusion: rounds carried by fused flushes plus
+    /// rounds run alone, over fused flushes plus rounds run alone), from /metrics.
+    rounds_per_commit: Option<f64>,
     errors: Vec<String>,
+}
+
+/// Push rounds and push commits so far, from the broker's push fusion counters.
+async fn push_commits(broker: &Broker) -> Option<(f64, f64)> {
+    let m = broker.metrics().await.ok()?;
+    let get = |k: &str| m.get(k).copied();
+    let inline = get("queen_push_fusion_inline_total")?;
+    Some((
+        get("queen_push_fusion_rounds_total")? + inline,
+        get("queen_push_fusion_commits_total")? + inline,
+    ))
 }
 
 /// Re-provisions the queue, then runs producers and consumers for `secs`.
@@ -120,6 +134,7 @@ async fn one_run(
     };
     warm.await
         .map_err(|e| format!("provisioning {QUEUE}: {}", to_s(&e)))?;
+    let before = push_commits(broker).await;
     let sampler = RssSampler::start(broker.pid);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
@@ -163,7 +178,12 @@ async fn one_run(
         ack_lat.extend(o.lat_ms);
         errors.extend(o.errors);
     }
+    let rounds_per_commit = match (before, push_commits(broker).await) {
+        (Some((r0, c0)), Some((r1, c1))) if c1 > c0 => Some((r1 - r0) / (c1 - c0)),
+        _ => None,
+    };
     let out = RunOut {
+        rounds_per_commit,
         pushed: pushed as f64 / secs,
         consumed: consumed as f64 / secs,
         push_lat: Summary::of(&push_lat),
@@ -243,6 +263,8 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
             fmt_ms(r.push_lat.p99),
             fmt_ms(r.ack_lat.median),
             fmt_ms(r.ack_lat.p99),
+            r.rounds_per_commit
+                .map_or("–".into(), |x| format!("{x:.2}")),
             format!("{:.1}", r.peak_kb as f64 / 1024.0),
             format!("{:.1}", r.wall),
             if r.errors.is_empty() {
@@ -262,7 +284,11 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
          partition, long-poll pop batches of B (`wait=true`) and ack them in full (`/ack/batch`), \
          for {secs} s per run, {REPEATS} runs per batch size (the row is the run with the median \
          consumed msgs/s; min – max over the runs next to it). The load generators use typed \
-         JSON (no `Value` trees): they share the two cores with broker and server. Broker: release binary, registry + fusion (defaults). \
+         JSON (no `Value` trees): they share the two cores with broker and server. Broker: release binary, registry + ack fusion (defaults; \
+         `QUEEN_PUSH_FUSION=1` in the bench's environment turns push fusion on, the broker \
+         inherits it). Push rounds/commit: push statements the requests needed per push \
+         commit, from the broker's push fusion counters (1.00 = nothing fused; – = push \
+         fusion off). \
          Server: fsync = {fsync}, synchronous_commit = {sync}. **Client-side timing**; msgs/s = \
          messages answered `queued` (pushed) or acked with success (consumed) divided by the run \
          length. Peak RSS = highest VmRSS sampled every 50 ms during the run; the broker's VmRSS \
@@ -280,6 +306,7 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
             "push p99 ms",
             "ack p50 ms",
             "ack p99 ms",
+            "push rounds/commit",
             "peak RSS MiB",
             "wall s",
             "errors",
