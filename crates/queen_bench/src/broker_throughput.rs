@@ -483,11 +483,19 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
     'grid: for (c, b) in grid(ctx) {
         let mut runs: Vec<Vec<CellOut>> = (0..=brokers.len()).map(|_| Vec::new()).collect();
         let ceiling = (POP_ONLY, &brokers[0].1);
-        for _ in 0..REPEATS {
-            let modes = brokers.iter().map(|(m, b)| (*m, b)).chain([ceiling]);
-            for ((mode, broker), runs) in modes.zip(runs.iter_mut()) {
+        let modes: Vec<_> = brokers
+            .iter()
+            .map(|(m, b)| (*m, b))
+            .chain([ceiling])
+            .collect();
+        for round in 0..REPEATS {
+            // Each round starts with another mode: on a busy machine the first slot of a
+            // round read low, which a fixed order charged to one mode every time.
+            for k in 0..modes.len() {
+                let i = (k + round) % modes.len();
+                let (mode, broker) = modes[i];
                 match cell(ctx, db, broker, pgss.as_deref(), mode, c, b).await {
-                    Ok(o) => runs.push(o),
+                    Ok(o) => runs[i].push(o),
                     Err(e) => {
                         failure = Some(format!("{mode} C={c} B={b}: {e}"));
                         break 'grid;
@@ -585,7 +593,7 @@ fn write_section(ctx: &Ctx, sec: &mut Section, cells: &[CellOut], logs: &Path) {
          The broker is the release binary started as a child process per mode (env \
          `QUEEN_ACK_REGISTRY` / `QUEEN_ACK_FUSION`, other knobs at their defaults unless set in \
          the bench's environment; logs in `{}`). \
-         Every cell runs {REPEATS} times (modes interleaved); the row is the run with the median \
+         Every cell runs {REPEATS} times (modes interleaved, each round starting with the next mode); the row is the run with the median \
          acks/s, min – max over the runs next to it. \
          **Client-side timing**: acks/s and messages/s over the wall time of the cell, ack latency = \
          one `/ack/batch` request. **ack commits/s** = top-level ack statements in \
