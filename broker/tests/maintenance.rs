@@ -5,18 +5,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{admin, metric, parse_metrics, start_with, unique};
+use common::{admin, metric, metrics, start_with, unique};
 use serde_json::json;
-
-async fn metrics(b: &common::Broker) -> std::collections::HashMap<String, f64> {
-    let text = reqwest::get(format!("{}/metrics", b.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    parse_metrics(&text)
-}
 
 /// Polls `check` every 100 ms for up to 15 s.
 async fn eventually<F, Fut>(what: &str, mut check: F)

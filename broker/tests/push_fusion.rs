@@ -7,10 +7,9 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{admin, metric, parse_metrics, start_with, unique, waiters_of, Broker};
+use common::{admin, metric, metrics, start_with, unique, waiters_of, Broker};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -22,19 +21,6 @@ static LOCKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// A broker with push fusion on (it is off by default).
 async fn fused() -> Broker {
     start_with(|c| c.push_fusion = true).await
-}
-
-async fn metrics(b: &Broker) -> HashMap<String, f64> {
-    let text = b
-        .http
-        .get(format!("{}/metrics", b.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    parse_metrics(&text)
 }
 
 const COMMITS: &str = "queen_push_fusion_commits_total";

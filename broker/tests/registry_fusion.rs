@@ -10,9 +10,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{
-    acks_for, admin, metric, parse_metrics, start, start_with, unique, waiters_of, Broker,
-};
+use common::{acks_for, admin, metric, metrics, start, start_with, unique, waiters_of, Broker};
 use queen_broker::fusion::{Parked, Verdict};
 use queen_broker::registry::Delivered;
 use queen_broker::{serve, AppState, Config};
@@ -31,19 +29,6 @@ const STALE: &str = "already committed: the cursor moved past this message befor
 const EXPIRED: &str = "invalid or expired lease";
 
 // ---------------------------------------------------------------- helpers
-
-/// The /metrics text as name{labels} → value.
-async fn metrics(b: &Broker) -> HashMap<String, f64> {
-    let r = b
-        .http
-        .get(format!("{}/metrics", b.base))
-        .send()
-        .await
-        .expect("metrics");
-    assert!(r.status().is_success());
-    let text = r.text().await.unwrap();
-    parse_metrics(&text)
-}
 
 const FAST: &str = "queen_acks_total{path=\"fast\"}";
 const SQL: &str = "queen_acks_total{path=\"sql\"}";

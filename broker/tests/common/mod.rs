@@ -150,6 +150,18 @@ pub async fn waiters_of(db: &tokio_postgres::Client, prefix: &str, holder: i32) 
 }
 
 /// Prometheus text as `name{labels}` → value (comments and blank lines skipped).
+/// The broker's `/metrics` as name{labels} → value.
+pub async fn metrics(b: &Broker) -> std::collections::HashMap<String, f64> {
+    let r = b
+        .http
+        .get(format!("{}/metrics", b.base))
+        .send()
+        .await
+        .expect("metrics");
+    assert!(r.status().is_success(), "/metrics answered {}", r.status());
+    parse_metrics(&r.text().await.expect("metrics body"))
+}
+
 pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
