@@ -362,6 +362,17 @@ def q(s):
     return urllib.parse.quote(s, safe="")
 
 
+def maintenance_metrics(client):
+    """The broker's queen_maintenance_* samples from /metrics, by series."""
+    st, data = client.request("GET", "/metrics")
+    out = {}
+    for line in data.decode().splitlines() if st == 200 else []:
+        if line.startswith("queen_maintenance_"):
+            name, _, v = line.rpartition(" ")
+            out[name] = float(v)
+    return out
+
+
 def configure(client, queue, **options):
     st, body = client.json("POST", "/api/v1/configure", {"queue": queue, "options": options})
     if st != 200:

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 
-from common import Broker, Client, Failures, Psql, configure, exit_with, log, q
+from common import Broker, Client, Failures, Psql, configure, exit_with, log, maintenance_metrics, q
 
 PARTITIONS = 4
 SAMPLE_SECONDS = 10
@@ -146,9 +146,7 @@ def measure(args, fail, broker, label, queue):
     load.stop.set()
     for t in threads:
         t.join(timeout=30)
-    st, metrics = c.request("GET", "/metrics")
-    maint = {line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
-             for line in metrics.decode().splitlines() if line.startswith("queen_maintenance_")}
+    maint = maintenance_metrics(c)
     c.request("DELETE", f"/api/v1/resources/queues/{q(queue)}")
     db.close()
     result = {

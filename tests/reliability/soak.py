@@ -19,7 +19,7 @@ import time
 import uuid
 
 from common import (backend_crashes_in, environment_note, Broker, Client, Failures, Psql, Stats, configure, deadlocks_in, exit_with,
-                    log, pg_log_since, pg_log_size, psql, q, LONG, SEED)
+                    log, maintenance_metrics, pg_log_since, pg_log_size, psql, q, LONG, SEED)
 
 SOAK_SECONDS = 300 if LONG else 45
 DRAIN_SECONDS = 90 if LONG else 45
@@ -358,17 +358,6 @@ def sampler():
 
 
 # ------------------------------------------------------------------ main
-
-
-def maintenance_metrics(c):
-    """The broker's queen_maintenance_* samples from /metrics, by series."""
-    st, data = c.request("GET", "/metrics")
-    out = {}
-    for line in data.decode().splitlines() if st == 200 else []:
-        if line.startswith("queen_maintenance_"):
-            name, _, v = line.rpartition(" ")
-            out[name] = float(v)
-    return out
 
 
 def all_committed():
