@@ -13,6 +13,12 @@ mkdir -p "$LOG_DIR"
 
 bash scripts/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 
+# A build of every suite takes about 5 GB under target/debug from a clean clone;
+# a full disk shows up later as dozens of unrelated-looking failures, so say it first.
+free_gb=$(df -Pk "$ROOT" | awk 'NR == 2 {print int($4 / 1048576)}')
+echo "=== disk: ${free_gb} GB free under $ROOT"
+[ "$free_gb" -ge 10 ] || echo "=== warning: under 10 GB free; the build may run out of disk"
+
 status=0
 run_suite() { # name, command...
     local name=$1; shift
