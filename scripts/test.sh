@@ -62,6 +62,14 @@ run_citus_suites() { # one-node-url (may be empty)
     QUEEN_TEST_CITUS=1 QUEEN_SKIP_CRON=1 run_suite citus_maintenance bash tests/maintenance.sh "$url"
     run_suite citus_sql bash tests/citus_sql.sh "$url"
     [ -z "$1" ] || run_suite citus_differential bash tests/citus_differential.sh "$1" "$url"
+    # The soak's short form on the coordinator: 0 lost, 0 5xx, cursors never backward,
+    # no deadlock or crashed backend in any node's server log (tests/citus.sh's layout:
+    # data dir and socket /tmp/qa-citus-PORT, the workers on the next two ports).
+    local cport
+    cport=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).port)' "$url")
+    run_suite citus_reliability bash tests/reliability.sh "$url" --only soak_with_faults \
+        --pgdata "/tmp/qa-citus-$cport" --pgsock "/tmp/qa-citus-$cport" \
+        --extra-pgdata "/tmp/qa-citus-$((cport + 1)):/tmp/qa-citus-$((cport + 2))"
     # The broker pointed at the coordinator, as is. Left out: the three tests of a 300 ms
     # statement timeout on a held lock. The broker's timeout does not reach the workers and
     # Citus's cancel does not always arrive, so an ack answered as timed out may commit

@@ -4,6 +4,7 @@
 # (plateau.py, issue 11) and cargo-fuzz over the codec.
 #
 #   tests/reliability.sh <postgres-url> [--long] [--pgdata DIR] [--pgsock DIR]
+#                        [--extra-pgdata DIR:DIR] [--only NAME,NAME]
 #
 # The URL must point at a cluster laid out by tests/cluster.sh: data dir
 # /tmp/qa-test-cluster-$PORT (or $QUEEN_TEST_CLUSTER_DIR), socket dir /tmp/qa-test-sock-$PORT,
@@ -14,6 +15,9 @@
 #   url=$(QUEEN_TEST_PG_PORT=5485 QUEEN_TEST_SKIP_INSTALL=1 tests/cluster.sh start)
 #   tests/reliability.sh "$url"            # short form, about 2 minutes
 #   tests/reliability.sh "$url" --long     # or RELIABILITY_LONG=1
+# --only (or RELIABILITY_ONLY) runs the named tests only (e.g. soak_with_faults on a Citus
+# coordinator); --extra-pgdata (or RELIABILITY_PG_EXTRA_DATA) names more data dirs whose
+# server.log is scanned for deadlocks and crashed backends (a Citus cluster's workers).
 # Other knobs: RELIABILITY_SEED (default 6), RELIABILITY_FUZZ_INPUTS, RELIABILITY_FUZZ_SECONDS
 # (per cargo-fuzz target in the long form, default 60).
 # Needs: python3 (stdlib only), psql, sudo (to act as the postgres user), cargo.
@@ -22,7 +26,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 if [ $# -lt 1 ] || [[ "$1" != postgres* ]]; then
-    echo "usage: $0 <postgres-url> [--long] [--pgdata DIR] [--pgsock DIR]" >&2
+    echo "usage: $0 <postgres-url> [--long] [--pgdata DIR] [--pgsock DIR] [--extra-pgdata DIRS] [--only NAMES]" >&2
     exit 2
 fi
 URL=$1
@@ -30,11 +34,15 @@ shift
 LONG=${RELIABILITY_LONG:-0}
 PGDATA_DIR=${RELIABILITY_PG_DATA:-${QUEEN_TEST_CLUSTER_DIR:-}}
 PGSOCK_DIR=${RELIABILITY_PG_SOCK:-}
+EXTRA_PGDATA=${RELIABILITY_PG_EXTRA_DATA:-}
+ONLY=${RELIABILITY_ONLY:-}
 while [ $# -gt 0 ]; do
     case "$1" in
     --long) LONG=1 ;;
     --pgdata) PGDATA_DIR=$2; shift ;;
     --pgsock) PGSOCK_DIR=$2; shift ;;
+    --extra-pgdata) EXTRA_PGDATA=$2; shift ;;
+    --only) ONLY=$2; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
@@ -45,7 +53,7 @@ PGSOCK_DIR=${PGSOCK_DIR:-/tmp/qa-test-sock-$PORT}
 WORK=$(mktemp -d /tmp/queen-reliability.XXXXXX)
 
 export QUEEN_DATABASE_URL=$URL RELIABILITY_LONG=$LONG RELIABILITY_PG_DATA=$PGDATA_DIR \
-    RELIABILITY_PG_SOCK=$PGSOCK_DIR RELIABILITY_WORKDIR=$WORK \
+    RELIABILITY_PG_SOCK=$PGSOCK_DIR RELIABILITY_PG_EXTRA_DATA=$EXTRA_PGDATA RELIABILITY_WORKDIR=$WORK \
     QUEEN_BROKER_BIN=$ROOT/target/debug/queen-broker PYTHONUNBUFFERED=1
 
 passed=0
@@ -63,7 +71,8 @@ result() { # name rc
 }
 
 t0=$(date +%s)
-echo "reliability: url=$URL pgdata=$PGDATA_DIR long=$LONG seed=${RELIABILITY_SEED:-6} logs=$WORK"
+echo "reliability: url=$URL pgdata=$PGDATA_DIR long=$LONG seed=${RELIABILITY_SEED:-6} logs=$WORK${ONLY:+ only=$ONLY}"
+selected() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 
 # The tree may be mid-edit by someone else: retry the build a few times (bounded).
 built=1
@@ -88,6 +97,7 @@ lib_stamp() { stat -c '%Y.%s' "$LIB" 2>/dev/null || echo missing; }
 run_py() { # name timeout script args...
     local name=$1 secs=$2 rc attempt before
     shift 2
+    selected "$name" || return 0
     for attempt in 1 2; do
         # Other sessions on this machine may replace the extension library (cargo pgrx
         # install/test): wait (bounded) until it loads before starting a test.
@@ -109,7 +119,9 @@ run_py() { # name timeout script args...
 
 run_py soak_with_faults $t_soak soak.py
 run_py crash_broker_kill9 $t_crash crash.py broker_kill9
-if [ -d "$PGDATA_DIR" ] || sudo test -d "$PGDATA_DIR"; then
+if ! selected crash_pg_immediate; then
+    :
+elif [ -d "$PGDATA_DIR" ] || sudo test -d "$PGDATA_DIR"; then
     run_py crash_pg_immediate $t_crash crash.py pg_immediate
 else
     echo "    crash_pg_immediate: data dir $PGDATA_DIR not found (give --pgdata DIR)"
@@ -121,7 +133,7 @@ if [ "$LONG" = 1 ]; then
     run_py plateau_long 900 plateau.py run --seconds 600 --retention 60 --check
 fi
 
-if [ "$LONG" = 1 ]; then
+if [ "$LONG" = 1 ] && [ -z "$ONLY" ]; then
     secs=${RELIABILITY_FUZZ_SECONDS:-60}
     if command -v cargo-fuzz >/dev/null 2>&1; then
         for target in frame_decode segment_decode hash_parse; do
@@ -140,6 +152,7 @@ if [ "$LONG" = 1 ]; then
     result fuzz_fallback_loop "${PIPESTATUS[0]}"
 fi
 
+[ $((passed + failed)) -gt 0 ] || result "only_names_a_test($ONLY)" 1
 echo "reliability: runtime $(($(date +%s) - t0))s; broker and test logs in $WORK"
 if [ $failed = 0 ]; then
     echo "test result: ok. $passed passed; $failed failed"

@@ -13,6 +13,7 @@ Configuration comes from the environment (tests/reliability.sh sets it):
   QUEEN_BROKER_BIN       path to target/debug/queen-broker
   RELIABILITY_PG_DATA    data dir of that cluster (default /tmp/qa-test-cluster-$PORT)
   RELIABILITY_PG_SOCK    socket dir (default /tmp/qa-test-sock-$PORT)
+  RELIABILITY_PG_EXTRA_DATA  more data dirs whose server.log is scanned (a Citus cluster's workers)
   RELIABILITY_LONG=1     long forms
   RELIABILITY_SEED       seed of every randomized choice (default 6)
   RELIABILITY_WORKDIR    where broker logs go (default a fresh temp dir)
@@ -157,24 +158,37 @@ def pg_start():
     )
 
 
-def pg_log_path():
-    return os.path.join(PG_DATA, "server.log")
+# Server logs scanned for deadlocks and crashes: the cluster's own and, on a Citus
+# cluster, every worker's (RELIABILITY_PG_EXTRA_DATA: their data dirs, colon-separated).
+PG_LOG_DIRS = [PG_DATA] + [d for d in os.environ.get("RELIABILITY_PG_EXTRA_DATA", "").split(":") if d]
+
+
+def pg_log_paths():
+    return [os.path.join(d, "server.log") for d in PG_LOG_DIRS]
 
 
 def pg_log_size():
-    try:
-        return os.path.getsize(pg_log_path())
-    except OSError:
-        return 0
+    """Where each server log ends now: the mark to give pg_log_since."""
+    sizes = {}
+    for path in pg_log_paths():
+        try:
+            sizes[path] = os.path.getsize(path)
+        except OSError:
+            sizes[path] = 0
+    return sizes
 
 
-def pg_log_since(offset):
-    try:
-        with open(pg_log_path(), "rb") as f:
-            f.seek(offset)
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+def pg_log_since(mark):
+    """What every server log gained since pg_log_size() returned `mark`."""
+    text = []
+    for path in pg_log_paths():
+        try:
+            with open(path, "rb") as f:
+                f.seek(mark.get(path, 0))
+                text.append(f.read().decode("utf-8", "replace"))
+        except OSError:
+            pass
+    return "".join(text)
 
 
 def deadlocks_in(text):
