@@ -167,17 +167,6 @@ BEGIN
   ms := extract(epoch FROM clock_timestamp() - t0) * 1000;
 END $$;
 
--- Drops bench queues (LIKE pattern) with their sidecar rows (log_txns has no FK).
-CREATE OR REPLACE FUNCTION queen_bench.drop_queues(p_like text) RETURNS int LANGUAGE plpgsql AS $$
-DECLARE n int;
-BEGIN
-  DELETE FROM queen.log_txns WHERE partition_id IN (
-    SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-     WHERE q.name LIKE p_like);
-  DELETE FROM queen.queues WHERE name LIKE p_like;
-  GET DIAGNOSTICS n = ROW_COUNT;
-  RETURN n;
-END $$;
 "#;
 
 /// Installs the helper functions (idempotent).
@@ -187,12 +176,25 @@ pub async fn install_helpers(db: &Client) -> BResult<()> {
         .map_err(|e| format!("installing bench helpers: {}", to_s(&e)))
 }
 
-/// Drops every bench queue whose name matches a LIKE pattern.
+/// Deletes every bench queue whose name matches a LIKE pattern through the extension's
+/// own `delete_queue_v1`, one statement per queue: on Citus, a transaction that deleted
+/// rows of several shards may not write the reference table `queues` again.
 pub async fn drop_queues(db: &Client, like: &str) -> BResult<()> {
-    db.execute("SELECT queen_bench.drop_queues($1)", &[&like])
+    let err = |e: tokio_postgres::Error| format!("dropping queues {like}: {}", to_s(&e));
+    let queues = db
+        .query(
+            "SELECT tenant_id, name FROM queen.queues WHERE name LIKE $1",
+            &[&like],
+        )
         .await
-        .map(|_| ())
-        .map_err(|e| format!("dropping queues {like}: {}", to_s(&e)))
+        .map_err(err)?;
+    for q in queues {
+        let (tenant, name): (uuid::Uuid, String) = (q.get(0), q.get(1));
+        db.execute("SELECT queen.delete_queue_v1($1, $2)", &[&name, &tenant])
+            .await
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 /// The id of a queue's partition.

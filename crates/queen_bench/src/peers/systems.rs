@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 use uuid::Uuid;
 
 use crate::broker_throughput::{consume, AckMode};
-use crate::common::{to_s, BResult};
+use crate::common::{drop_queues, to_s, BResult};
 use crate::wire::{PushBody, PushItem, Pushed};
 
 /// queen_ack's queue; worker i owns partition `p<i>`.
@@ -228,9 +228,7 @@ pub async fn reset(db: &Client, fam: Family, workers: usize) -> BResult<()> {
     db.batch_execute("CALL peers.drop_peer_queues()")
         .await
         .map_err(err)?;
-    db.execute("SELECT queen_bench.drop_queues($1)", &[&QUEEN_Q])
-        .await
-        .map_err(err)?;
+    drop_queues(db, QUEEN_Q).await?;
     match fam {
         Family::Queen => {}
         Family::Pgmq => {
