@@ -3,10 +3,11 @@
 # queen-bench's section 3 (4 producers push batches of B over HTTP, 8 consumers long-poll
 # pop batches of B and ack them, registry + ack fusion, release broker) against each side,
 # ROUNDS times, the side that opens a round rotating so that drift in machine load hits all
-# alike. Three sides: one node; Citus as configured (Citus defaults); Citus with
-# citus.max_adaptive_executor_pool_size = 1 on the coordinator (README, "Scale-out on
-# Citus": a multi-shard statement then uses one cached connection per worker instead of
-# opening and closing more).
+# alike. Four sides: one node; Citus as configured (Citus defaults); Citus with
+# citus.max_adaptive_executor_pool_size = 1 (README, "Scale-out on Citus": a multi-shard
+# statement then uses one cached connection per worker instead of opening and closing
+# more); and that database with the broker connected to worker 1 instead of the
+# coordinator (Citus workers take client connections and route what they receive).
 #   bench/citus-e2e.sh ONE_NODE_URL CITUS_URL [ROUNDS]
 # Superuser URLs of tests/cluster.sh's and tests/citus.sh's clusters, with the release
 # extension installed (scripts/install-extension.sh --release). Each side gets a scratch
@@ -67,12 +68,14 @@ trap cleanup EXIT
 mkdir -p "$OUT"
 header="citus-e2e: $(date -u +%FT%TZ), $ROUNDS round(s), load before: $(uptime | sed 's/.*load average: //')"
 echo "$header"
-SIDES=(one citus citus_pool1)
+SIDES=(one citus citus_pool1 worker_pool1)
 declare -A DB SESSIONS
-for side in "${SIDES[@]}"; do DB[$side]=$(prepare "$side"); SESSIONS[$side]=0; done
+for side in one citus citus_pool1; do DB[$side]=$(prepare "$side"); done
+DB[worker_pool1]=postgres://postgres@127.0.0.1:$((CPORT + 1))/queen_e2e_pool1
+for side in "${SIDES[@]}"; do SESSIONS[$side]=0; done
 for r in $(seq 1 "$ROUNDS"); do
-    for k in 0 1 2; do
-        side=${SIDES[$(((k + r - 1) % 3))]}
+    for k in "${!SIDES[@]}"; do
+        side=${SIDES[$(((k + r - 1) % ${#SIDES[@]}))]}
         db=${DB[$side]}
         echo "citus-e2e: round $r, $side" >&2
         [ "$side" = one ] || before=$(worker_sessions "${db##*/}")
@@ -86,10 +89,10 @@ done
 footer="load after: $(uptime | sed 's/.*load average: //')"
 echo "$footer"
 
-python3 - "$OUT" "$ROUNDS" "$header" "$footer" "${SESSIONS[citus]}" "${SESSIONS[citus_pool1]}" <<'PY' | tee "$OUT/e2e.md"
+python3 - "$OUT" "$ROUNDS" "$header" "$footer" "${SESSIONS[citus]}" "${SESSIONS[citus_pool1]}" "${SESSIONS[worker_pool1]}" <<'PY' | tee "$OUT/e2e.md"
 import re, statistics, sys
 out, rounds, header, footer = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-sessions = {"citus": int(sys.argv[5]), "citus_pool1": int(sys.argv[6])}
+sessions = {"citus": int(sys.argv[5]), "citus_pool1": int(sys.argv[6]), "worker_pool1": int(sys.argv[7])}
 
 def num(cell):
     return float(re.sub(r"[^0-9.]", "", cell) or "nan")
@@ -105,7 +108,8 @@ def rows(path):
             got[int(cells[0])] = tuple(num(cells[i]) for i in (1, 2, 4, 5, 6, 7))
     return got
 
-sides = {"one": "one node", "citus": "Citus (defaults)", "citus_pool1": "Citus, pool size 1"}
+sides = {"one": "one node", "citus": "Citus (defaults)", "citus_pool1": "Citus, pool size 1",
+         "worker_pool1": "Citus, pool size 1, broker on worker 1"}
 runs = {s: [rows(f"{out}/{s}-{r}/report.md") for r in range(1, rounds + 1)] for s in sides}
 med = lambda s, b, i: statistics.median(run[b][i] for run in runs[s])
 print(f"# End to end through the broker: one node vs Citus\n\n{header}; {footer}.\n")
@@ -114,7 +118,7 @@ print(f"size per report; below, the median over {rounds} report(s) per side). Th
 print("workers share this machine with the one-node cluster, the broker and the load generators.")
 print("Pool size 1 = `citus.max_adaptive_executor_pool_size = 1` on the coordinator. Worker sessions:")
 print(f"connections the workers accepted during a side's runs: Citus (defaults) {sessions['citus']:,},")
-print(f"pool size 1 {sessions['citus_pool1']:,}.\n")
+print(f"pool size 1 {sessions['citus_pool1']:,}, broker on worker 1 {sessions['worker_pool1']:,} (its own included).\n")
 print("| B | side | consumed msgs/s | / one node | pushed msgs/s | push p50 / p99 ms | ack p50 / p99 ms |")
 print("|---:|---|---:|---:|---:|---:|---:|")
 for b in sorted(runs["one"][0]):

@@ -266,7 +266,11 @@ async fn run(args: Args) -> BResult<()> {
     db.batch_execute("SET client_min_messages = warning")
         .await
         .map_err(|e| e.to_string())?;
-    install_helpers(&db).await?;
+    // Only sections 1 and 4 call the helpers. They are DDL, which a Citus worker refuses,
+    // so the other sections can run against a worker taking client connections.
+    if args.sections.iter().any(|s| matches!(s, 1 | 4)) {
+        install_helpers(&db).await?;
+    }
     let _ = db
         .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         .await;
