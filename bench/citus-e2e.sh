@@ -23,14 +23,12 @@ CITUS=${2:?usage: $0 ONE_NODE_URL CITUS_URL [ROUNDS]}
 ROUNDS=${3:-2}
 OUT=${QUEEN_BENCH_OUT:-results/bench-citus}
 export PGOPTIONS="-c client_min_messages=warning"
-port_of() { python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).port)' "$1"; }
-# tests/citus.sh createdb finds the cluster by its coordinator port.
-export QUEEN_CITUS_PORT
-QUEEN_CITUS_PORT=$(port_of "$CITUS")
 . tests/testdb.sh
+# tests/citus.sh createdb finds the cluster by its coordinator port.
+CPORT=$(port_of "$CITUS")
+export QUEEN_CITUS_PORT=$CPORT
 cargo build --release -q -p queen_broker -p queen_bench
 
-CPORT=$QUEEN_CITUS_PORT
 prepare() { # side -> the scratch database's url
     local admin=$CITUS name=queen_e2e
     case $1 in

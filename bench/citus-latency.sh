@@ -28,7 +28,6 @@ PGBENCH=$("$PG_CONFIG" --bindir)/pgbench
 WORK=$(mktemp -d /tmp/queen-citus-lat.XXXXXX)
 [ -n "${QUEEN_BENCH_KEEP:-}" ] && echo "citus-latency: keeping $WORK and the queen_lat databases" >&2 || trap 'rm -rf "$WORK"' EXIT
 . tests/testdb.sh
-port_of() { python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).port)' "$1"; }
 TICK=$(getconf CLK_TCK)
 
 # The data directories of a side's nodes (tests/cluster.sh, tests/citus.sh layouts).

@@ -24,3 +24,7 @@ testdb_install_sql() {
         echo "CREATE EXTENSION queen_ack"
     fi
 }
+# The port of a postgres URL (the clusters' data directories are named after it).
+port_of() {
+    python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).port)' "$1"
+}
