@@ -33,9 +33,24 @@ run_suite lint bash scripts/lint.sh
 run_suite pure cargo test -p queen_log
 # The benchmark harness's own unit tests (report parser, payloads, fill sizing).
 run_suite bench cargo test -p queen_bench
+# The tests install their builds into a PostgreSQL of their own (scripts/pg-tree.sh: a
+# private copy of the system's under target/pg) through a pgrx home of their own, so a
+# database that scripts/run.sh serves, or any other installation, is never touched.
+# PG_CONFIG names another PostgreSQL to test on instead (its files are then replaced).
+if [ -z "${PG_CONFIG:-}" ]; then
+    PG_CONFIG=$(bash scripts/pg-tree.sh 15) || { echo "0 passed, 1 failed"; exit 1; }
+fi
+export PG_CONFIG
+export PGRX_HOME=$ROOT/target/pgrx-home
+pgrx_conf=$(printf 'base_testing_port = %s\n\n[configs]\npg15 = "%s"\n' \
+    "${QUEEN_PGRX_TEST_PORT_BASE:-28800}" "$PG_CONFIG")
+mkdir -p "$PGRX_HOME"
+# Rewritten only when it changes: pgrx rebuilds its bindings when the file does.
+[ "$(cat "$PGRX_HOME/config.toml" 2>/dev/null)" = "$pgrx_conf" ] ||
+    echo "$pgrx_conf" >"$PGRX_HOME/config.toml"
+echo "=== PostgreSQL under test: $PG_CONFIG ($("$PG_CONFIG" --version))"
 # PostgreSQL refuses to run as root: the test cluster runs as postgres in a short path
 # (its unix socket lives there).
-export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 PGDATA_DIR=${QUEEN_PGTEST_DATA:-/tmp/qa-pgt}
 rm -rf "$PGDATA_DIR"
 install -d -o postgres -g postgres "$PGDATA_DIR"
