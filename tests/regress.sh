@@ -19,6 +19,11 @@ export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 # What a reader sees in psql too: no NOTICEs of IF EXISTS and the like in the outputs.
 export PGOPTIONS="-c client_min_messages=warning"
 PG_REGRESS=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress
+if [ ! -x "$PG_REGRESS" ]; then
+    echo "regress: no pg_regress at $PG_REGRESS (Debian's postgresql-client-15 ships it)"
+    echo "test result: FAILED. 0 passed; 1 failed"
+    exit 1
+fi
 DIR=tests/pg_regress
 OUT=$PWD/target/regress${QUEEN_TEST_CITUS:+-citus}
 . tests/testdb.sh
