@@ -12,7 +12,10 @@ SELECT CASE WHEN EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
 -- returns how many rows it aged. (UTC arithmetic: Citus refuses a STABLE timestamptz -
 -- interval on a column; dynamic SQL: literal values plan on Citus where parameters in a
 -- join may not.)
-CREATE FUNCTION pg_temp.age(p_queues text, p_seconds int) RETURNS bigint LANGUAGE plpgsql AS $$
+-- (a schema of the test's own: Citus warns on a function in pg_temp, which it cannot
+-- send to the workers)
+CREATE SCHEMA regress;
+CREATE FUNCTION regress.age(p_queues text, p_seconds int) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE t text; n bigint; total bigint := 0;
 BEGIN
     FOREACH t IN ARRAY ARRAY['log_segments', 'log_txns'] LOOP
@@ -35,7 +38,7 @@ SELECT key, value FROM jsonb_each(:'p_report') WHERE key <> 'durationMs' ORDER B
 SELECT queen.configure_queue_v1('ret', NULL, NULL, '{"retentionSeconds": 60, "dedupWindowSeconds": 60}') IS NOT NULL AS configured;
 SELECT queen.push('ret', '[1,2,3]')->>'status' AS a, queen.push('ret', '[4]')->>'status' AS b,
        queen.push('gone', '[1,2]')->>'status' AS c, queen.push('gone', '[3]', NULL, 'P2')->>'status' AS d;
-SELECT pg_temp.age('ret', 1000) AS aged_rows;
+SELECT regress.age('ret', 1000) AS aged_rows;
 SELECT queen.push('ret', '[5]')->>'status' AS young;
 DELETE FROM queen.queues WHERE name = 'gone';
 
@@ -65,7 +68,7 @@ SELECT r->'segments' AS segments, r->'sidecarRows' AS sidecar_rows, r->'orphanRo
 -- budget of 1 ms.
 SELECT count(*) FILTER (WHERE queen.push('more' || i, '[1]')->>'status' = 'queued') AS queued
   FROM generate_series(1, 50) i;
-SELECT pg_temp.age('more%', 5000) AS aged_rows;
+SELECT regress.age('more%', 5000) AS aged_rows;
 CALL queen.run_maintenance(1, 1) \gset
 SELECT :'p_report'::jsonb->'ran' AS ran, :'p_report'::jsonb->'more' AS more;
 
