@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The Citus-specific psql checks that need more than one fixed output (issue 15), on the
-# cluster of tests/citus.sh:
+# The Citus-specific psql checks that span two workers or need clients at once (issue 15),
+# on the cluster of tests/citus.sh:
 #   tests/citus_sql.sh <coordinator-url>       (the URL `tests/citus.sh start` printed)
-# Delegation proven on the workers (pg_stat_statements there, and the plan's node: ports
-# that change per run), plain-SQL push -> pop -> ack by transactionId on the coordinator,
-# the calls that span partitions on two workers (partitions picked per worker; atomic
-# where the contract says so), and clients at once (pgbench). The layout that
-# queen.distribute() makes, distributing a database that already holds rows and DROP
-# EXTENSION on every node are regression files (tests/pg_regress/sql/citus_*.sql, run by
-# tests/regress.sh with QUEEN_TEST_CITUS=1). Prints cargo-style lines and a result line.
+# The calls that span partitions on two workers (a partition picked on each; atomic where
+# the contract says so), DLQ, stats and deletion over both, and clients at once (four
+# first pushes, pgbench pops). What one session shows in a fixed output is a regression
+# file (tests/pg_regress/sql/citus_*.sql, run by tests/regress.sh with
+# QUEEN_TEST_CITUS=1): the layout queen.distribute() makes, the walk-through and every
+# per-partition entry point delegated to its worker, distributing a database that already
+# holds rows, DROP EXTENSION on every node. Prints cargo-style lines and a result line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 URL=${1:?usage: tests/citus_sql.sh <coordinator-url>}
@@ -22,7 +22,6 @@ ok() { passed=$((passed + 1)); echo "test citus::$1 ... ok"; }
 fail() { failed=$((failed + 1)); echo "test citus::$1 ... FAILED${2:+: $2}"; }
 check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$2]"; fi; }
 sql() { psql "$DB" -X -qAt -v ON_ERROR_STOP=1 -c "$1" 2>&1; }
-on() { psql "postgres://postgres@127.0.0.1:$1/${3:-$DBNAME}" -X -qAt -v ON_ERROR_STOP=1 -c "$2" 2>&1; }
 jf() { echo "$1" | jq -r "$2" 2>/dev/null || echo "$1"; } # a field of a JSON result (else the text)
 # The port of the worker holding a partition.
 node_of() {
@@ -42,76 +41,6 @@ wire_push() {
 bash tests/citus.sh createdb "$DBNAME"
 sql "CREATE EXTENSION queen_ack" >/dev/null
 sql "SELECT queen.distribute()" >/dev/null
-
-# --- the walk-through over plain SQL on the coordinator ---------------------------------
-check push "queued" "$(sql "SELECT queen.push('orders', '[{\"id\":1},{\"id\":2},null]', ARRAY['t1','t2','t3'])->>'status'")"
-read -r pid lease <<<"$(sql "SELECT DISTINCT r_partition_id || ' ' || r_lease_id FROM queen.pop('orders', p_batch => 10, p_lease_seconds => 30)")"
-check pop_leases_the_three "3" "$(sql "SELECT batch_end + 1 FROM queen.log_leases WHERE worker_id = '$lease'")"
-worker=$(node_of "$pid")
-other=$([ "$worker" = "$W1" ] && echo "$W2" || echo "$W1")
-on "$worker" "SELECT pg_stat_statements_reset()" >/dev/null
-on "$other" "SELECT pg_stat_statements_reset()" >/dev/null
-r=$(sql "SELECT queen.ack('$pid', '$lease', ARRAY['t1','t2','t3'])")
-check ack_by_transaction_id "$(jf "$r" '"\(.ok)|\(.acked)|\(.leaseReleased)"')" "true|3|true"
-calls() { on "$1" "SELECT COALESCE(sum(calls), 0) FROM pg_stat_statements WHERE query LIKE 'SELECT queen.ack(%'"; }
-check the_ack_ran_on_the_worker_holding_the_partition "$(calls "$worker")|$(calls "$other")" "1|0"
-check the_ack_committed_the_cursor "2|0" "$(sql "SELECT c.committed || '|' || count(l.worker_id) FROM queen.log_consumers c
-                                                  LEFT JOIN queen.log_leases l USING (partition_id, consumer_group)
-                                                 WHERE c.partition_id = '$pid' GROUP BY c.committed")"
-
-# Every per-partition entry point is planned as one task on the partition's worker.
-explain_node() { sql "EXPLAIN (VERBOSE, COSTS OFF) $1" | grep -o 'port=[0-9]*' | sort -u | tr '\n' ' '; }
-H="ARRAY[queen.xxh3_128('t1')]"
-for call in "queen.log_ack_by_hash_v1('$pid', 'g', 'w', $H, NULL)" \
-            "queen.log_ack_by_hash_delay_v1('$pid', 'g', 'w', $H, NULL, 5)" \
-            "queen.log_ack_at_v1('$pid', 'g', 'w', 1)" \
-            "queen.log_dlq_head_v1('$pid', 'g', 'w', 0, NULL, NULL, NULL, 'x')" \
-            "* FROM queen.log_pop_at_v1('$pid', 'g', 1, 30, 'w')" \
-            "queen.log_push_at_v1('$pid', 1, queen.xxh3_128('t9'), -1, '\\x00')" \
-            "queen.ack('$pid', 'w', ARRAY['t1'])" \
-            "queen.cursor_worker_v1('$pid', 'g')" \
-            "* FROM queen.dedup_window_v1('$pid')" \
-            "queen.dlq_ids_at_v1('$pid', 't1')" \
-            "* FROM queen.log_segment_at_v1('$pid', 0)" \
-            "queen.log_retention_step_v1('$pid', NULL, NULL, 10)" \
-            "queen.log_txns_purge_step_v1('$pid', now(), 10)"; do
-    fn=${call#\* FROM }
-    check "delegated_${fn%%(*}" "$(explain_node "SELECT $call")" "port=$worker "
-done
-
-# ... and runs there: every one executes on its worker without an error (a LANGUAGE sql
-# body with parameters and a join is one Citus cannot plan: they are PL/pgSQL).
-for call in "queen.log_ack_by_hash_v1('$pid', 'g', 'w', $H, NULL)" \
-            "queen.log_ack_by_hash_delay_v1('$pid', 'g', 'w', $H, NULL, 5)" \
-            "queen.log_ack_at_v1('$pid', 'g', 'w', 1)" \
-            "queen.log_dlq_head_v1('$pid', 'g', 'w', 0, NULL, NULL, NULL, 'x')" \
-            "count(*) FROM queen.log_pop_at_v1('$pid', 'g', 1, 30, 'w')" \
-            "queen.log_push_at_v1('$pid', 3, '$(sql "SELECT '\\x' || encode(hashes, 'hex') FROM queen.log_txns WHERE partition_id = '$pid' AND base_offset = 0")'::bytea, -1, '$(sql "SELECT '\\x' || encode(blob, 'hex') FROM queen.log_segments WHERE partition_id = '$pid' AND base_offset = 0")'::bytea)" \
-            "queen.ack('$pid', 'w', ARRAY['t1'])" \
-            "queen.cursor_worker_v1('$pid', 'g')" \
-            "count(*) FROM queen.dedup_window_v1('$pid')" \
-            "queen.dlq_ids_at_v1('$pid', 't1')" \
-            "count(*) FROM queen.log_segment_at_v1('$pid', 0)" \
-            "queen.log_retention_step_v1('$pid', NULL, NULL, 10)" \
-            "queen.log_txns_purge_step_v1('$pid', now(), 10)" \
-            "queen.seed_offset('$pid', 'new', now() - interval '1 day')"; do
-    fn=${call#count(\*) FROM }
-    r=$(sql "SELECT $call")
-    check "runs_${fn%%(*}" "$(echo "$r" | grep -c ERROR)" "0"
-done
-
-# First contact with a subscription mode, and a delayed queue (their statements carry a
-# segment probe, which on Citus must name the partition itself).
-check pop_first_contact_new "$(sql "SELECT count(*) FROM queen.log_pop_v1('orders', 'Default', 'gnew', 10, 30, 'wn', false, 'new', '')")" "0"
-sql "SELECT queen.push('orders', '[4]', ARRAY['t4'])" >/dev/null
-check pop_after_new "$(sql "SELECT sum(r_take) FROM queen.log_pop_v1('orders', 'Default', 'gnew', 10, 30, 'wn', false, 'new', '')")" "1"
-check pop_first_contact_timestamp "$(sql "SELECT sum(r_take) FROM queen.log_pop_v1('orders', 'Default', 'gts', 10, 30, 'wt', false, 'timestamp', '2000-01-01')")" "4"
-check queue_pop_registers_a_new_group "$(sql "SELECT count(*) FROM queen.log_pop_queue_v1('orders', 'gq2', 10, 30, 'wq2', false, 'new', '', 2)")|$(sql "SELECT subscription_mode FROM queen.consumer_groups_metadata WHERE consumer_group = 'gq2'")" "0|new"
-sql "SELECT queen.configure_queue_v1('late', NULL, NULL, '{\"delayedProcessing\": 3600}')" >/dev/null
-sql "SELECT queen.push('late', '[1]', ARRAY['l1'])" >/dev/null
-check a_delayed_message_is_not_served_by_any_pop \
-    "$(sql "SELECT (SELECT count(*) FROM queen.log_pop_v1('late', 'Default', 'g', 10, 30, 'w'))
-                || '|' || (SELECT count(*) FROM queen.log_pop_queue_v1('late', 'g', 10, 30, 'w', false, 'all', '', 4))")" "0|0"
 
 # --- calls that span partitions on two workers -------------------------------------------
 # Queue "spread": eight partitions, at least one on each worker.
