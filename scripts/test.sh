@@ -33,6 +33,8 @@ run_suite lint bash scripts/lint.sh
 run_suite pure cargo test -p queen_log
 # The benchmark harness's own unit tests (report parser, payloads, fill sizing).
 run_suite bench cargo test -p queen_bench
+# Every relative link of README.md, CHANGELOG.md and docs/ names a file and heading that exist.
+run_suite docs bash tests/docs_links.sh
 # The tests install their builds into a PostgreSQL of their own (scripts/pg-tree.sh: a
 # private copy of the system's under target/pg) through a pgrx home of their own, so a
 # database that scripts/run.sh serves, or any other installation, is never touched.
