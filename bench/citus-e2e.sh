@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# End to end through the broker on one node vs through a Citus coordinator (issue 15):
+# End to end through the broker on one node vs through a Citus coordinator (docs/citus.md):
 # queen-bench's section 3 (4 producers push batches of B over HTTP, 8 consumers long-poll
 # pop batches of B and ack them, registry + ack fusion, release broker) against each side,
 # ROUNDS times, the side that opens a round rotating so that drift in machine load hits all
 # alike. Four sides: one node; Citus as configured (Citus defaults); Citus with
-# citus.max_adaptive_executor_pool_size = 1 (README, "Scale-out on Citus": a multi-shard
+# citus.max_adaptive_executor_pool_size = 1 (docs/citus.md, "Recommended": a multi-shard
 # statement then uses one cached connection per worker instead of opening and closing
 # more); and that database with the broker connected to worker 1 instead of the
 # coordinator (Citus workers take client connections and route what they receive).
