@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Citus-specific psql suite (issue 15), on the cluster of tests/citus.sh:
+# The Citus-specific psql suite (docs/citus.md), on the cluster of tests/citus.sh:
 #   tests/citus_sql.sh <coordinator-url>       (the URL `tests/citus.sh start` printed)
 # The layout (tables distributed and colocated, shards on both workers, functions
 # registered with their partition argument), delegation proven on the workers

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CALL queen.run_maintenance() for real (issue 11): it commits between steps, so it runs
+# CALL queen.run_maintenance() for real (docs/operations.md): it commits between steps, so it runs
 # over psql on a test cluster, not inside a #[pg_test] transaction.
 #   tests/maintenance.sh <postgres-url>     (a superuser URL of tests/cluster.sh's cluster)
 # Then, on a second short-lived cluster that preloads pg_cron (Debian's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's psql walk-through, run for real with psql against a test cluster, plus
+# A psql walk-through (the README's, checked step by step), run for real against a test cluster, plus
 # CREATE/DROP EXTENSION leaving nothing behind. Prints a cargo-style result line.
 # QUEEN_TEST_CITUS=1: the same on a Citus cluster (tests/testdb.sh), distributed.
 set -uo pipefail

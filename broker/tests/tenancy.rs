@@ -391,7 +391,7 @@ async fn tenant_digest(db: &tokio_postgres::Client, t: Uuid) -> String {
 #[tokio::test]
 async fn no_route_reaches_another_tenants_data() {
     // QUEEN_METRICS_QUEUE_SERIES=0: the queue gauges of /metrics would show every
-    // tenant's queue names (documented in the README's security model).
+    // tenant's queue names (documented in docs/security.md).
     let b = start_with(|c| {
         c.jwt_secret = Some(SECRET.into());
         c.metrics_queue_series = 0;

@@ -42,12 +42,12 @@ pub fn connection_lost(sqlstate: Option<&str>) -> bool {
     sqlstate.is_none_or(|s| s.starts_with("08") || s.starts_with("57P"))
 }
 
-/// Message prefixes of the transaction wire's refusals (contract §9).
+/// Message prefixes of the transaction wire's refusals (docs/contract.md §9).
 pub const QDUP: &str = "QDUP";
 pub const QTXN_ACK: &str = "QTXN ack";
 pub const QTXN_RESOLVED: &str = "QTXN resolved";
 
-/// Why the transaction wire refused, as the HTTP `reason` of broker.md §1.
+/// Why the transaction wire refused, as the HTTP `reason` of docs/broker-contract.md §1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WireRefusal {
     Duplicate,
