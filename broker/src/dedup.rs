@@ -34,8 +34,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use queen_log::hash::{TxnHash, TxnHashMap};
-use tokio_postgres::types::ToSql;
 use uuid::Uuid;
+
+use crate::db::{Conn, DbError};
 
 use crate::util::{capacity_for, table_bytes};
 
@@ -387,37 +388,23 @@ impl DedupCache {
     /// the in-window sidecar rows, oldest first) and installs it; a partition that no
     /// longer exists, or whose window is too big, is not cached. Rows are streamed into
     /// the table, which is sized from the first row: no second copy of the window.
-    pub async fn load_window(
-        &self,
-        db: &deadpool_postgres::Object,
-        pid: Uuid,
-    ) -> Result<(), tokio_postgres::Error> {
-        use futures_util::TryStreamExt;
-        let stmt = db
-            .prepare_cached(
-                "SELECT r_last_offset, r_window, r_base, r_hashes FROM queen.dedup_window_v1($1)",
-            )
-            .await?;
-        let params: [&(dyn ToSql + Sync); 1] = [&pid];
-        let rows = db.query_raw(&stmt, params).await?;
-        futures_util::pin_mut!(rows);
+    pub async fn load_window(&self, db: &Conn, pid: Uuid) -> Result<(), DbError> {
         let mut loading: Option<Loading> = None;
-        while let Some(row) = rows.try_next().await? {
-            let base: Option<i64> = row.get(2);
+        db.dedup_window(pid, |row| {
             let l = match loading.as_mut() {
                 Some(l) => l,
-                None => {
-                    let (last, window): (i64, i32) = (row.get(0), row.get(1));
-                    match self.begin(pid, window, last, base) {
-                        Some(l) => loading.insert(l),
-                        None => return Ok(()), // too big: dropping the stream ends the read
-                    }
-                }
+                None => match self.begin(pid, row.window, row.last_offset, row.base) {
+                    Some(l) => loading.insert(l),
+                    // Too big: stop reading, install nothing.
+                    None => return false,
+                },
             };
-            if let (Some(base), Some(packed)) = (base, row.get::<_, Option<&[u8]>>(3)) {
+            if let (Some(base), Some(packed)) = (row.base, row.hashes) {
                 l.add(base, packed);
             }
-        }
+            true
+        })
+        .await?;
         if let Some(l) = loading {
             self.install(pid, l);
         }

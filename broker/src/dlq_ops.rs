@@ -7,7 +7,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use queen_log::wire::{DlqDeleted, RedriveResult, RedriveRow, Redriven};
 use serde_json::json;
-use tokio_postgres::types::Json as Jsonb;
 use uuid::Uuid;
 
 use crate::error::ApiResult;
@@ -17,15 +16,7 @@ use crate::state::AppState;
 /// `queen.dlq_redrive_v1` for the tenant's rows `ids`; wakes the long-polls of every
 /// partition a message went back into.
 pub async fn redrive(state: &AppState, tenant: Uuid, ids: &[Uuid]) -> ApiResult<Redriven> {
-    let db = state.db().await?;
-    let row = db
-        .query_one(
-            &db.prepare_cached("SELECT queen.dlq_redrive_v1($1::uuid[], $2::uuid)")
-                .await?,
-            &[&ids, &tenant],
-        )
-        .await?;
-    let Jsonb(r): Jsonb<Redriven> = row.get(0);
+    let r = state.db.conn().await?.dlq_redrive(ids, tenant).await?;
     redriven(state, tenant, &r);
     Ok(r)
 }
@@ -47,15 +38,7 @@ pub fn redriven(state: &AppState, tenant: Uuid, r: &Redriven) {
 
 /// `queen.dlq_delete_v1` for the tenant's rows `ids`.
 pub async fn delete(state: &AppState, tenant: Uuid, ids: &[Uuid]) -> ApiResult<DlqDeleted> {
-    let db = state.db().await?;
-    let row = db
-        .query_one(
-            &db.prepare_cached("SELECT queen.dlq_delete_v1($1::uuid[], $2::uuid)")
-                .await?,
-            &[&ids, &tenant],
-        )
-        .await?;
-    let Jsonb(d): Jsonb<DlqDeleted> = row.get(0);
+    let d = state.db.conn().await?.dlq_delete(ids, tenant).await?;
     Metrics::add(&state.metrics.dlq_deleted, d.deleted as u64);
     Ok(d)
 }

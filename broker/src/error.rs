@@ -1,11 +1,11 @@
 //! The one error type of every handler, and how it becomes an HTTP response:
 //! 400 `{"error":..}` for bad input, 401/403 for authentication, 503 (with `Retry-After`)
-//! when the database cannot be reached, is saturated or timed out, 500 otherwise.
+//! when the database cannot be reached, is saturated or timed out, 500 otherwise. Which
+//! database failure is which: crate::db::error, the one SQLSTATE rule.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use queen_log::sqlstate::{classify, ErrorClass};
 use serde_json::json;
 
 /// Why a request failed.
@@ -89,49 +89,6 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         resp
-    }
-}
-
-impl From<tokio_postgres::Error> for ApiError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        let Some(db) = e.as_db_error() else {
-            // No server error: the connection itself failed or closed.
-            return ApiError::Unavailable(format!("database unreachable: {e}"));
-        };
-        let code = db.code().code();
-        let msg = db.message().to_string();
-        // One table for every caller of the SQL API (queen_log::sqlstate).
-        match classify(code) {
-            ErrorClass::Unavailable => {
-                ApiError::Unavailable(format!("database unavailable: {msg}"))
-            }
-            // A statement timeout (QUEEN_STATEMENT_TIMEOUT_MS), a cancel, a lost
-            // serialization or deadlock race: the transaction rolled back, retry is safe.
-            ErrorClass::Retryable => {
-                ApiError::Unavailable(format!("database retry later ({code}): {msg}"))
-            }
-            // Input errors the extension caught that our own validation let through.
-            ErrorClass::BadInput => ApiError::BadRequest(msg),
-            ErrorClass::Duplicate | ErrorClass::Internal => {
-                ApiError::Internal(format!("database error {code}: {msg}"))
-            }
-        }
-    }
-}
-
-impl From<deadpool_postgres::PoolError> for ApiError {
-    fn from(e: deadpool_postgres::PoolError) -> Self {
-        match e {
-            deadpool_postgres::PoolError::Backend(pg) => pg.into(),
-            deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
-                ApiError::Unavailable(
-                    "database pool exhausted: no connection became free within \
-                     QUEEN_POOL_TIMEOUT_MS; retry later"
-                        .into(),
-                )
-            }
-            other => ApiError::Unavailable(format!("database unreachable: {other}")),
-        }
     }
 }
 

@@ -211,7 +211,7 @@ pub fn render(state: &AppState) -> String {
         scalar(&mut out, name, "counter", help, v);
     }
     render_maintenance(&mut out, &state.maintenance);
-    let p = state.pool.status();
+    let p = state.db.pool().status();
     let in_use = p.size.saturating_sub(p.available);
     for (name, help, v) in [
         (

@@ -25,13 +25,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
-use queen_log::sqlstate;
-use queen_log::wire::{MultiAck, PositionalAck, Reply};
+use queen_log::wire::{MultiAck, Reply};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
+
+use crate::db::ack::AckRow;
+use crate::db::{Conn, Db, DbError};
 
 use crate::lanes::{Lanes, Refused};
 
@@ -47,6 +47,19 @@ pub struct Parked {
     pub worker: String,
     pub batch_end: i64,
     pub count: i32,
+}
+
+impl Parked {
+    /// The positional ack this parked ack stands for (`log_ack_at_v1`'s arguments).
+    pub fn row(&self) -> AckRow<'_> {
+        AckRow {
+            pid: self.pid,
+            group: &self.group,
+            worker: &self.worker,
+            batch_end: self.batch_end,
+            count: self.count,
+        }
+    }
 }
 
 /// What a flush says about a parked ack.
@@ -106,7 +119,7 @@ impl Stats {
 
 /// The shards; see the module docs.
 pub struct Fusion {
-    pool: Pool,
+    db: Db,
     shards: Lanes<Parked, Verdict>,
     stats: Arc<Stats>,
     stop: watch::Sender<bool>,
@@ -116,22 +129,22 @@ pub struct Fusion {
 impl Fusion {
     /// Starts `shards` flush tasks with the default backstop tick and in-flight cap, on
     /// the current tokio runtime (so this must be called from inside one).
-    pub fn start(pool: Pool, shards: usize) -> Self {
-        Self::start_with(pool, shards, DEFAULT_HOLD, default_max_inflight())
+    pub fn start(db: Db, shards: usize) -> Self {
+        Self::start_with(db, shards, DEFAULT_HOLD, default_max_inflight())
     }
 
     /// Starts `shards` flush tasks whose backstop tick is `hold` (0 = 1 ms), at most
     /// `max_inflight` (at least 1) flushes running at once across them.
-    pub fn start_with(pool: Pool, shards: usize, hold: Duration, max_inflight: usize) -> Self {
+    pub fn start_with(db: Db, shards: usize, hold: Duration, max_inflight: usize) -> Self {
         let stats = Arc::new(Stats::default());
-        let (p, st) = (pool.clone(), stats.clone());
+        let (p, st) = (db.clone(), stats.clone());
         let shards = Lanes::start(shards, max_inflight, hold, move |batch| {
             flush(p.clone(), batch, st.clone())
         });
         let (stop, stop_rx) = watch::channel(false);
         let summary = tokio::spawn(summary_loop(stats.clone(), stop_rx));
         Fusion {
-            pool,
+            db,
             shards,
             stats,
             stop,
@@ -154,9 +167,9 @@ impl Fusion {
 
     /// The idle-shard path: one `log_ack_at_v1`, exactly what fusion off runs.
     async fn inline(&self, p: Parked) -> Verdict {
-        let result = match self.pool.get().await {
-            Ok(db) => log_ack_at(&db, &p).await.map_err(|e| {
-                discard_if_lost(db, &e);
+        let result = match self.db.conn().await {
+            Ok(db) => ack_at(&db, &p).await.map_err(|e| {
+                db.discard_if_lost(&e);
                 e.to_string()
             }),
             Err(e) => Err(e.to_string()),
@@ -284,9 +297,9 @@ fn fold<'a>(parked: impl Iterator<Item = &'a Parked>) -> (Vec<Row>, Vec<usize>) 
 
 /// Folds the batch into rows, runs one multi call, answers every parked ack with its
 /// row's verdict (in batch order).
-async fn flush(pool: Pool, batch: Vec<Parked>, stats: Arc<Stats>) -> Vec<Verdict> {
+async fn flush(db: Db, batch: Vec<Parked>, stats: Arc<Stats>) -> Vec<Verdict> {
     let (rows, row_of) = fold(batch.iter());
-    let verdicts = match run_multi(&pool, &rows).await {
+    let verdicts = match run_multi(&db, &rows).await {
         Ok(v) => {
             stats.commits.fetch_add(1, Ordering::Relaxed);
             stats.rows.fetch_add(rows.len() as u64, Ordering::Relaxed);
@@ -308,68 +321,37 @@ async fn flush(pool: Pool, batch: Vec<Parked>, stats: Arc<Stats>) -> Vec<Verdict
     row_of.into_iter().map(|r| verdicts[r].clone()).collect()
 }
 
-async fn run_multi(pool: &Pool, rows: &[Row]) -> Result<Vec<Verdict>, String> {
-    let db = pool.get().await.map_err(|e| e.to_string())?;
-    let pids: Vec<String> = rows.iter().map(|r| r.pid.to_string()).collect();
-    let groups: Vec<&str> = rows.iter().map(|r| r.group.as_str()).collect();
-    let workers: Vec<&str> = rows.iter().map(|r| r.worker.as_str()).collect();
-    let ends: Vec<i64> = rows.iter().map(|r| r.end).collect();
-    let counts: Vec<i32> = rows.iter().map(|r| r.count).collect();
-    // Prepared once per pooled connection: a flush is one round trip, not two.
-    let sql = "SELECT queen.log_ack_multi_v1($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[])";
-    let result = match db.prepare_cached(sql).await {
-        Ok(stmt) => {
-            db.query_one(&stmt, &[&pids, &groups, &ends, &workers, &counts])
-                .await
-        }
-        Err(e) => Err(e),
-    };
-    let row = match result {
-        Ok(row) => row,
+/// One `log_ack_multi_v1` for the folded rows (prepared once per pooled connection: a
+/// flush is one round trip, not two).
+async fn run_multi(db: &Db, rows: &[Row]) -> Result<Vec<Verdict>, String> {
+    let conn = db.conn().await.map_err(|e| e.to_string())?;
+    let args: Vec<AckRow<'_>> = rows
+        .iter()
+        .map(|r| AckRow {
+            pid: r.pid,
+            group: &r.group,
+            worker: &r.worker,
+            batch_end: r.end,
+            count: r.count,
+        })
+        .collect();
+    match conn.log_ack_multi(&args).await {
+        Ok(v) => verdicts(v, rows.len()),
         Err(e) => {
-            discard_if_lost(db, &e);
-            return Err(e.to_string());
+            let msg = e.to_string();
+            conn.discard_if_lost(&e);
+            Err(msg)
         }
-    };
-    let PgJson(v): PgJson<MultiAck> = row.get(0);
-    verdicts(v, rows.len())
-}
-
-/// One positional ack of a whole delivered batch (`log_ack_at_v1`, release = true): the
-/// unfused fast path and the inline path of an idle shard. Committed or the refusal.
-pub async fn log_ack_at(
-    db: &deadpool_postgres::Object,
-    p: &Parked,
-) -> Result<Verdict, tokio_postgres::Error> {
-    let stmt = db
-        .prepare_cached(
-            "SELECT queen.log_ack_at_v1($1::uuid, $2::text, $3::text, $4::bigint, true, $5::int)",
-        )
-        .await?;
-    let row = db
-        .query_one(
-            &stmt,
-            &[&p.pid, &p.group, &p.worker, &p.batch_end, &p.count],
-        )
-        .await?;
-    let PgJson(r): PgJson<Reply<PositionalAck>> = row.get(0);
-    Ok(match r {
-        Reply::Done(_) => Verdict::Committed,
-        Reply::Refused(e) => Verdict::Rejected(e),
-    })
-}
-
-/// A lost connection must not go back to the pool: the SQL-path fallback of the very
-/// acks that failed would be handed the dead connection next.
-fn discard_if_lost(db: deadpool_postgres::Object, e: &tokio_postgres::Error) {
-    if connection_lost(e) || db.is_closed() {
-        drop(deadpool_postgres::Object::take(db));
     }
 }
 
-/// Whether an error means the connection itself is gone (queen_log::sqlstate's rule).
-fn connection_lost(e: &tokio_postgres::Error) -> bool {
-    sqlstate::connection_lost(e.as_db_error().map(|d| d.code().code()))
+/// The inline path of an idle shard: one `log_ack_at_v1`, exactly what fusion off runs.
+/// Committed or the refusal.
+async fn ack_at(db: &Conn, p: &Parked) -> Result<Verdict, DbError> {
+    Ok(match db.log_ack_at(&p.row()).await? {
+        Reply::Done(_) => Verdict::Committed,
+        Reply::Refused(e) => Verdict::Rejected(e),
+    })
 }
 
 /// The per-row verdicts of a `log_ack_multi_v1` answer, by input ordinal.

@@ -4,6 +4,7 @@
 
 pub mod body_timeout;
 pub mod config;
+pub mod db;
 pub mod dedup;
 pub mod dlq_ops;
 pub mod error;

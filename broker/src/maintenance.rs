@@ -14,18 +14,13 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use queen_log::wire::MaintenanceReport;
-use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
 
-use crate::config::Config;
+use crate::db::maintenance::MaintenanceConn;
 use crate::state::AppState;
 
 /// Pause between two runs while a backlog drains (`more`): the loop yields the database
 /// for a moment between budgets instead of running back to back.
 const BACKLOG_PAUSE: Duration = Duration::from_millis(100);
-
-/// Margin of the maintenance connection's `statement_timeout` over the time budget: a
-/// run checks its budget between steps, so the last step may end after it.
-const TIMEOUT_MARGIN_MS: u64 = 30_000;
 
 /// What the loop has done, for `/metrics` (crate::exposition).
 #[derive(Default)]
@@ -98,9 +93,10 @@ pub fn start(state: &AppState) {
 }
 
 async fn run_forever(state: &AppState, every: Duration) {
-    let mut db: Option<Client> = None;
+    let cfg = &state.config;
+    let mut db = MaintenanceConn::new(&cfg.database_url, cfg.maintenance_budget_ms);
     loop {
-        let wait = match run_once(&state.config, &mut db).await {
+        let wait = match db.run(cfg.maintenance_max_rows).await {
             Ok(report) => {
                 state.maintenance.record(&report);
                 if report.ran && report.more {
@@ -112,54 +108,11 @@ async fn run_forever(state: &AppState, every: Duration) {
             Err(e) => {
                 state.maintenance.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("maintenance run failed: {e}");
-                db = None;
                 every
             }
         };
         tokio::time::sleep(wait).await;
     }
-}
-
-/// One `CALL queen.run_maintenance(...)`, opening the connection when there is none.
-/// A simple-protocol query: the procedure COMMITs between steps, which PostgreSQL allows
-/// only when the CALL runs as its own top-level statement.
-pub async fn run_once(cfg: &Config, db: &mut Option<Client>) -> Result<MaintenanceReport, String> {
-    if db.as_ref().is_none_or(Client::is_closed) {
-        *db = Some(connect(cfg).await?);
-    }
-    let client = db.as_ref().expect("connected above");
-    let sql = format!(
-        "CALL queen.run_maintenance({}, {}, NULL)",
-        cfg.maintenance_budget_ms, cfg.maintenance_max_rows
-    );
-    let rows = client.simple_query(&sql).await.map_err(|e| e.to_string())?;
-    let text = rows
-        .iter()
-        .find_map(|m| match m {
-            SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
-            _ => None,
-        })
-        .ok_or("run_maintenance returned no report")?;
-    serde_json::from_str(&text).map_err(|e| format!("unreadable maintenance report {text}: {e}"))
-}
-
-async fn connect(cfg: &Config) -> Result<Client, String> {
-    let (client, conn) = tokio_postgres::connect(&cfg.database_url, NoTls)
-        .await
-        .map_err(|e| format!("maintenance connection: {e}"))?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!("maintenance connection closed: {e}");
-        }
-    });
-    let timeout = cfg.maintenance_budget_ms.saturating_add(TIMEOUT_MARGIN_MS);
-    client
-        .batch_execute(&format!(
-            "SET application_name = 'queen-broker maintenance'; SET statement_timeout = {timeout}"
-        ))
-        .await
-        .map_err(|e| format!("maintenance connection setup: {e}"))?;
-    Ok(client)
 }
 
 #[cfg(test)]

@@ -27,26 +27,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use deadpool_postgres::Pool;
 use queen_log::wire::PushVerdict;
-use tokio_postgres::types::Json as PgJson;
-use uuid::Uuid;
 
+use crate::db::{Db, PushSegment as Segment};
 use crate::error::{ApiError, ApiResult};
 use crate::fusion::DEFAULT_HOLD;
 use crate::lanes::{Lanes, Refused};
-
-/// One encoded segment for one (queue, partition) of one push round.
-pub struct Segment {
-    pub tenant: Uuid,
-    pub queue: String,
-    pub partition: String,
-    pub count: i32,
-    pub hashes: Vec<u8>,
-    pub blob: Vec<u8>,
-    /// The dedup watermark (`p_verified`, -1 = probe the window).
-    pub verified: i64,
-}
 
 /// What the lane says about one round.
 enum Pushed {
@@ -81,20 +67,20 @@ struct Stats {
 
 /// The lane; see the module docs.
 pub struct PushFusion {
-    pool: Pool,
+    db: Db,
     lane: Lanes<Vec<Segment>, Pushed>,
     stats: Arc<Stats>,
 }
 
 impl PushFusion {
     /// Starts the lane task on the current tokio runtime.
-    pub fn start(pool: Pool) -> Self {
+    pub fn start(db: Db) -> Self {
         let stats = Arc::new(Stats::default());
-        let (p, st) = (pool.clone(), stats.clone());
+        let (p, st) = (db.clone(), stats.clone());
         let lane = Lanes::start(1, 1, DEFAULT_HOLD, move |rounds| {
             flush(p.clone(), rounds, st.clone())
         });
-        PushFusion { pool, lane, stats }
+        PushFusion { db, lane, stats }
     }
 
     /// Pushes one round's segments: alone when the lane is idle, else in the next fused
@@ -118,8 +104,8 @@ impl PushFusion {
     }
 
     async fn alone(&self, segs: &[Segment]) -> ApiResult<Vec<PushVerdict>> {
-        let db = self.pool.get().await?;
-        log_push_multi(&db, &segs.iter().collect::<Vec<_>>()).await
+        let db = self.db.conn().await?;
+        Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?)
     }
 
     /// Rounds parked or in flight now (tests wait on it).
@@ -147,10 +133,10 @@ impl PushFusion {
 /// One `log_push_multi_v1` for every parked round, in arrival order; each round gets its
 /// slice of the verdicts. A failed flush sends every round back to run alone (a single
 /// round just gets its error: running it again would repeat the same statement).
-async fn flush(pool: Pool, rounds: Vec<Vec<Segment>>, stats: Arc<Stats>) -> Vec<Pushed> {
+async fn flush(db: Db, rounds: Vec<Vec<Segment>>, stats: Arc<Stats>) -> Vec<Pushed> {
     let all: Vec<&Segment> = rounds.iter().flatten().collect();
-    let result = match pool.get().await {
-        Ok(db) => log_push_multi(&db, &all).await,
+    let result: ApiResult<Vec<PushVerdict>> = match db.conn().await {
+        Ok(conn) => conn.log_push_multi(&all).await.map_err(ApiError::from),
         Err(e) => Err(e.into()),
     };
     drop(all);
@@ -176,40 +162,4 @@ async fn flush(pool: Pool, rounds: Vec<Vec<Segment>>, stats: Arc<Stats>) -> Vec<
             rounds.into_iter().map(Pushed::Retry).collect()
         }
     }
-}
-
-/// One `log_push_multi_v1` call (one transaction) for `segs`; one verdict per segment,
-/// in order. The one place the broker pushes (fused, alone, or with push fusion off).
-pub async fn log_push_multi(
-    db: &deadpool_postgres::Object,
-    segs: &[&Segment],
-) -> ApiResult<Vec<PushVerdict>> {
-    let queues: Vec<&str> = segs.iter().map(|s| s.queue.as_str()).collect();
-    let parts: Vec<&str> = segs.iter().map(|s| s.partition.as_str()).collect();
-    let counts: Vec<i32> = segs.iter().map(|s| s.count).collect();
-    let hashes: Vec<&[u8]> = segs.iter().map(|s| s.hashes.as_slice()).collect();
-    let verified: Vec<i64> = segs.iter().map(|s| s.verified).collect();
-    let blobs: Vec<&[u8]> = segs.iter().map(|s| s.blob.as_slice()).collect();
-    let tenants: Vec<Uuid> = segs.iter().map(|s| s.tenant).collect();
-    let row = db
-        .query_one(
-            &db.prepare_cached(
-                "SELECT queen.log_push_multi_v1($1::text[], $2::text[], $3::int[], $4::bytea[], \
-                 $5::bigint[], $6::bytea[], $7::uuid[])",
-            )
-            .await?,
-            &[
-                &queues, &parts, &counts, &hashes, &verified, &blobs, &tenants,
-            ],
-        )
-        .await?;
-    let PgJson(verdicts): PgJson<Vec<PushVerdict>> = row.get(0);
-    if verdicts.len() != segs.len() {
-        return Err(ApiError::Internal(format!(
-            "log_push_multi_v1 answered {} verdicts for {} segments",
-            verdicts.len(),
-            segs.len()
-        )));
-    }
-    Ok(verdicts)
 }

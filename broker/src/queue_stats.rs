@@ -5,31 +5,15 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
 use queen_log::stats::{Cursor, Partition};
-use serde_json::Value;
 use uuid::Uuid;
 
+use crate::db::StatsRow;
 use crate::error::ApiResult;
 use crate::state::AppState;
-use crate::util::iso_ms;
 
-/// A queue's settings (`queue_list_v1`).
-#[derive(Debug, Clone)]
-pub struct QueueMeta {
-    pub tenant: Uuid,
-    pub id: Uuid,
-    pub name: String,
-    pub namespace: Option<String>,
-    pub task: Option<String>,
-    pub created_at: Option<String>,
-    pub lease_time: Option<i32>,
-    pub retry_limit: Option<i32>,
-    pub dead_letter_queue: Option<bool>,
-    pub delayed_processing: i32,
-    pub retention_seconds: Option<i32>,
-    pub options: Value,
-}
+/// A queue's settings (`queue_list_v1`, read by crate::db).
+pub use crate::db::QueueRow as QueueMeta;
 
 /// One partition: its identity and its figures.
 #[derive(Debug, Clone)]
@@ -75,17 +59,6 @@ impl QueueStats {
     }
 }
 
-const LIST: &str = "SELECT r_tenant_id, r_queue_id, r_queue, r_namespace, r_task, r_created_at,
-        r_lease_time, r_retry_limit, r_dead_letter_queue, r_delayed_processing,
-        r_retention_seconds, r_options
-   FROM queen.queue_list_v1($1::uuid, $2::text)";
-
-const STATS: &str = "SELECT r_queue_id, r_partition_id, r_partition, r_partition_created_at,
-        r_log_start, r_last_offset, r_last_write_at, r_consumer_group, r_committed, r_lag,
-        r_oldest_unconsumed_at, r_oldest_unconsumed_age, r_leased, r_leased_messages, r_worker,
-        r_lease_acquired_at, r_retries, r_total_consumed, r_evicted, r_redeliver_at, r_dlq
-   FROM queen.queue_stats_v1($1::uuid, $2::text)";
-
 /// The tenant's queues (one by name, or all; `tenant` None = every tenant, for /metrics),
 /// newest first, each with its partitions and cursors. Both statements run on one
 /// connection, pipelined.
@@ -94,17 +67,12 @@ pub async fn load(
     tenant: Option<Uuid>,
     queue: Option<&str>,
 ) -> ApiResult<Vec<QueueStats>> {
-    let db = state.db().await?;
-    let (list, stats) = (
-        db.prepare_cached(LIST).await?,
-        db.prepare_cached(STATS).await?,
-    );
-    let args: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&tenant, &queue];
-    let (metas, rows) = tokio::join!(db.query(&list, &args), db.query(&stats, &args));
+    let db = state.db.conn().await?;
+    let (metas, rows) = tokio::join!(db.queue_list(tenant, queue), db.queue_stats(tenant, queue));
     let mut queues: Vec<QueueStats> = metas?
-        .iter()
-        .map(|r| QueueStats {
-            meta: meta(r),
+        .into_iter()
+        .map(|meta| QueueStats {
+            meta,
             partitions: Vec::new(),
         })
         .collect();
@@ -114,15 +82,14 @@ pub async fn load(
         .map(|(i, q)| (q.meta.id, i))
         .collect();
     let mut parts: HashMap<Uuid, usize> = HashMap::new();
-    for r in rows?.iter() {
+    for r in rows? {
         // A queue created between the two statements has no list row: skip it.
-        let Some(&qi) = index.get(&r.get::<_, Uuid>(0)) else {
+        let Some(&qi) = index.get(&r.queue_id) else {
             continue;
         };
         let q = &mut queues[qi];
-        let pid: Uuid = r.get(1);
-        let pi = *parts.entry(pid).or_insert_with(|| {
-            q.partitions.push(partition(r));
+        let pi = *parts.entry(r.partition_id).or_insert_with(|| {
+            q.partitions.push(partition(&r));
             q.partitions.len() - 1
         });
         add_row(&mut q.partitions[pi], r);
@@ -137,38 +104,17 @@ pub async fn load(
     Ok(queues)
 }
 
-fn ts(t: Option<DateTime<Utc>>) -> Option<String> {
-    t.map(iso_ms)
-}
-
-fn meta(r: &tokio_postgres::Row) -> QueueMeta {
-    QueueMeta {
-        tenant: r.get(0),
-        id: r.get(1),
-        name: r.get(2),
-        namespace: r.get(3),
-        task: r.get(4),
-        created_at: ts(r.get(5)),
-        lease_time: r.get(6),
-        retry_limit: r.get(7),
-        dead_letter_queue: r.get(8),
-        delayed_processing: r.get(9),
-        retention_seconds: r.get(10),
-        options: r.get(11),
-    }
-}
-
 /// A partition from the first of its stats rows.
-fn partition(r: &tokio_postgres::Row) -> PartitionStats {
+fn partition(r: &StatsRow) -> PartitionStats {
     PartitionStats {
-        id: r.get(1),
-        name: r.get(2),
-        created_at: ts(r.get(3)).unwrap_or_default(),
-        last_write_at: ts(r.get(6)).unwrap_or_default(),
+        id: r.partition_id,
+        name: r.partition.clone(),
+        created_at: r.partition_created_at.clone().unwrap_or_default(),
+        last_write_at: r.last_write_at.clone().unwrap_or_default(),
         last_lease_at: None,
         stats: Partition {
-            log_start: r.get(4),
-            last_offset: r.get(5),
+            log_start: r.log_start,
+            last_offset: r.last_offset,
             ..Partition::default()
         },
     }
@@ -176,31 +122,28 @@ fn partition(r: &tokio_postgres::Row) -> PartitionStats {
 
 /// One stats row into its partition: its cursor, or (a row without a group) what a
 /// partition without cursors reports.
-fn add_row(p: &mut PartitionStats, r: &tokio_postgres::Row) {
-    let oldest_at = ts(r.get(10));
-    let oldest_age: Option<f64> = r.get(11);
-    let Some(group) = r.get::<_, Option<String>>(7) else {
-        p.stats.oldest_at = oldest_at;
-        p.stats.oldest_age_s = oldest_age;
+fn add_row(p: &mut PartitionStats, r: StatsRow) {
+    let Some(group) = r.group else {
+        p.stats.oldest_at = r.oldest_unconsumed_at;
+        p.stats.oldest_age_s = r.oldest_unconsumed_age_s;
         return;
     };
-    let lease_at = ts(r.get(15));
-    if lease_at > p.last_lease_at {
-        p.last_lease_at = lease_at;
+    if r.lease_acquired_at > p.last_lease_at {
+        p.last_lease_at = r.lease_acquired_at;
     }
     p.stats.cursors.push(Cursor {
         group,
-        committed: r.get(8),
-        lag: r.get::<_, Option<i64>>(9).unwrap_or(0),
-        oldest_unconsumed_at: oldest_at,
-        oldest_unconsumed_age_s: oldest_age,
-        leased: r.get(12),
-        leased_messages: r.get(13),
-        worker: r.get(14),
-        retries: i64::from(r.get::<_, Option<i32>>(16).unwrap_or(0)),
-        total_consumed: r.get::<_, Option<i64>>(17).unwrap_or(0),
-        evicted: r.get::<_, Option<i64>>(18).unwrap_or(0),
-        redeliver_at: ts(r.get(19)),
-        dlq: r.get(20),
+        committed: r.committed,
+        lag: r.lag.unwrap_or(0),
+        oldest_unconsumed_at: r.oldest_unconsumed_at,
+        oldest_unconsumed_age_s: r.oldest_unconsumed_age_s,
+        leased: r.leased,
+        leased_messages: r.leased_messages,
+        worker: r.worker,
+        retries: i64::from(r.retries.unwrap_or(0)),
+        total_consumed: r.total_consumed.unwrap_or(0),
+        evicted: r.evicted.unwrap_or(0),
+        redeliver_at: r.redeliver_at,
+        dlq: r.dlq,
     });
 }

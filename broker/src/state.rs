@@ -5,13 +5,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::config::Config;
+use crate::db::Db;
 use crate::dedup::DedupCache;
-use crate::error::ApiResult;
 use crate::fusion::Fusion;
 use crate::maintenance::MaintenanceStats;
 use crate::metrics::Metrics;
@@ -25,7 +24,8 @@ pub struct AppState(Arc<Inner>);
 /// What [`AppState`] points to.
 pub struct Inner {
     pub config: Config,
-    pub pool: Pool,
+    /// The database client (crate::db): every statement goes through it.
+    pub db: Db,
     pub metrics: Metrics,
     pub registry: Registry,
     /// Push dedup watermarks (QUEEN_DEDUP_CACHE_MB).
@@ -60,23 +60,23 @@ impl AppState {
     /// database and report 503 until it is reachable. Must run inside a tokio runtime
     /// (the fusion shards are tasks).
     pub fn new(config: Config) -> Result<Self, String> {
-        let pool = build_pool(&config)?;
+        let db = Db::new(&config)?;
         let fusion = (config.ack_fusion && config.ack_registry).then(|| {
             Fusion::start_with(
-                pool.clone(),
+                db.clone(),
                 config.ack_fusion_shards,
                 Duration::from_millis(config.ack_fusion_hold_ms),
                 config.ack_fusion_max_inflight,
             )
         });
-        let push_fusion = config.push_fusion.then(|| PushFusion::start(pool.clone()));
+        let push_fusion = config.push_fusion.then(|| PushFusion::start(db.clone()));
         let state = AppState(Arc::new(Inner {
             fusion,
             push_fusion,
             registry: Registry::new(&config),
             dedup: DedupCache::new(config.dedup_cache_mb),
             config,
-            pool,
+            db,
             metrics: Metrics::default(),
             maintenance: MaintenanceStats::default(),
             wakers: Mutex::new(HashMap::new()),
@@ -101,11 +101,6 @@ impl AppState {
     pub async fn stopping(&self) {
         let mut rx = self.stopping.subscribe();
         let _ = rx.wait_for(|s| *s).await;
-    }
-
-    /// A pooled connection, or 503 when none can be had.
-    pub async fn db(&self) -> ApiResult<deadpool_postgres::Object> {
-        Ok(self.pool.get().await?)
     }
 
     /// The wake-up of long-polls parked on `queue` of `tenant`: a partition pop waits on
@@ -142,32 +137,4 @@ impl AppState {
             .filter(|((t, q, _), _)| *t == tenant && q == queue)
             .for_each(|(_, n)| n.notify_waiters());
     }
-}
-
-fn build_pool(cfg: &Config) -> Result<Pool, String> {
-    let mut pg: tokio_postgres::Config = cfg
-        .database_url
-        .parse()
-        .map_err(|e| format!("QUEEN_DATABASE_URL: {e}"))?;
-    if cfg.statement_timeout_ms > 0 {
-        pg.options(format!("-c statement_timeout={}", cfg.statement_timeout_ms));
-    }
-    pg.application_name("queen-broker");
-    pg.connect_timeout(Duration::from_secs(5));
-    let mgr = Manager::from_config(
-        pg,
-        tokio_postgres::NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Pool::builder(mgr)
-        .max_size(cfg.pool_size)
-        .runtime(Runtime::Tokio1)
-        // Bounded waits turn an unreachable or saturated database into a prompt 503
-        // (with Retry-After) instead of a request that hangs.
-        .wait_timeout(Some(Duration::from_millis(cfg.pool_timeout_ms)))
-        .create_timeout(Some(Duration::from_secs(5)))
-        .build()
-        .map_err(|e| format!("database pool: {e}"))
 }

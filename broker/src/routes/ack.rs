@@ -13,14 +13,15 @@ use axum::Json;
 use queen_log::ack::Status;
 use queen_log::dlq::error_text;
 use queen_log::hash::{hash_hex, TxnHash};
-use queen_log::wire::{DlqFiled, HashAck, Reply};
+use queen_log::wire::{HashAck, Reply};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
+use crate::db::ack::ByHash;
+use crate::db::Conn;
 use crate::error::{ApiError, ApiResult};
-use crate::fusion::{log_ack_at, Parked, Verdict};
+use crate::fusion::{Parked, Verdict};
 use crate::items::{read_ack_item, AckItem};
 use crate::metrics::Metrics;
 use crate::routes::auth::{owned_partitions, Tenant};
@@ -270,8 +271,8 @@ async fn fast_path(state: &AppState, g: &[&Item]) -> ApiResult<Fast> {
 
 /// The unfused fast path: one `log_ack_at_v1`; true when the database accepted it.
 async fn ack_at(state: &AppState, parked: &Parked) -> ApiResult<bool> {
-    let db = state.db().await?;
-    Ok(log_ack_at(&db, parked).await? == Verdict::Committed)
+    let db = state.db.conn().await?;
+    Ok(db.log_ack_at(&parked.row()).await?.done().is_some())
 }
 
 /// broker.md §2 step 5: the authority, with its lists mapped back to the items.
@@ -281,32 +282,21 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
     if let Some(l) = lease {
         state.registry.evict_if_worker(first.pid, &first.group, l);
     }
-    let hashes: Vec<&[u8]> = g.iter().map(|it| it.hash.as_slice()).collect();
-    let statuses: Vec<&str> = g.iter().map(|it| it.status.as_str()).collect();
+    let args = ByHash {
+        pid: first.pid,
+        group: &first.group,
+        worker: lease,
+        hashes: g.iter().map(|it| it.hash.as_slice()).collect(),
+        statuses: g.iter().map(|it| it.status.as_str()).collect(),
+    };
     // The group's nack delay: the longest any of its nacks asked for.
     let delay = g.iter().filter_map(|it| it.delay).max().unwrap_or(0);
-    let db = state.db().await?;
-    let row = if delay > 0 {
-        db.query_one(
-            &db.prepare_cached(
-                "SELECT queen.log_ack_by_hash_delay_v1($1::uuid, $2::text, $3::text, \
-                 $4::bytea[], $5::text[], $6::int)",
-            )
-            .await?,
-            &[&first.pid, &first.group, &lease, &hashes, &statuses, &delay],
-        )
-        .await?
+    let db = state.db.conn().await?;
+    let r = if delay > 0 {
+        db.log_ack_by_hash_delay(&args, delay).await?
     } else {
-        db.query_one(
-            &db.prepare_cached(
-                "SELECT queen.log_ack_by_hash_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[])",
-            )
-            .await?,
-            &[&first.pid, &first.group, &lease, &hashes, &statuses],
-        )
-        .await?
+        db.log_ack_by_hash(&args).await?
     };
-    let PgJson(r): PgJson<Reply<HashAck>> = row.get(0);
     let r = match r {
         Reply::Done(r) => r,
         Reply::Refused(e) => return Ok(vec![Out::fail(e); g.len()]),
@@ -361,7 +351,7 @@ fn map_lists(r: &HashAck, g: &[&Item]) -> Vec<Out> {
 /// the extension named (`headIndex`).
 async fn file_dlq(
     state: &AppState,
-    db: &deadpool_postgres::Object,
+    db: &Conn,
     g: &[&Item],
     r: &HashAck,
     outs: &mut [Out],
@@ -372,17 +362,15 @@ async fn file_dlq(
         .map(|it| (it.status, it.error.as_deref()))
         .collect();
     let error = error_text(&errors, r.head_index);
-    let row = db
-        .query_one(
-            &db.prepare_cached(
-                "SELECT queen.log_dlq_head_v1($1::uuid, $2::text, $3::text, $4::bigint, \
-                 NULL::uuid, NULL::text, NULL::jsonb, $5::text)",
-            )
-            .await?,
-            &[&first.pid, &first.group, &first.lease, &r.off, &error],
+    let filed = db
+        .log_dlq_head(
+            first.pid,
+            &first.group,
+            first.lease.as_deref(),
+            r.off,
+            &error,
         )
         .await?;
-    let PgJson(filed): PgJson<Reply<DlqFiled>> = row.get(0);
     if filed.done().is_some() {
         Metrics::add(&state.metrics.dlq_filed, 1);
         for o in outs.iter_mut() {

@@ -178,15 +178,13 @@ pub async fn owned_partitions(
     if pids.is_empty() {
         return Ok(Some(HashSet::new()));
     }
-    let db = state.db().await?;
-    let rows = db
-        .query(
-            &db.prepare_cached("SELECT queen.owned_partitions_v1($1::uuid[], $2::uuid)")
-                .await?,
-            &[&pids, &tenant],
-        )
+    let owned = state
+        .db
+        .conn()
+        .await?
+        .owned_partitions(&pids, tenant)
         .await?;
-    Ok(Some(rows.iter().map(|r| r.get(0)).collect()))
+    Ok(Some(owned.into_iter().collect()))
 }
 
 #[cfg(test)]

@@ -3,10 +3,8 @@
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
-use queen_log::wire::Configured;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tokio_postgres::types::Json as PgJson;
 
 use crate::error::{ApiError, ApiResult};
 use crate::routes::auth::Tenant;
@@ -49,20 +47,18 @@ pub async fn configure(
         let lease = n.as_i64().unwrap_or(i64::MAX);
         check_lease_cap("options.leaseTime", lease, state.config.max_lease_seconds)?;
     }
-    let db = state.db().await?;
-    let row = db
-        .query_one(
-            "SELECT queen.configure_queue_v1($1::text, $2::text, $3::text, $4::jsonb, $5::uuid)",
-            &[
-                &body.queue,
-                &body.namespace,
-                &body.task,
-                &Value::Object(normalized),
-                &tenant,
-            ],
+    let r = state
+        .db
+        .conn()
+        .await?
+        .configure_queue(
+            &body.queue,
+            body.namespace.as_deref(),
+            body.task.as_deref(),
+            &Value::Object(normalized),
+            tenant,
         )
         .await?;
-    let PgJson(r): PgJson<Configured> = row.get(0);
     Ok(Json(json!({
         "configured": true,
         "queueId": r.queue_id,

@@ -6,10 +6,9 @@ use std::collections::HashMap;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use queen_log::wire::{DlqEntry, DlqPage};
+use queen_log::wire::DlqEntry;
 use serde::Serialize;
 use serde_json::{json, Value};
-use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
@@ -34,14 +33,12 @@ pub async fn list(
     for (kind, name) in [(NameKind::Queue, queue), (NameKind::ConsumerGroup, group)] {
         name.map_or(Ok(()), |n| check_name(kind, n))?;
     }
-    let db = state.db().await?;
-    let row = db
-        .query_one(
-            "SELECT queen.dlq_list_v1($1::text, $2::text, $3::int, $4::int, $5::uuid)",
-            &[&queue, &group, &limit, &offset, &tenant],
-        )
+    let page = state
+        .db
+        .conn()
+        .await?
+        .dlq_list(queue, group, limit, offset, tenant)
         .await?;
-    let PgJson(page): PgJson<DlqPage> = row.get(0);
     let messages: Vec<Listed<'_>> = page.messages.iter().map(render).collect();
     let pagination = json!({"limit": limit, "offset": offset, "total": page.total});
     Ok(Json(Listing {

@@ -19,7 +19,6 @@ use axum::Json;
 use queen_log::wire::Redriven;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio_postgres::types::Json as Jsonb;
 use uuid::Uuid;
 
 use crate::dlq_ops::{delete, redrive, redriven, replay_answer};
@@ -130,17 +129,12 @@ async fn redrive_queue(
     group: Option<&str>,
     limit: i64,
 ) -> ApiResult<Redriven> {
-    let db = state.db().await?;
-    let row = db
-        .query_one(
-            &db.prepare_cached(
-                "SELECT queen.dlq_redrive_queue_v1($1::text, $2::text, $3::int, $4::uuid)",
-            )
-            .await?,
-            &[&queue, &group, &(limit as i32), &tenant],
-        )
+    let r = state
+        .db
+        .conn()
+        .await?
+        .dlq_redrive_queue(queue, group, limit as i32, tenant)
         .await?;
-    let Jsonb(r): Jsonb<Redriven> = row.get(0);
     redriven(state, tenant, &r);
     Ok(r)
 }
@@ -166,17 +160,12 @@ pub async fn purge(
             })?),
         };
     let group = get("consumerGroup");
-    let db = state.db().await?;
-    let row = db
-        .query_one(
-            &db.prepare_cached(
-                "SELECT queen.dlq_delete_queue_v1($1::text, $2::text, $3::int, $4::uuid)",
-            )
-            .await?,
-            &[&queue, &group, &limit, &tenant],
-        )
+    let d = state
+        .db
+        .conn()
+        .await?
+        .dlq_delete_queue(queue, group, limit, tenant)
         .await?;
-    let Jsonb(d): Jsonb<queen_log::wire::DlqDeleted> = row.get(0);
     Metrics::add(&state.metrics.dlq_deleted, d.deleted as u64);
     let body =
         json!({"success": true, "queue": queue, "consumerGroup": group, "deleted": d.deleted});

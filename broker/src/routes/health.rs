@@ -11,8 +11,7 @@ use crate::state::AppState;
 /// 200 when a round trip to the database works, else 503 with the reason.
 pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
     let probe = async {
-        let db = state.db().await?;
-        db.query_one("SELECT 1", &[]).await?;
+        state.db.conn().await?.extension_version().await?;
         Ok::<_, crate::error::ApiError>(())
     };
     match probe.await {

@@ -4,9 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::Json;
-use queen_log::wire::Renewed;
 use serde_json::{json, Value};
-use tokio_postgres::types::Json as PgJson;
 
 use crate::error::{ApiError, ApiResult};
 use crate::routes::auth::Tenant;
@@ -29,23 +27,15 @@ pub async fn extend(
     if uuid::Uuid::parse_str(&lease_id).is_err() {
         return Ok(Json(answer(&lease_id, 0, None)));
     }
-    let db = state.db().await?;
+    let db = state.db.conn().await?;
     // With tenancy on, the ownership gate and the renewal are ONE statement (§5): a
     // foreign lease renews nothing and answers exactly like an unknown one.
-    let row = if state.config.tenancy() {
-        db.query_one(
-            "SELECT queen.log_renew_lease_tenant_v1($1::text, $2::int, $3::uuid)",
-            &[&lease_id, &seconds, &tenant],
-        )
-        .await?
+    let r = if state.config.tenancy() {
+        db.log_renew_lease_tenant(&lease_id, seconds, tenant)
+            .await?
     } else {
-        db.query_one(
-            "SELECT queen.log_renew_lease_v1($1::text, $2::int)",
-            &[&lease_id, &seconds],
-        )
-        .await?
+        db.log_renew_lease(&lease_id, seconds).await?
     };
-    let PgJson(r): PgJson<Renewed> = row.get(0);
     Ok(Json(answer(&lease_id, r.renewed, r.expires_at)))
 }
 

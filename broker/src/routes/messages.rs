@@ -38,15 +38,7 @@ async fn rows_at(state: &AppState, tenant: Uuid, pid: &str, txn: &str) -> ApiRes
     let Ok(pid) = Uuid::parse_str(pid) else {
         return Ok(Vec::new());
     };
-    let db = state.db().await?;
-    let row = db
-        .query_one(
-            &db.prepare_cached("SELECT queen.dlq_ids_at_v1($1::uuid, $2::text, $3::uuid)")
-                .await?,
-            &[&pid, &txn, &tenant],
-        )
-        .await?;
-    Ok(row.get(0))
+    Ok(state.db.conn().await?.dlq_ids_at(pid, txn, tenant).await?)
 }
 
 /// `POST /api/v1/messages/{partitionId}/{transactionId}/retry` (body ignored: the SDK

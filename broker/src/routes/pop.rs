@@ -18,6 +18,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::db::{PopArgs, PopSlice as Slice};
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
 use crate::registry::Delivered;
@@ -50,20 +51,6 @@ struct PopReq {
     max_partitions: i32,
     lease_id: String,
     tenant: Uuid,
-}
-
-/// One served slice of a segment.
-struct Slice {
-    pid: Uuid,
-    partition: String,
-    base: i64,
-    start_idx: i32,
-    take: i32,
-    msg_count: i32,
-    created_at: DateTime<Utc>,
-    blob: Vec<u8>,
-    /// The partition's delivery attempt (1 under autoAck).
-    attempt: i32,
 }
 
 pub async fn pop_queue(
@@ -221,50 +208,24 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
     }
 }
 
-/// The broker's pop (src/broker_api.rs): a partition pop when a partition is named, else
-/// up to `partitions` ready ones; the queue's lease_time when no positive leaseSeconds
-/// was asked for; each row carries its partition's delivery attempt.
-const POP: &str = "SELECT r_partition_id, r_partition, r_base, r_start_idx, r_take, r_msg_count,
-        r_created_at, r_blob, r_attempt
-   FROM queen.broker_pop_v1($1::uuid, $2::text, $3::text, $4::text, $5::int, $6::int,
-                            $7::text, $8::bool, $9::text, $10::text, $11::int)";
-
-/// One pop, one statement, one round trip.
+/// One pop, one statement, one round trip (`broker_pop_v1`): a partition pop when a
+/// partition is named, else up to `partitions` ready ones; the queue's lease_time when
+/// no positive leaseSeconds was asked for.
 async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
-    let db = state.db().await?;
-    let group = group_or_queue_mode(req.group.as_deref());
-    let rows = db
-        .query(
-            &db.prepare_cached(POP).await?,
-            &[
-                &req.tenant,
-                &req.queue,
-                &req.partition,
-                &group,
-                &req.batch,
-                &req.lease_seconds,
-                &req.lease_id,
-                &req.auto_ack,
-                &req.sub_mode,
-                &req.sub_from,
-                &req.max_partitions,
-            ],
-        )
-        .await?;
-    Ok(rows
-        .iter()
-        .map(|r| Slice {
-            pid: r.get(0),
-            partition: r.get(1),
-            base: r.get(2),
-            start_idx: r.get(3),
-            take: r.get(4),
-            msg_count: r.get(5),
-            created_at: r.get(6),
-            blob: r.get(7),
-            attempt: r.get(8),
-        })
-        .collect())
+    let args = PopArgs {
+        tenant: req.tenant,
+        queue: &req.queue,
+        partition: req.partition.as_deref(),
+        group: group_or_queue_mode(req.group.as_deref()),
+        batch: req.batch,
+        lease_seconds: req.lease_seconds,
+        worker: &req.lease_id,
+        auto_ack: req.auto_ack,
+        sub_mode: &req.sub_mode,
+        sub_from: &req.sub_from,
+        max_partitions: req.max_partitions,
+    };
+    Ok(state.db.conn().await?.broker_pop(&args).await?)
 }
 
 /// One decoded message, ready to render.

@@ -6,7 +6,7 @@
 //! read by crate::items; the dedup watermarks come from crate::dedup. A round reaches
 //! the database through crate::push_fusion (fused with the rounds of concurrent pushes,
 //! `QUEEN_PUSH_FUSION`) or on the request's own connection; either way through
-//! push_fusion::log_push_multi.
+//! the database client's `log_push_multi` (crate::db).
 
 use std::collections::HashMap;
 
@@ -23,13 +23,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::db::{Conn, PushSegment as Segment};
 use crate::dedup::DedupCache;
 use crate::error::{ApiError, ApiResult};
 use crate::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_push_item, PushItem,
 };
 use crate::metrics::Metrics;
-use crate::push_fusion::{log_push_multi, PushFusion, Segment};
+use crate::push_fusion::PushFusion;
 use crate::routes::auth::Tenant;
 use crate::state::AppState;
 use crate::util::parse_json;
@@ -77,7 +78,7 @@ pub async fn push(
     mark_request_duplicates(items.iter_mut());
     let mut groups = group_items(&items);
     let mut outcomes = vec![Outcome::default(); items.len()];
-    let db = state.db().await?;
+    let db = state.db.conn().await?;
     let windows = known_partitions(&db, tenant, &mut groups).await?;
     let cached = dedup_targets(&db, &state.dedup, &groups, &windows).await?;
     // A push waiting for a fused flush holds no connection (the flush needs one).
@@ -120,27 +121,20 @@ fn group_items(items: &[PushItem]) -> Vec<Group> {
 /// now (the cache checks it, dedup.rs): one call per request, before pushing. Returns
 /// the windows by group.
 async fn known_partitions(
-    db: &deadpool_postgres::Object,
+    db: &Conn,
     tenant: Uuid,
     groups: &mut [Group],
 ) -> ApiResult<HashMap<usize, i32>> {
     let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
     let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
-    let rows = db
-        .query(
-            &db.prepare_cached(
-                "SELECT r_index, r_partition_id, r_dedup_window
-                   FROM queen.partitions_lookup_v1($1::uuid, $2::text[], $3::text[])",
-            )
-            .await?,
-            &[&tenant, &qs, &ps],
-        )
-        .await?;
+    let found = db.partitions_lookup(tenant, &qs, &ps).await?;
     let mut windows = HashMap::new();
-    for r in rows {
-        let g = r.get::<_, i32>(0) as usize - 1;
-        groups[g].pid = Some(r.get(1));
-        windows.insert(g, r.get(2));
+    for f in found {
+        let g = groups.get_mut(f.index).ok_or_else(|| {
+            ApiError::Internal(format!("partitions_lookup_v1 answered index {}", f.index))
+        })?;
+        g.pid = Some(f.partition_id);
+        windows.insert(f.index, f.dedup_window);
     }
     Ok(windows)
 }
@@ -149,7 +143,7 @@ async fn known_partitions(
 /// (see dedup.rs). New partitions and window-0 queues are not cached: their pushes
 /// probe with -1, which is cheap for them.
 async fn dedup_targets(
-    db: &deadpool_postgres::Object,
+    db: &Conn,
     cache: &DedupCache,
     groups: &[Group],
     windows: &HashMap<usize, i32>,
@@ -199,7 +193,7 @@ async fn encode(frames: Vec<Vec<Frame>>) -> ApiResult<Vec<Encoded>> {
 /// How a round reaches the database.
 enum Via<'a> {
     /// The request's own connection (push fusion off).
-    Alone(Box<deadpool_postgres::Object>),
+    Alone(Box<Conn>),
     /// Push fusion: alone when its lane is idle, else fused with concurrent rounds.
     Fused(&'a PushFusion),
 }
@@ -207,7 +201,7 @@ enum Via<'a> {
 impl Via<'_> {
     async fn push(&self, segs: Vec<Segment>) -> ApiResult<Vec<PushVerdict>> {
         match self {
-            Via::Alone(db) => log_push_multi(db, &segs.iter().collect::<Vec<_>>()).await,
+            Via::Alone(db) => Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?),
             Via::Fused(f) => f.push(segs).await,
         }
     }

@@ -2,9 +2,7 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use queen_log::wire::Deleted;
 use serde_json::{json, Value};
-use tokio_postgres::types::Json as PgJson;
 
 use crate::error::ApiResult;
 use crate::routes::auth::Tenant;
@@ -20,14 +18,7 @@ pub async fn delete_queue(
     Path(queue): Path<String>,
 ) -> ApiResult<Json<Value>> {
     check_queue_name(&queue)?;
-    let db = state.db().await?;
-    let row = db
-        .query_one(
-            "SELECT queen.delete_queue_v1($1::text, $2::uuid)",
-            &[&queue, &tenant],
-        )
-        .await?;
-    let PgJson(r): PgJson<Deleted> = row.get(0);
+    let r = state.db.conn().await?.delete_queue(&queue, tenant).await?;
     Ok(Json(json!({
         "deleted": r.deleted,
         "queue": queue,

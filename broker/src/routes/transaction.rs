@@ -16,13 +16,12 @@ use base64::Engine;
 use queen_log::ack::Status;
 use queen_log::hash::{hash_hex, TxnHash};
 use queen_log::segment::{encode_segment, segment_hashes};
-use queen_log::sqlstate::wire_refusal;
 use queen_log::wire::{Reply, TxnWire, TxnWireRequest, WireAck, WireAckOp, WireHashElem, WirePush};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
+use crate::db::Conn;
 use crate::error::{ApiError, ApiResult};
 use crate::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_ack_item, read_push_item,
@@ -117,7 +116,7 @@ pub async fn transaction(
     // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
     // wire itself then refuses it exactly like a nonexistent one (contract §9 step 1).
     let owned = owned_partitions(&state, tenant, p.acks.iter().map(|a| a.pid)).await?;
-    let db = state.db().await?;
+    let db = state.db.conn().await?;
     let mut acks = Vec::new();
     for g in ack_groups(&p.acks) {
         let items: Vec<&AckItem> = g.iter().map(|&i| &p.acks[i]).collect();
@@ -129,15 +128,8 @@ pub async fn transaction(
         acks,
         tenant: Some(tenant.to_string()),
     };
-    let result = db
-        .query_one(
-            "SELECT queen.log_transaction_wire_v1($1::jsonb)",
-            &[&PgJson(&wire)],
-        )
-        .await;
-    match result {
-        Ok(row) => {
-            let PgJson(r): PgJson<TxnWire> = row.get(0);
+    match db.log_transaction_wire(&wire).await {
+        Ok(r) => {
             let queues: HashSet<&str> = p.pushes.iter().map(|i| i.queue.as_str()).collect();
             for q in queues {
                 state.wake_queue(tenant, q);
@@ -151,10 +143,12 @@ pub async fn transaction(
             })
             .into_response())
         }
-        Err(e) => {
-            let (reason, msg) = classify(&e)?;
-            Ok(failure(StatusCode::OK, &txn, reason, &msg))
-        }
+        // The wire's refusal (nothing was written) is a 200 with the reason; a database
+        // that is down or busy is the ApiError crate::db::error says (503).
+        Err(e) => match e.wire_refusal() {
+            Some((reason, msg)) => Ok(failure(StatusCode::OK, &txn, reason.as_str(), &msg)),
+            None => Err(e.into()),
+        },
     }
 }
 
@@ -270,7 +264,7 @@ fn ack_groups(acks: &[AckItem]) -> Vec<Vec<usize>> {
 /// One wire ack op for a group: positional when the registry grants it, else by hash.
 async fn ack_op(
     state: &AppState,
-    db: &deadpool_postgres::Object,
+    db: &Conn,
     p: &Parsed,
     items: &[&AckItem],
     foreign: bool,
@@ -318,22 +312,12 @@ fn hash_acks(items: &[&AckItem]) -> Vec<WireHashElem> {
 
 /// The group's worker: its own leaseId; else, when any leaseId was sent, the partition's
 /// current worker; else the single unambiguous requiredLeases entry; else lease-less.
-async fn worker_for(
-    db: &deadpool_postgres::Object,
-    p: &Parsed,
-    items: &[&AckItem],
-) -> ApiResult<Option<String>> {
+async fn worker_for(db: &Conn, p: &Parsed, items: &[&AckItem]) -> ApiResult<Option<String>> {
     if let Some(l) = items.iter().find_map(|it| it.lease.clone()) {
         return Ok(Some(l));
     }
     if p.acks.iter().any(|it| it.lease.is_some()) {
-        let row = db
-            .query_one(
-                "SELECT queen.cursor_worker_v1($1, $2)",
-                &[&items[0].pid, &items[0].group],
-            )
-            .await?;
-        return Ok(row.get::<_, Option<String>>(0));
+        return Ok(db.cursor_worker(items[0].pid, &items[0].group).await?);
     }
     let distinct: HashSet<&String> = p.required.iter().filter(|l| !l.is_empty()).collect();
     Ok(match distinct.len() {
@@ -427,22 +411,4 @@ fn render<'a>(p: &'a Parsed, r: &TxnWire) -> Vec<OpResult<'a>> {
         }
     }
     out
-}
-
-/// Why the wire refused: (reason, message). An unreachable or busy database, a timeout,
-/// a lost serialization race: 503 (nothing was written; retry), by queen_log::sqlstate.
-fn classify(e: &tokio_postgres::Error) -> ApiResult<(&'static str, String)> {
-    let Some(db) = e.as_db_error() else {
-        return Err(ApiError::Unavailable(format!("database unreachable: {e}")));
-    };
-    let msg = match db.detail() {
-        Some(d) => format!("{} ({d})", db.message()),
-        None => db.message().to_string(),
-    };
-    match wire_refusal(db.code().code(), db.message()) {
-        Some(reason) => Ok((reason.as_str(), msg)),
-        None => Err(ApiError::Unavailable(format!(
-            "database unavailable: {msg}"
-        ))),
-    }
 }
