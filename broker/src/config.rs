@@ -34,7 +34,7 @@ pub struct Config {
     /// fusion.rs), not a latency floor.
     pub ack_fusion_hold_ms: u64,
     /// `QUEEN_PUSH_FUSION`: concurrent push rounds fused into one `log_push_multi_v1`
-    /// transaction (crate::push_fusion). Off by default: measured no faster than pushes
+    /// transaction (crate::engine::push_fusion). Off by default: measured no faster than pushes
     /// committing side by side (broker/README.md "Push fusion").
     pub push_fusion: bool,
     /// `QUEEN_POOL_TIMEOUT_MS`: how long a request waits for a free pooled connection
@@ -81,6 +81,11 @@ pub struct Config {
     pub maintenance_max_rows: u32,
 }
 
+/// The in-flight cap when `QUEEN_ACK_FUSION_MAX_INFLIGHT` is not set: the CPU count.
+pub fn default_max_inflight() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 impl Config {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, String> {
@@ -106,7 +111,7 @@ impl Config {
             ack_fusion_max_inflight: num(
                 &get,
                 "QUEEN_ACK_FUSION_MAX_INFLIGHT",
-                crate::fusion::default_max_inflight(),
+                default_max_inflight(),
             )?
             .max(1),
             ack_fusion_hold_ms: num(&get, "QUEEN_ACK_FUSION_HOLD_MS", 3)?,

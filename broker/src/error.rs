@@ -1,12 +1,10 @@
-//! The one error type of every handler, and how it becomes an HTTP response:
+//! The one error type of every handler and of the rooms under them, and the status each
+//! kind answers with (the response itself: http/response.rs):
 //! 400 `{"error":..}` for bad input, 401/403 for authentication, 503 (with `Retry-After`)
 //! when the database cannot be reached, is saturated or timed out, 500 otherwise. Which
 //! database failure is which: crate::db::error, the one SQLSTATE rule.
 
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use serde_json::json;
+use axum::http::StatusCode;
 
 /// Why a request failed.
 #[derive(Debug)]
@@ -24,10 +22,6 @@ pub enum ApiError {
     Internal(String),
 }
 
-/// `Retry-After` of every 503: a saturated pool or a restarting database is usually
-/// better a second later.
-pub const RETRY_AFTER_SECS: &str = "1";
-
 /// Shorthand for handler results.
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -37,7 +31,8 @@ impl ApiError {
         ApiError::BadRequest(msg.into())
     }
 
-    fn status(&self) -> StatusCode {
+    /// The HTTP status this error answers with (http/response.rs writes the body).
+    pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
@@ -47,7 +42,8 @@ impl ApiError {
         }
     }
 
-    fn message(&self) -> &str {
+    /// The text of the `{"error": ...}` body.
+    pub fn message(&self) -> &str {
         match self {
             ApiError::BadRequest(m)
             | ApiError::Unauthorized(m)
@@ -61,34 +57,6 @@ impl ApiError {
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.message())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        if status.is_server_error() {
-            tracing::warn!(
-                status = status.as_u16(),
-                error = self.message(),
-                "request failed"
-            );
-        }
-        let mut resp = (status, Json(json!({ "error": self.message() }))).into_response();
-        match status {
-            StatusCode::SERVICE_UNAVAILABLE => {
-                resp.headers_mut().insert(
-                    header::RETRY_AFTER,
-                    HeaderValue::from_static(RETRY_AFTER_SECS),
-                );
-            }
-            StatusCode::UNAUTHORIZED => {
-                resp.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            _ => {}
-        }
-        resp
     }
 }
 

@@ -10,12 +10,13 @@ use uuid::Uuid;
 
 use crate::config::Config;
 use crate::db::Db;
-use crate::dedup::DedupCache;
-use crate::fusion::Fusion;
-use crate::maintenance::MaintenanceStats;
-use crate::metrics::Metrics;
-use crate::push_fusion::PushFusion;
-use crate::registry::Registry;
+use crate::engine::dedup::DedupCache;
+use crate::engine::fusion::Fusion;
+use crate::engine::push_fusion::PushFusion;
+use crate::engine::registry::Registry;
+use crate::ops::exposition::Sources;
+use crate::ops::maintenance::MaintenanceStats;
+use crate::ops::metrics::Metrics;
 
 /// Cloned into every handler; cheap (one Arc).
 #[derive(Clone)]
@@ -34,8 +35,8 @@ pub struct Inner {
     pub fusion: Option<Fusion>,
     /// Present when `QUEEN_PUSH_FUSION` is on.
     pub push_fusion: Option<PushFusion>,
-    /// What the maintenance loop did (crate::maintenance).
-    pub maintenance: MaintenanceStats,
+    /// What the maintenance loop did (crate::ops::maintenance; the server starts it).
+    pub maintenance: Arc<MaintenanceStats>,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
     /// Becomes true once shutdown begins: parked long-polls answer 204 at once.
@@ -78,15 +79,28 @@ impl AppState {
             config,
             db,
             metrics: Metrics::default(),
-            maintenance: MaintenanceStats::default(),
+            maintenance: Arc::default(),
             wakers: Mutex::new(HashMap::new()),
             stopping: tokio::sync::watch::Sender::new(false),
         }));
-        crate::maintenance::start(&state);
         Ok(state)
     }
 
-    /// Shutdown has begun (server.rs): every parked long-poll answers 204 now instead
+    /// What `/metrics` shows of this broker (crate::ops::exposition).
+    pub fn metric_sources(&self) -> Sources<'_> {
+        Sources {
+            metrics: &self.metrics,
+            registry_enabled: self.registry.enabled(),
+            registry: self.registry.stats(),
+            dedup: self.dedup.stats(),
+            fusion: self.fusion.as_ref().map(Fusion::stats),
+            push_fusion: self.push_fusion.as_ref().map(PushFusion::stats),
+            maintenance: &self.maintenance,
+            pool: self.db.pool().status(),
+        }
+    }
+
+    /// Shutdown has begun (http/server.rs): every parked long-poll answers 204 now instead
     /// of holding the drain for up to its timeout.
     pub fn begin_shutdown(&self) {
         self.stopping.send_replace(true);

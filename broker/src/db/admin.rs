@@ -28,7 +28,8 @@ pub struct QueueRow {
 }
 
 /// A row of `queue_stats_v1`: one (partition, group) cursor, or a partition without
-/// cursors (`group` None). Timestamps in the HTTP form (milliseconds).
+/// cursors (`group` None, and the cursor columns NULL). Timestamps in the HTTP form
+/// (milliseconds).
 #[derive(Debug, Clone)]
 pub struct StatsRow {
     pub queue_id: Uuid,
@@ -39,19 +40,19 @@ pub struct StatsRow {
     pub last_offset: i64,
     pub last_write_at: Option<String>,
     pub group: Option<String>,
-    pub committed: i64,
+    pub committed: Option<i64>,
     pub lag: Option<i64>,
     pub oldest_unconsumed_at: Option<String>,
     pub oldest_unconsumed_age_s: Option<f64>,
-    pub leased: bool,
-    pub leased_messages: i64,
+    pub leased: Option<bool>,
+    pub leased_messages: Option<i64>,
     pub worker: Option<String>,
     pub lease_acquired_at: Option<String>,
     pub retries: Option<i32>,
     pub total_consumed: Option<i64>,
     pub evicted: Option<i64>,
     pub redeliver_at: Option<String>,
-    pub dlq: i64,
+    pub dlq: Option<i64>,
 }
 
 /// A timestamp column in the HTTP form.

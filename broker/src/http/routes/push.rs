@@ -3,8 +3,8 @@
 //!
 //! The SQL push writes nothing for a segment in which any frame is a duplicate, so the
 //! non-duplicate rest of such a segment is pushed again in a further round. Items are
-//! read by crate::items; the dedup watermarks come from crate::dedup. A round reaches
-//! the database through crate::push_fusion (fused with the rounds of concurrent pushes,
+//! read by crate::http::items; the dedup watermarks come from crate::engine::dedup. A round reaches
+//! the database through crate::engine::push_fusion (fused with the rounds of concurrent pushes,
 //! `QUEEN_PUSH_FUSION`) or on the request's own connection; either way through
 //! the database client's `log_push_multi` (crate::db).
 
@@ -24,18 +24,18 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::db::{Conn, PushSegment as Segment};
-use crate::dedup::DedupCache;
+use crate::engine::dedup::DedupCache;
+use crate::engine::push_fusion::PushFusion;
 use crate::error::{ApiError, ApiResult};
-use crate::items::{
+use crate::http::auth::Tenant;
+use crate::http::input::parse_json;
+use crate::http::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_push_item, PushItem,
 };
-use crate::metrics::Metrics;
-use crate::push_fusion::PushFusion;
-use crate::routes::auth::Tenant;
+use crate::ops::metrics::Metrics;
 use crate::state::AppState;
-use crate::util::parse_json;
 
-/// The body with each item left as raw JSON (read by crate::items).
+/// The body with each item left as raw JSON (read by crate::http::items).
 #[derive(Deserialize)]
 struct PushBody<'a> {
     #[serde(borrow)]
@@ -104,7 +104,7 @@ pub async fn push(
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
-/// One group per (queue, partition), by crate::items::group_by_partition.
+/// One group per (queue, partition), by crate::http::items::group_by_partition.
 fn group_items(items: &[PushItem]) -> Vec<Group> {
     group_by_partition(items)
         .into_iter()

@@ -20,12 +20,12 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::queue_stats::{load, QueueStats};
-use crate::queue_views::{
-    figures_json, group_totals, group_totals_json, one_queue, partition_out, queue_figures,
-    queue_not_found, PartitionOut,
+use crate::http::auth::Tenant;
+use crate::http::known_queue::KnownQueue;
+use crate::ops::queue_stats::{load, QueueStats};
+use crate::ops::queue_views::{
+    figures_json, group_totals, group_totals_json, partition_out, queue_figures, PartitionOut,
 };
-use crate::routes::auth::Tenant;
 use crate::state::AppState;
 
 /// `/status/queues` page size default (Queen's).
@@ -54,7 +54,7 @@ pub async fn queues(
     let limit = int(&params, "limit", STATUS_LIMIT, 1)?;
     let offset = int(&params, "offset", 0, 0)?;
     let get = |k: &str| params.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    let queues = load(&state, Some(tenant), get("queue")).await?;
+    let queues = load(&state.db, Some(tenant), get("queue")).await?;
     let page: Vec<Value> = queues
         .iter()
         .filter(|q| get("namespace").is_none_or(|n| q.meta.namespace.as_deref() == Some(n)))
@@ -92,14 +92,7 @@ fn config_json(q: &QueueStats) -> Value {
 }
 
 /// `GET /api/v1/status/queues/{queue}`: Queen's status detail.
-pub async fn queue_detail(
-    State(state): State<AppState>,
-    Tenant(tenant): Tenant,
-    Path(queue): Path<String>,
-) -> ApiResult<Response> {
-    let Some(q) = one_queue(&state, tenant, &queue).await? else {
-        return Ok(queue_not_found());
-    };
+pub async fn queue_detail(KnownQueue(q): KnownQueue) -> Response {
     let priority = q.meta.options.get("priority").cloned().unwrap_or(json!(0));
     let detail = StatusDetail {
         queue: json!({
@@ -110,7 +103,7 @@ pub async fn queue_detail(
         partitions: q.partitions.iter().map(partition_out).collect(),
         totals: json!({"messages": figures_json(&queue_figures(&q), false, true)}),
     };
-    Ok(Json(detail).into_response())
+    Json(detail).into_response()
 }
 
 /// Queen's status detail (the partitions typed, as in the resource detail).
@@ -127,7 +120,7 @@ pub async fn groups(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
 ) -> ApiResult<Json<Vec<Value>>> {
-    let queues = load(&state, Some(tenant), None).await?;
+    let queues = load(&state.db, Some(tenant), None).await?;
     let mut out = Vec::new();
     for q in &queues {
         for g in q.groups() {
@@ -157,7 +150,7 @@ pub async fn group(
     Tenant(tenant): Tenant,
     Path(group): Path<String>,
 ) -> ApiResult<Response> {
-    let queues = load(&state, Some(tenant), None).await?;
+    let queues = load(&state.db, Some(tenant), None).await?;
     let mut out = serde_json::Map::new();
     for q in &queues {
         let parts: Vec<Value> = q
@@ -209,7 +202,7 @@ pub async fn lagging(
                 ApiError::bad(format!("minLagSeconds must be a number >= 0, got {v:?}"))
             })?,
     };
-    let queues = load(&state, Some(tenant), None).await?;
+    let queues = load(&state.db, Some(tenant), None).await?;
     let mut rows: Vec<(f64, Value)> = queues
         .iter()
         .flat_map(|q| q.cursors().map(move |(p, c)| (q, p, c)))

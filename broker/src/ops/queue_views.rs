@@ -1,16 +1,12 @@
-//! How the queue statistics (crate::queue_stats, Queen's arithmetic in queen_log::stats)
-//! render in Queen's admin shapes: shared by routes/resources.rs and routes/status.rs.
+//! How the queue statistics (crate::ops::queue_stats, Queen's arithmetic in queen_log::stats)
+//! render in Queen's admin shapes: shared by http/routes/resources.rs and
+//! http/routes/status.rs.
 
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
 use queen_log::stats::{Cursor, Figures, GroupTotals};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::error::ApiResult;
-use crate::queue_stats::{load, PartitionStats, QueueStats};
-use crate::state::AppState;
+use crate::ops::queue_stats::{PartitionStats, QueueStats};
 
 /// Our per-(partition, group) figures.
 #[derive(Serialize)]
@@ -56,15 +52,6 @@ impl<'a> From<&'a Cursor> for CursorOut<'a> {
 pub struct CursorTotals {
     total_consumed: i64,
     batches_consumed: i64,
-}
-
-/// Queen's 404 for an unknown queue.
-pub fn queue_not_found() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        Json(json!({"error": "Queue not found"})),
-    )
-        .into_response()
 }
 
 /// Queen's message figures on the wire. Typed, like every per-partition part of these
@@ -183,16 +170,4 @@ pub fn partition_out(p: &PartitionStats) -> PartitionOut<'_> {
         last_offset: p.stats.last_offset,
         consumer_groups: p.stats.cursors.iter().map(CursorOut::from).collect(),
     }
-}
-
-/// One queue by name, or Queen's 404.
-pub async fn one_queue(
-    state: &AppState,
-    tenant: uuid::Uuid,
-    queue: &str,
-) -> ApiResult<Option<QueueStats>> {
-    Ok(load(state, Some(tenant), Some(queue))
-        .await?
-        .into_iter()
-        .next())
 }

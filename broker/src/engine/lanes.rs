@@ -1,5 +1,5 @@
-//! Fire-on-idle lanes: the adaptive batching that ack fusion (crate::fusion) and push
-//! fusion (crate::push_fusion) share, so the rule lives in one place.
+//! Fire-on-idle lanes: the adaptive batching that ack fusion (crate::engine::fusion) and push
+//! fusion (crate::engine::push_fusion) share, so the rule lives in one place.
 //!
 //! - An item that finds its lane idle (nothing parked, nothing in flight on it) is not
 //!   parked at all: the caller runs it alone, in its own task, with no hop and no flush

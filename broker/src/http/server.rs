@@ -22,7 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
 /// Connections over the cap that are being answered 503 at once; beyond this many the
@@ -33,14 +33,19 @@ const REJECT_LINGER: Duration = Duration::from_secs(1);
 
 const OVER_CAP: &str = "{\"error\":\"too many connections (QUEEN_MAX_CONNECTIONS); retry later\"}";
 
-/// Serves `state` on `listener` until `shutdown` resolves, then drains (bounded).
+/// Serves `state` on `listener` until `shutdown` resolves, then drains (bounded). The
+/// maintenance loop runs while it serves.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = crate::routes::router(state.clone());
+    let app = crate::http::router(state.clone());
     let cfg = &state.config;
+    let stopping = state.clone();
+    crate::ops::maintenance::start(cfg, state.maintenance.clone(), async move {
+        stopping.stopping().await
+    });
     let cap = (cfg.max_connections > 0).then(|| Arc::new(Semaphore::new(cfg.max_connections)));
     let rejecting = Arc::new(Semaphore::new(MAX_REJECTING));
     let header_timeout = millis(cfg.header_read_timeout_ms);

@@ -1,5 +1,5 @@
-//! Push fusion: the push rounds of concurrent requests (crate::routes::push) committed
-//! together as one `log_push_multi_v1` transaction, on one crate::lanes lane.
+//! Push fusion: the push rounds of concurrent requests (crate::http::routes::push) committed
+//! together as one `log_push_multi_v1` transaction, on one crate::engine::lanes lane.
 //!
 //! Fire-on-idle, the rule ack fusion uses: a round that finds the lane idle runs its own
 //! `log_push_multi_v1` at once, in its handler, exactly what `QUEEN_PUSH_FUSION=0` runs
@@ -30,9 +30,9 @@ use std::sync::Arc;
 use queen_log::wire::PushVerdict;
 
 use crate::db::{Db, PushSegment as Segment};
+use crate::engine::fusion::DEFAULT_HOLD;
+use crate::engine::lanes::{Lanes, Refused};
 use crate::error::{ApiError, ApiResult};
-use crate::fusion::DEFAULT_HOLD;
-use crate::lanes::{Lanes, Refused};
 
 /// What the lane says about one round.
 enum Pushed {

@@ -1,26 +1,43 @@
-//! The `/metrics` text: the broker's own counters (crate::metrics) plus the gauges and
+//! The `/metrics` text: the broker's own counters (crate::ops::metrics) plus the gauges and
 //! counters owned elsewhere — the ack registry, ack fusion, the dedup cache, the
-//! connection pool, and the per-queue statistics. It reads the state; the counters know
+//! connection pool, and the per-queue statistics. It reads what the state hands it; the counters know
 //! nothing of it.
 
 use std::fmt::Write;
 use std::time::Duration;
 
-use crate::maintenance::MaintenanceStats;
-use crate::metrics::{header, label, load, scalar};
-use crate::state::AppState;
+use crate::db::Db;
+use crate::engine::dedup::DedupStats;
+use crate::engine::fusion::FusionStats;
+use crate::engine::push_fusion::PushFusionStats;
+use crate::engine::registry::RegistryStats;
+use crate::ops::maintenance::MaintenanceStats;
+use crate::ops::metrics::{header, label, load, scalar, Metrics};
+
+/// What `/metrics` reads from the running broker (`AppState::metric_sources`); None for
+/// a fusion that is off.
+pub struct Sources<'a> {
+    pub metrics: &'a Metrics,
+    pub registry_enabled: bool,
+    pub registry: RegistryStats,
+    pub dedup: DedupStats,
+    pub fusion: Option<FusionStats>,
+    pub push_fusion: Option<PushFusionStats>,
+    pub maintenance: &'a MaintenanceStats,
+    pub pool: deadpool_postgres::Status,
+}
 
 /// The whole `/metrics` text: the broker's counters, the ack registry, ack fusion and the
 /// connection pool.
-pub fn render(state: &AppState) -> String {
+pub fn render(state: &Sources<'_>) -> String {
     let mut out = state.metrics.render();
-    let r = state.registry.stats();
+    let r = state.registry;
     scalar(
         &mut out,
         "queen_ack_registry_enabled",
         "gauge",
         "1 when the ack registry (fast path) is on.",
-        u64::from(state.registry.enabled()),
+        u64::from(state.registry_enabled),
     );
     for (name, kind, help, v) in [
         (
@@ -79,7 +96,7 @@ pub fn render(state: &AppState) -> String {
             "queen_ack_registry_evictions_total{{cause=\"{cause}\"}} {v}"
         );
     }
-    let d = state.dedup.stats();
+    let d = state.dedup;
     for (name, kind, help, v) in [
         (
             "queen_dedup_cache_bytes",
@@ -132,7 +149,7 @@ pub fn render(state: &AppState) -> String {
     ] {
         scalar(&mut out, name, kind, help, v);
     }
-    let f = state.fusion.as_ref().map(|f| f.stats()).unwrap_or_default();
+    let f = state.fusion.unwrap_or_default();
     scalar(
         &mut out,
         "queen_ack_fusion_enabled",
@@ -174,11 +191,7 @@ pub fn render(state: &AppState) -> String {
     ] {
         scalar(&mut out, name, "counter", help, v);
     }
-    let pf = state
-        .push_fusion
-        .as_ref()
-        .map(|f| f.stats())
-        .unwrap_or_default();
+    let pf = state.push_fusion.unwrap_or_default();
     scalar(
         &mut out,
         "queen_push_fusion_enabled",
@@ -210,8 +223,8 @@ pub fn render(state: &AppState) -> String {
     ] {
         scalar(&mut out, name, "counter", help, v);
     }
-    render_maintenance(&mut out, &state.maintenance);
-    let p = state.db.pool().status();
+    render_maintenance(&mut out, state.maintenance);
+    let p = state.pool;
     let in_use = p.size.saturating_sub(p.available);
     for (name, help, v) in [
         (
@@ -241,7 +254,7 @@ pub fn render(state: &AppState) -> String {
     out
 }
 
-/// The maintenance loop's counters (crate::maintenance): deletions per retention rule,
+/// The maintenance loop's counters (crate::ops::maintenance): deletions per retention rule,
 /// evictions, sidecar purge, orphans, runs by outcome, and the last completed run.
 fn render_maintenance(out: &mut String, m: &MaintenanceStats) {
     header(
@@ -334,18 +347,17 @@ const OTHER: &str = "__other__";
 /// largest lag (per queue: pending) are shown, the rest are added up under
 /// `queue="__other__"` (and `group="__other__"`), so sums stay right whatever the number
 /// of queues. When the statistics cannot be read, `queen_queue_stats_up 0` only.
-pub async fn queue_gauges(state: &AppState) -> String {
-    let max = state.config.metrics_queue_series;
+pub async fn queue_gauges(db: &Db, metrics: &Metrics, max: usize) -> String {
     if max == 0 {
         return String::new();
     }
-    let mut cache = state.metrics.queue_gauges.lock().await;
+    let mut cache = metrics.queue_gauges.lock().await;
     if let Some((at, text)) = cache.as_ref() {
         if at.elapsed() < QUEUE_GAUGES_TTL {
             return text.clone();
         }
     }
-    let text = match crate::queue_stats::load(state, None, None).await {
+    let text = match crate::ops::queue_stats::load(db, None, None).await {
         Ok(queues) => render_queues(&queues, max),
         Err(e) => {
             tracing::warn!("queue statistics for /metrics: {e}");
@@ -445,7 +457,7 @@ fn bounded<K>(
     (rows, dropped)
 }
 
-fn render_queues(queues: &[crate::queue_stats::QueueStats], max: usize) -> String {
+fn render_queues(queues: &[crate::ops::queue_stats::QueueStats], max: usize) -> String {
     use queen_log::stats::{Figures, GroupTotals};
     let mut per_group: Vec<((String, String, String), Vec<f64>)> = Vec::new();
     let mut per_queue: Vec<((String, String), Vec<f64>)> = Vec::new();

@@ -21,12 +21,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::dlq_ops::{delete, redrive, redriven, replay_answer};
 use crate::error::{ApiError, ApiResult};
-use crate::metrics::Metrics;
-use crate::routes::auth::Tenant;
+use crate::http::auth::Tenant;
+use crate::http::dlq_ops::{delete, redrive, redriven, replay_answer};
+use crate::http::input::parse_json;
+use crate::ops::metrics::Metrics;
 use crate::state::AppState;
-use crate::util::parse_json;
 
 /// Most rows one redrive request moves (by ids or by queue); page with more requests.
 pub const MAX_REDRIVE: usize = 1000;

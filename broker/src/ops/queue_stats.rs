@@ -1,5 +1,5 @@
-//! Queue and lag statistics for the admin routes (routes/resources.rs, routes/status.rs)
-//! and the Prometheus gauges (metrics.rs): the rows of `queen.queue_list_v1` and
+//! Queue and lag statistics for the admin routes (http/routes/resources.rs,
+//! http/routes/status.rs) and the Prometheus gauges (ops/exposition.rs): the rows of `queen.queue_list_v1` and
 //! `queen.queue_stats_v1`, read into `queen_log::stats` and grouped per queue and
 //! partition. Every view is rendered from these, so they all count alike.
 
@@ -8,9 +8,8 @@ use std::collections::HashMap;
 use queen_log::stats::{Cursor, Partition};
 use uuid::Uuid;
 
-use crate::db::StatsRow;
+use crate::db::{Db, StatsRow};
 use crate::error::ApiResult;
-use crate::state::AppState;
 
 /// A queue's settings (`queue_list_v1`, read by crate::db).
 pub use crate::db::QueueRow as QueueMeta;
@@ -63,11 +62,11 @@ impl QueueStats {
 /// newest first, each with its partitions and cursors. Both statements run on one
 /// connection, pipelined.
 pub async fn load(
-    state: &AppState,
+    db: &Db,
     tenant: Option<Uuid>,
     queue: Option<&str>,
 ) -> ApiResult<Vec<QueueStats>> {
-    let db = state.db.conn().await?;
+    let db = db.conn().await?;
     let (metas, rows) = tokio::join!(db.queue_list(tenant, queue), db.queue_stats(tenant, queue));
     let mut queues: Vec<QueueStats> = metas?
         .into_iter()
@@ -133,17 +132,17 @@ fn add_row(p: &mut PartitionStats, r: StatsRow) {
     }
     p.stats.cursors.push(Cursor {
         group,
-        committed: r.committed,
+        committed: r.committed.unwrap_or(0),
         lag: r.lag.unwrap_or(0),
         oldest_unconsumed_at: r.oldest_unconsumed_at,
         oldest_unconsumed_age_s: r.oldest_unconsumed_age_s,
-        leased: r.leased,
-        leased_messages: r.leased_messages,
+        leased: r.leased.unwrap_or(false),
+        leased_messages: r.leased_messages.unwrap_or(0),
         worker: r.worker,
         retries: i64::from(r.retries.unwrap_or(0)),
         total_consumed: r.total_consumed.unwrap_or(0),
         evicted: r.evicted.unwrap_or(0),
         redeliver_at: r.redeliver_at,
-        dlq: r.dlq,
+        dlq: r.dlq.unwrap_or(0),
     });
 }

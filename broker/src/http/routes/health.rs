@@ -6,6 +6,7 @@ use axum::response::IntoResponse;
 use axum::Json;
 use serde_json::json;
 
+use crate::ops::exposition;
 use crate::state::AppState;
 
 /// 200 when a round trip to the database works, else 503 with the reason.
@@ -36,7 +37,8 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let mut text = crate::exposition::render(&state);
-    text.push_str(&crate::exposition::queue_gauges(&state).await);
+    let mut text = exposition::render(&state.metric_sources());
+    let max = state.config.metrics_queue_series;
+    text.push_str(&exposition::queue_gauges(&state.db, &state.metrics, max).await);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }

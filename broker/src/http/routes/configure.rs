@@ -7,10 +7,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::routes::auth::Tenant;
+use crate::http::auth::Tenant;
+use crate::http::input::{check_lease_cap, check_queue_name, json_integer, parse_json};
 use crate::state::AppState;
-use crate::util::{check_lease_cap, check_queue_name};
-use crate::util::{json_integer, parse_json};
 
 #[derive(Deserialize)]
 struct ConfigureBody {

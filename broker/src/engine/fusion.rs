@@ -1,6 +1,6 @@
 //! Ack fusion (broker.md §4): fast-path acks are parked on a shard (chosen by a hash of
 //! the partition id, so one partition's acks share a shard) and flushed together as one
-//! `log_ack_multi_v1` call. The shards are crate::lanes, which hold the adaptive rule:
+//! `log_ack_multi_v1` call. The shards are crate::engine::lanes, which hold the adaptive rule:
 //! an ack that finds its shard idle (nothing parked, nothing in flight) runs the one
 //! `log_ack_at_v1` that `QUEEN_ACK_FUSION=0` runs, in its own handler; only acks that
 //! overlap park, and a shard flushes what is parked at once, at most one flush in flight
@@ -30,10 +30,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::config::default_max_inflight;
 use crate::db::ack::AckRow;
 use crate::db::{Conn, Db, DbError};
 
-use crate::lanes::{Lanes, Refused};
+use crate::engine::lanes::{Lanes, Refused};
 
 /// Period of the coalesce summary log line.
 const LOG_EVERY: Duration = Duration::from_secs(10);
@@ -208,11 +209,6 @@ impl Fusion {
         }
         log_summary(&self.stats, &mut FusionStats::default(), true);
     }
-}
-
-/// The in-flight cap when `QUEEN_ACK_FUSION_MAX_INFLIGHT` is not set: the CPU count.
-pub fn default_max_inflight() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The shard of a partition among `n` (public for tests that need two partitions on one

@@ -10,7 +10,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::error::ApiResult;
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
 /// `queen.dlq_redrive_v1` for the tenant's rows `ids`; wakes the long-polls of every

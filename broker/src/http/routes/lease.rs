@@ -7,10 +7,9 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::routes::auth::Tenant;
+use crate::http::auth::Tenant;
+use crate::http::input::{check_lease_cap, json_integer, parse_json};
 use crate::state::AppState;
-use crate::util::check_lease_cap;
-use crate::util::{json_integer, parse_json};
 
 /// Renewal length when the body is missing, empty, `null` or has no `seconds` key.
 const DEFAULT_SECONDS: i32 = 60;

@@ -12,9 +12,10 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::routes::auth::Tenant;
+use crate::http::auth::Tenant;
+use crate::http::input::check_name;
 use crate::state::AppState;
-use crate::util::{check_name, QUEUE_MODE};
+use crate::util::QUEUE_MODE;
 use queen_log::names::NameKind;
 
 /// Largest page; a larger `limit` is a 400 (page through with `offset`).

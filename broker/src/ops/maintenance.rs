@@ -1,4 +1,4 @@
-//! The maintenance loop (issue 11): every `QUEEN_MAINTENANCE_INTERVAL_MS` the broker runs
+//! The maintenance loop: every `QUEEN_MAINTENANCE_INTERVAL_MS` the broker runs
 //! `CALL queen.run_maintenance(budget, max_rows)` on a connection of its own, so a run
 //! never takes a slot of the request pool and a saturated pool never starves retention.
 //!
@@ -9,20 +9,21 @@
 //! at the budget's pace. Failures (database down, a step refused) are logged and counted;
 //! the connection is opened again on the next run.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use queen_log::wire::MaintenanceReport;
 
+use crate::config::Config;
 use crate::db::maintenance::MaintenanceConn;
-use crate::state::AppState;
 
 /// Pause between two runs while a backlog drains (`more`): the loop yields the database
 /// for a moment between budgets instead of running back to back.
 const BACKLOG_PAUSE: Duration = Duration::from_millis(100);
 
-/// What the loop has done, for `/metrics` (crate::exposition).
+/// What the loop has done, for `/metrics` (crate::ops::exposition).
 #[derive(Default)]
 pub struct MaintenanceStats {
     pub runs: AtomicU64,
@@ -76,29 +77,38 @@ impl MaintenanceStats {
     }
 }
 
-/// Starts the loop when `QUEEN_MAINTENANCE_INTERVAL_MS` is not 0. It ends when shutdown
-/// begins; a run in flight is abandoned (its finished steps are committed).
-pub fn start(state: &AppState) {
-    let every = Duration::from_millis(state.config.maintenance_interval_ms);
+/// Starts the loop when `QUEEN_MAINTENANCE_INTERVAL_MS` is not 0 (the server does, at
+/// its start: building an `AppState` starts nothing). It ends when `stop` resolves; a
+/// run in flight is abandoned (its finished steps are committed).
+pub fn start(
+    cfg: &Config,
+    stats: Arc<MaintenanceStats>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) {
+    let every = Duration::from_millis(cfg.maintenance_interval_ms);
     if every.is_zero() {
         return;
     }
-    let state = state.clone();
+    let db = MaintenanceConn::new(&cfg.database_url, cfg.maintenance_budget_ms);
+    let max_rows = cfg.maintenance_max_rows;
     tokio::spawn(async move {
         tokio::select! {
-            _ = run_forever(&state, every) => {}
-            _ = state.stopping() => {}
+            _ = run_forever(db, max_rows, &stats, every) => {}
+            _ = stop => {}
         }
     });
 }
 
-async fn run_forever(state: &AppState, every: Duration) {
-    let cfg = &state.config;
-    let mut db = MaintenanceConn::new(&cfg.database_url, cfg.maintenance_budget_ms);
+async fn run_forever(
+    mut db: MaintenanceConn,
+    max_rows: u32,
+    stats: &MaintenanceStats,
+    every: Duration,
+) {
     loop {
-        let wait = match db.run(cfg.maintenance_max_rows).await {
+        let wait = match db.run(max_rows).await {
             Ok(report) => {
-                state.maintenance.record(&report);
+                stats.record(&report);
                 if report.ran && report.more {
                     BACKLOG_PAUSE
                 } else {
@@ -106,7 +116,7 @@ async fn run_forever(state: &AppState, every: Duration) {
                 }
             }
             Err(e) => {
-                state.maintenance.failed.fetch_add(1, Ordering::Relaxed);
+                stats.failed.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("maintenance run failed: {e}");
                 every
             }

@@ -16,7 +16,8 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::util::{check_name, group_or_queue_mode, parse_uuid};
+use crate::http::input::{check_name, parse_uuid};
+use crate::util::group_or_queue_mode;
 
 /// One validated push item.
 pub struct PushItem {

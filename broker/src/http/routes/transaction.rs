@@ -23,15 +23,15 @@ use uuid::Uuid;
 
 use crate::db::Conn;
 use crate::error::{ApiError, ApiResult};
-use crate::items::{
+use crate::http::auth::{owned_partitions, Tenant};
+use crate::http::input::parse_json;
+use crate::http::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_ack_item, read_push_item,
     AckItem, PushItem,
 };
-use crate::routes::auth::{owned_partitions, Tenant};
 use crate::state::AppState;
-use crate::util::parse_json;
 
-/// The body: operations stay raw JSON until read (crate::items), as for /push and /ack.
+/// The body: operations stay raw JSON until read (crate::http::items), as for /push and /ack.
 #[derive(Deserialize)]
 struct Body<'a> {
     #[serde(borrow)]

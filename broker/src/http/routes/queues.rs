@@ -5,9 +5,9 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use crate::error::ApiResult;
-use crate::routes::auth::Tenant;
+use crate::http::auth::Tenant;
+use crate::http::input::check_queue_name;
 use crate::state::AppState;
-use crate::util::check_queue_name;
 
 /// Through `queen.delete_queue_v1`: the queue with its partitions, segments and cursors
 /// (FK cascade), its sidecar rows and its DLQ rows, in one transaction, scoped to the

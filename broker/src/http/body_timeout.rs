@@ -24,7 +24,7 @@ use http_body::{Frame, SizeHint};
 use serde_json::json;
 use tokio::time::Sleep;
 
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
 /// The middleware: only requests that carry a body are wrapped (GETs pay nothing).

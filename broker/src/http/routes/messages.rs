@@ -17,9 +17,9 @@ use axum::Json;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::dlq_ops::{delete, redrive, replay_answer};
 use crate::error::ApiResult;
-use crate::routes::auth::Tenant;
+use crate::http::auth::Tenant;
+use crate::http::dlq_ops::{delete, redrive, replay_answer};
 use crate::state::AppState;
 
 /// Queen's 404 for an address without DLQ rows; `what` finishes its sentence.

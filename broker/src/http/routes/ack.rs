@@ -20,13 +20,13 @@ use uuid::Uuid;
 
 use crate::db::ack::ByHash;
 use crate::db::Conn;
+use crate::engine::fusion::{Parked, Verdict};
 use crate::error::{ApiError, ApiResult};
-use crate::fusion::{Parked, Verdict};
-use crate::items::{read_ack_item, AckItem};
-use crate::metrics::Metrics;
-use crate::routes::auth::{owned_partitions, Tenant};
+use crate::http::auth::{owned_partitions, Tenant};
+use crate::http::input::parse_json;
+use crate::http::items::{read_ack_item, AckItem};
+use crate::ops::metrics::Metrics;
 use crate::state::AppState;
-use crate::util::parse_json;
 
 const UNRESOLVED: &str = "unresolvable: transaction not in the ack window (hash purged or never \
                           pushed); if leased, the message redelivers";
@@ -38,7 +38,7 @@ const FLUSH_FAILED: &str = "ack flush failed; lease will expire and redeliver";
 /// told apart.
 const NOT_FOUND: &str = "consumer not found";
 
-/// Each acknowledgment stays raw JSON until crate::items reads it: no `Value` tree.
+/// Each acknowledgment stays raw JSON until crate::http::items reads it: no `Value` tree.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct BatchIn<'a> {

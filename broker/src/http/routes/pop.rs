@@ -19,13 +19,13 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::db::{PopArgs, PopSlice as Slice};
+use crate::engine::registry::Delivered;
 use crate::error::{ApiError, ApiResult};
-use crate::metrics::Metrics;
-use crate::registry::Delivered;
-use crate::routes::auth::Tenant;
+use crate::http::auth::Tenant;
+use crate::http::input::{check_lease_cap, check_name, check_queue_name};
+use crate::ops::metrics::Metrics;
 use crate::state::AppState;
-use crate::util::{check_lease_cap, check_queue_name};
-use crate::util::{check_name, group_or_queue_mode, iso_ms, named_group};
+use crate::util::{group_or_queue_mode, iso_ms, named_group};
 use queen_log::names::NameKind;
 
 /// Default long-poll timeout when `wait=true` comes without `timeout`.

@@ -8,14 +8,14 @@
 //! - `GET /api/v1/resources/partitions?queue=&limit=`
 //! - `GET /api/v1/resources/overview`
 //!
-//! Every figure comes from `queen.queue_stats_v1` (crate::queue_stats) with Queen's
+//! Every figure comes from `queen.queue_stats_v1` (crate::ops::queue_stats) with Queen's
 //! arithmetic (`queen_log::stats`); our per-group lag figures are added under
 //! `consumerGroups`. Fields we cannot fill without scanning segments (`segments`,
 //! `retainedBytes`) are null; see broker/README.md "Queue statistics".
 
 use std::collections::HashMap;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use queen_log::stats::{median, Figures};
@@ -23,12 +23,13 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::queue_stats::{load, PartitionStats, QueueStats};
-use crate::queue_views::{
-    figures_json, figures_out, group_totals, group_totals_json, one_queue, partition_out,
-    queue_figures, queue_not_found, FiguresOut, PartitionOut,
+use crate::http::auth::Tenant;
+use crate::http::known_queue::{queue_not_found, KnownQueue};
+use crate::ops::queue_stats::{load, PartitionStats, QueueStats};
+use crate::ops::queue_views::{
+    figures_json, figures_out, group_totals, group_totals_json, partition_out, queue_figures,
+    FiguresOut, PartitionOut,
 };
-use crate::routes::auth::Tenant;
 use crate::state::AppState;
 
 /// `GET /api/v1/resources/partitions` default and largest `limit` (Queen's).
@@ -66,7 +67,7 @@ pub async fn list_queues(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
 ) -> ApiResult<Json<Value>> {
-    let queues = load(&state, Some(tenant), None).await?;
+    let queues = load(&state.db, Some(tenant), None).await?;
     Ok(Json(json!({
         "queues": queues.iter().map(queue_json).collect::<Vec<_>>(),
         // Queen's key-value and timer stores do not exist here.
@@ -93,14 +94,7 @@ struct QueueDetail<'a> {
 }
 
 /// `GET /api/v1/resources/queues/{queue}`: Queen's queue detail.
-pub async fn get_queue(
-    State(state): State<AppState>,
-    Tenant(tenant): Tenant,
-    Path(queue): Path<String>,
-) -> ApiResult<Response> {
-    let Some(q) = one_queue(&state, tenant, &queue).await? else {
-        return Ok(queue_not_found());
-    };
+pub async fn get_queue(KnownQueue(q): KnownQueue) -> Response {
     let detail = QueueDetail {
         id: q.meta.id,
         name: &q.meta.name,
@@ -114,7 +108,7 @@ pub async fn get_queue(
         retained_bytes: None,
         consumer_groups: groups_json(&q),
     };
-    Ok(Json(detail).into_response())
+    Json(detail).into_response()
 }
 
 /// (pending, processing) of one partition: for a group, its own cursor (a partition it
@@ -134,14 +128,9 @@ fn depth_of(p: &PartitionStats, group: Option<&str>) -> (i64, i64) {
 
 /// `GET /api/v1/resources/queues/{queue}/depth?group=`: Queen's depth view.
 pub async fn queue_depth(
-    State(state): State<AppState>,
-    Tenant(tenant): Tenant,
-    Path(queue): Path<String>,
+    KnownQueue(q): KnownQueue,
     Query(params): Query<HashMap<String, String>>,
-) -> ApiResult<Response> {
-    let Some(q) = one_queue(&state, tenant, &queue).await? else {
-        return Ok(queue_not_found());
-    };
+) -> Response {
     let group = params
         .get("group")
         .map(String::as_str)
@@ -157,7 +146,7 @@ pub async fn queue_depth(
     let pending: i64 = parts.iter().map(|p| p.1).sum();
     let processing: i64 = parts.iter().map(|p| p.2).sum();
     let ready = (pending - processing).max(0);
-    Ok(Json(json!({
+    Json(json!({
         "queue": q.meta.name,
         "group": group,
         "pending": pending,
@@ -172,7 +161,7 @@ pub async fn queue_depth(
             "partition": name, "pending": pe, "processing": pr, "ready": (pe - pr).max(0),
         })).collect::<Vec<_>>(),
     }))
-    .into_response())
+    .into_response()
 }
 
 /// `GET /api/v1/resources/partitions?queue=&limit=`: the partitions holding the most
@@ -193,7 +182,7 @@ pub async fn partitions(
             .map_err(|_| ApiError::bad(format!("limit must be an integer, got {v:?}")))?
             .clamp(1, PARTITIONS_MAX),
     };
-    let queues = load(&state, Some(tenant), queue).await?;
+    let queues = load(&state.db, Some(tenant), queue).await?;
     if queue.is_some() && queues.is_empty() {
         return Ok(queue_not_found());
     }
@@ -252,7 +241,7 @@ pub async fn overview(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
 ) -> ApiResult<Json<Value>> {
-    let queues = load(&state, Some(tenant), None).await?;
+    let queues = load(&state.db, Some(tenant), None).await?;
     let mut total = Figures::default();
     let (mut times, mut offsets) = (Vec::new(), Vec::new());
     for q in &queues {

@@ -1,5 +1,5 @@
 //! The broker's own counters and histograms, and the Prometheus text helpers. Plain
-//! atomics and small mutex-guarded maps: no metrics crate. crate::exposition adds the
+//! atomics and small mutex-guarded maps: no metrics crate. crate::ops::exposition adds the
 //! gauges owned elsewhere (registry, fusion, pool, queue statistics) for `/metrics`.
 
 use std::collections::BTreeMap;
@@ -51,7 +51,7 @@ pub struct Metrics {
     pub dlq_redriven: AtomicU64,
     /// DLQ rows deleted.
     pub dlq_deleted: AtomicU64,
-    /// The last rendering of the queue gauges and when it was made (crate::exposition).
+    /// The last rendering of the queue gauges and when it was made (crate::ops::exposition).
     pub(crate) queue_gauges: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
     /// Connections over `QUEEN_MAX_CONNECTIONS`, answered 503 and closed.
     pub connections_rejected: AtomicU64,

@@ -1,19 +1,18 @@
-//! The HTTP surface (broker.md §1), one module per endpoint family.
+//! The HTTP room: the router and its middleware (request counting, the body limit and
+//! read deadline, authentication and tenancy of the `/api/v1` routes, JSON bodies on every
+//! error; docs/broker-contract.md §1), the connection loop (`server.rs`), request parsing
+//! (`input.rs`, `items.rs`), how an `ApiError` answers (`response.rs`), and the routes
+//! (`routes/`).
 
-pub mod ack;
 pub mod auth;
-pub mod configure;
-pub mod dlq;
-pub mod dlq_admin;
-pub mod health;
-pub mod lease;
-pub mod messages;
-pub mod pop;
-pub mod push;
-pub mod queues;
-pub mod resources;
-pub mod status;
-pub mod transaction;
+pub mod body_timeout;
+mod dlq_ops;
+pub mod input;
+pub mod items;
+mod known_queue;
+mod response;
+pub mod routes;
+pub mod server;
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
@@ -25,6 +24,10 @@ use axum::Router;
 use serde_json::json;
 
 use crate::state::AppState;
+use routes::{
+    ack, configure, dlq, dlq_admin, health, lease, messages, pop, push, queues, resources, status,
+    transaction,
+};
 
 /// Every route, with request counting, the configurable body limit, authentication of
 /// the `/api/v1` routes (tenancy) and JSON bodies on every error.
@@ -59,7 +62,7 @@ pub fn router(state: AppState) -> Router {
         // Inside the request count, so a body timeout is counted as the 408 it answers.
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::body_timeout::body_deadline,
+            crate::http::body_timeout::body_deadline,
         ))
         // route_layer: runs after routing, so the matched route template is known.
         .route_layer(middleware::from_fn_with_state(
