@@ -11,6 +11,8 @@ use axum::http::StatusCode;
 pub enum ApiError {
     /// The request itself is wrong; nothing was changed.
     BadRequest(String),
+    /// A query parameter out of its range or unparsable (400 naming it in `parameter`).
+    BadParameter { name: String, message: String },
     /// Missing, malformed, badly signed or expired bearer token (401).
     Unauthorized(String),
     /// A valid token that does not grant access, e.g. no `tenant` claim (403).
@@ -34,7 +36,7 @@ impl ApiError {
     /// The HTTP status this error answers with (http/response.rs writes the body).
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::BadParameter { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -46,6 +48,7 @@ impl ApiError {
     pub fn message(&self) -> &str {
         match self {
             ApiError::BadRequest(m)
+            | ApiError::BadParameter { message: m, .. }
             | ApiError::Unauthorized(m)
             | ApiError::Forbidden(m)
             | ApiError::Unavailable(m)

@@ -43,6 +43,11 @@ pub use error::DbError;
 pub use pop::{PopArgs, PopSlice};
 pub use push::{DedupRow, PartitionFound, PushSegment};
 
+/// The version of the extension SQL this broker speaks: the workspace's `queen_ack`
+/// version (the root Cargo.toml; a unit test keeps the two equal). `/health` compares the
+/// database's `extversion` with it.
+pub const EXTENSION_VERSION: &str = "0.2.0";
+
 /// Statement arguments, as tokio-postgres takes them.
 type Args<'a> = [&'a (dyn ToSql + Sync)];
 
@@ -133,4 +138,21 @@ impl Conn {
 fn get<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, DbError> {
     row.try_get(i)
         .map_err(|e| DbError::Unreadable(format!("column {i}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The extension's version is the root package's (its control file says
+    /// `default_version = '@CARGO_VERSION@'`).
+    #[test]
+    fn the_expected_sql_version_is_the_workspace_extension_version() {
+        let root = include_str!("../../../Cargo.toml");
+        let package = &root[root.find("[package]").expect("root package")..];
+        let version = package
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("version = "))
+            .expect("package version")
+            .trim_matches('"');
+        assert_eq!(super::EXTENSION_VERSION, version);
+    }
 }

@@ -1,6 +1,8 @@
 //! Reading a request: JSON bodies, names, ids and lease lengths, each refused with a
 //! 400 naming what is wrong (nothing is changed by a refused request).
 
+use std::collections::HashMap;
+
 use queen_log::names::{self, NameKind};
 use serde::Deserialize;
 
@@ -54,4 +56,123 @@ pub fn check_lease_cap(name: &str, n: i64, max: i32) -> ApiResult<()> {
         )));
     }
     Ok(())
+}
+
+/// The rule of one numeric query parameter: its name and inclusive range, and what sets
+/// the maximum (a knob or the contract; named in the error, may be empty).
+pub struct Param<'a> {
+    pub name: &'a str,
+    pub min: i64,
+    pub max: i64,
+    pub max_is: &'a str,
+}
+
+impl Param<'_> {
+    fn refuse(&self, v: &str, what: &str) -> ApiError {
+        let why = if self.max_is.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.max_is)
+        };
+        ApiError::BadParameter {
+            name: self.name.to_string(),
+            message: format!(
+                "{} must be {what} from {} to {}{why}, got {v:?}",
+                self.name, self.min, self.max
+            ),
+        }
+    }
+
+    fn raw<'q>(&self, q: &'q HashMap<String, String>) -> Option<&'q str> {
+        q.get(self.name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// `offset` of every paged listing: rows to skip, default 0.
+pub const OFFSET: Param<'static> = Param {
+    name: "offset",
+    min: 0,
+    max: i32::MAX as i64,
+    max_is: "",
+};
+
+/// The one parser of integer query parameters (`limit`, `offset`, `batch`, `timeout`,
+/// ...): absent or empty → None (the caller's default); otherwise an integer within the
+/// range, else a 400 naming the parameter and its range. Never a clamp: a silently
+/// shortened page or batch would hide the client's mistake.
+pub fn int_query(q: &HashMap<String, String>, p: &Param<'_>) -> ApiResult<Option<i64>> {
+    let Some(v) = p.raw(q) else {
+        return Ok(None);
+    };
+    v.parse::<i64>()
+        .ok()
+        .filter(|n| (p.min..=p.max).contains(n))
+        .map(Some)
+        .ok_or_else(|| p.refuse(v, "an integer"))
+}
+
+/// The same for a number of seconds that may have a fraction (`minLagSeconds`).
+pub fn seconds_query(q: &HashMap<String, String>, p: &Param<'_>) -> ApiResult<Option<f64>> {
+    let Some(v) = p.raw(q) else {
+        return Ok(None);
+    };
+    v.parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= p.min as f64 && *n <= p.max as f64)
+        .map(Some)
+        .ok_or_else(|| p.refuse(v, "a number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(k: &str, v: &str) -> HashMap<String, String> {
+        HashMap::from([(k.to_string(), v.to_string())])
+    }
+
+    const LIMIT: Param<'static> = Param {
+        name: "limit",
+        min: 1,
+        max: 1000,
+        max_is: "",
+    };
+
+    #[test]
+    fn in_range_absent_and_empty() {
+        assert_eq!(int_query(&q("limit", "1"), &LIMIT).unwrap(), Some(1));
+        assert_eq!(int_query(&q("limit", "1000"), &LIMIT).unwrap(), Some(1000));
+        assert_eq!(int_query(&q("limit", ""), &LIMIT).unwrap(), None);
+        assert_eq!(int_query(&HashMap::new(), &LIMIT).unwrap(), None);
+    }
+
+    #[test]
+    fn out_of_range_or_unparsable_is_a_400_naming_the_parameter() {
+        for v in [
+            "0",
+            "-5",
+            "1001",
+            "999999999999999999999",
+            "ten",
+            "1.5",
+            " 3",
+        ] {
+            match int_query(&q("limit", v), &LIMIT) {
+                Err(ApiError::BadParameter { name, message }) => {
+                    assert_eq!(name, "limit");
+                    assert!(message.contains("from 1 to 1000"), "{message}");
+                }
+                other => panic!("{v}: {other:?}"),
+            }
+        }
+        for v in ["-1", "NaN", "inf", "1001", "x"] {
+            assert!(seconds_query(&q("limit", v), &LIMIT).is_err(), "{v}");
+        }
+        assert_eq!(
+            seconds_query(&q("limit", "2.5"), &LIMIT).unwrap(),
+            Some(2.5)
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! How an [`ApiError`] answers: `{"error": <text>}` with its status, `Retry-After` on
+//! How an [`ApiError`] answers: `{"error": <text>}` with its status (and `"parameter"`
+//! naming a bad query parameter), `Retry-After` on
 //! every 503 (nothing was written; retry), `WWW-Authenticate` on a 401. Server errors are
 //! logged.
 
@@ -23,7 +24,13 @@ impl IntoResponse for ApiError {
                 "request failed"
             );
         }
-        let mut resp = (status, Json(json!({ "error": self.message() }))).into_response();
+        let body = match &self {
+            ApiError::BadParameter { name, message } => {
+                json!({ "error": message, "parameter": name })
+            }
+            _ => json!({ "error": self.message() }),
+        };
+        let mut resp = (status, Json(body)).into_response();
         match status {
             StatusCode::SERVICE_UNAVAILABLE => {
                 resp.headers_mut().insert(

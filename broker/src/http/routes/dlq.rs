@@ -11,15 +11,20 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::http::auth::Tenant;
-use crate::http::input::check_name;
+use crate::http::input::{check_name, int_query, Param, OFFSET};
 use crate::state::AppState;
 use crate::util::QUEUE_MODE;
 use queen_log::names::NameKind;
 
-/// Largest page; a larger `limit` is a 400 (page through with `offset`).
-pub const MAX_LIMIT: i32 = 1000;
+/// `limit`: 1 to 1000 rows a page (page through with `offset`); default 100.
+const LIMIT: Param<'static> = Param {
+    name: "limit",
+    min: 1,
+    max: 1000,
+    max_is: "",
+};
 
 pub async fn list(
     State(state): State<AppState>,
@@ -27,8 +32,8 @@ pub async fn list(
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    let limit = bounded(get("limit"), "limit", 100, 1, MAX_LIMIT)?;
-    let offset = bounded(get("offset"), "offset", 0, 0, i32::MAX)?;
+    let limit = int_query(&q, &LIMIT)?.unwrap_or(100) as i32;
+    let offset = int_query(&q, &OFFSET)?.unwrap_or(0) as i32;
     let queue = get("queue");
     let group = get("consumerGroup");
     for (kind, name) in [(NameKind::Queue, queue), (NameKind::ConsumerGroup, group)] {
@@ -54,23 +59,6 @@ pub async fn list(
 struct Listing<'a> {
     messages: Vec<Listed<'a>>,
     pagination: Value,
-}
-
-/// An integer query parameter within `[min, max]`; anything else is a 400 naming it.
-fn bounded(v: Option<&str>, name: &str, default: i32, min: i32, max: i32) -> ApiResult<i32> {
-    match v {
-        None => Ok(default),
-        Some(v) => v
-            .parse::<i64>()
-            .ok()
-            .filter(|n| (i64::from(min)..=i64::from(max)).contains(n))
-            .map(|n| n as i32)
-            .ok_or_else(|| {
-                ApiError::bad(format!(
-                    "{name} must be an integer from {min} to {max}, got {v:?}"
-                ))
-            }),
-    }
 }
 
 /// One DLQ row on the wire (broker.md §1).

@@ -24,7 +24,7 @@ use uuid::Uuid;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::dlq_ops::{delete, redrive, redriven, replay_answer};
-use crate::http::input::parse_json;
+use crate::http::input::{int_query, parse_json, Param};
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
@@ -152,13 +152,14 @@ pub async fn purge(
                           "message": "Bulk DLQ purge requires an exact queue name"});
         return Ok((StatusCode::BAD_REQUEST, Json(body)).into_response());
     };
-    let limit =
-        match get("limit") {
-            None => None,
-            Some(v) => Some(v.parse::<i32>().ok().filter(|n| *n >= 1).ok_or_else(|| {
-                ApiError::bad(format!("limit must be an integer >= 1, got {v:?}"))
-            })?),
-        };
+    // Absent: every matching row.
+    let limit = Param {
+        name: "limit",
+        min: 1,
+        max: i32::MAX as i64,
+        max_is: "",
+    };
+    let limit = int_query(&params, &limit)?.map(|n| n as i32);
     let group = get("consumerGroup");
     let d = state
         .db

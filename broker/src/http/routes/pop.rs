@@ -22,7 +22,7 @@ use crate::db::{PopArgs, PopSlice as Slice};
 use crate::engine::registry::Delivered;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
-use crate::http::input::{check_lease_cap, check_name, check_queue_name};
+use crate::http::input::{check_name, check_queue_name, int_query, Param};
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 use crate::util::{group_or_queue_mode, iso_ms, named_group};
@@ -81,35 +81,38 @@ fn parse(
     q: &HashMap<String, String>,
 ) -> ApiResult<PopReq> {
     let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    let max = i64::from(state.config.max_batch);
-    let batch = int_param(get("batch"), "batch", 1, 1, max, "QUEEN_MAX_BATCH")? as i32;
-    let max_partitions = int_param(
-        get("partitions"),
-        "partitions",
-        1,
-        1,
-        max,
-        "QUEEN_MAX_BATCH",
-    )? as i32;
-    let timeout_ms = int_param(
-        get("timeout"),
-        "timeout",
-        DEFAULT_TIMEOUT_MS as i64,
-        0,
-        MAX_TIMEOUT_MS as i64,
-        "the long-poll cap, milliseconds",
-    )? as u64;
-    // ≤ 0 (or absent) means the queue's lease_time (broker.md §1), never an error.
-    let lease_seconds = match get("leaseSeconds") {
-        None => None,
-        Some(v) => {
-            let n = v.parse::<i64>().map_err(|_| {
-                ApiError::bad(format!("leaseSeconds must be an integer, got {v:?}"))
-            })?;
-            check_lease_cap("leaseSeconds", n, state.config.max_lease_seconds)?;
-            Some(n.max(0) as i32)
-        }
+    let cfg = &state.config;
+    let batch = Param {
+        name: "batch",
+        min: 1,
+        max: i64::from(cfg.max_batch),
+        max_is: "QUEEN_MAX_BATCH",
     };
+    let batch = int_query(q, &batch)?.unwrap_or(1) as i32;
+    let partitions = Param {
+        name: "partitions",
+        min: 1,
+        max: i64::from(cfg.max_batch),
+        max_is: "QUEEN_MAX_BATCH",
+    };
+    let max_partitions = int_query(q, &partitions)?.unwrap_or(1) as i32;
+    let timeout = Param {
+        name: "timeout",
+        min: 0,
+        max: MAX_TIMEOUT_MS as i64,
+        max_is: "the long-poll cap, milliseconds",
+    };
+    let timeout_ms = int_query(q, &timeout)?.unwrap_or(DEFAULT_TIMEOUT_MS as i64) as u64;
+    // ≤ 0 (or absent) means the queue's lease_time (docs/broker-contract.md §1), never an
+    // error; above QUEEN_MAX_LEASE_SECONDS is one (a clamp would hand out a shorter lease
+    // than asked for without saying).
+    let lease = Param {
+        name: "leaseSeconds",
+        min: i64::from(i32::MIN),
+        max: i64::from(cfg.max_lease_seconds),
+        max_is: "QUEEN_MAX_LEASE_SECONDS; 0 or less means the queue's leaseTime",
+    };
+    let lease_seconds = int_query(q, &lease)?.map(|n| n.max(0) as i32);
     check_queue_name(&queue)?;
     if let Some(p) = &partition {
         check_name(NameKind::Partition, p)?;
@@ -140,35 +143,6 @@ fn parse(
         },
         tenant,
     })
-}
-
-/// An integer query parameter within `[min, max]` (`why` names the upper bound); anything
-/// else — not a number, negative, zero where 1 is the minimum, too large — is a 400.
-fn int_param(
-    v: Option<&str>,
-    name: &str,
-    default: i64,
-    min: i64,
-    max: i64,
-    why: &str,
-) -> ApiResult<i64> {
-    match v {
-        None => Ok(default),
-        Some(v) => {
-            let n = v
-                .parse::<i64>()
-                .map_err(|_| ApiError::bad(format!("{name} must be an integer, got {v:?}")))?;
-            if n < min {
-                Err(ApiError::bad(format!("{name} must be >= {min}, got {n}")))
-            } else if n > max {
-                Err(ApiError::bad(format!(
-                    "{name} must be <= {max} ({why}), got {n}"
-                )))
-            } else {
-                Ok(n)
-            }
-        }
-    }
 }
 
 fn bool_param(v: Option<&str>, name: &str) -> ApiResult<bool> {

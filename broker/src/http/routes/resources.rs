@@ -22,8 +22,9 @@ use queen_log::stats::{median, Figures};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::http::auth::Tenant;
+use crate::http::input::{int_query, Param};
 use crate::http::known_queue::{queue_not_found, KnownQueue};
 use crate::ops::queue_stats::{load, PartitionStats, QueueStats};
 use crate::ops::queue_views::{
@@ -32,9 +33,14 @@ use crate::ops::queue_views::{
 };
 use crate::state::AppState;
 
-/// `GET /api/v1/resources/partitions` default and largest `limit` (Queen's).
+/// `GET /api/v1/resources/partitions` `limit`: Queen's default 610 and largest 5000.
 const PARTITIONS_DEFAULT: i64 = 610;
-const PARTITIONS_MAX: i64 = 5000;
+const PARTITIONS_LIMIT: Param<'static> = Param {
+    name: "limit",
+    min: 1,
+    max: 5000,
+    max_is: "",
+};
 
 fn groups_json(q: &QueueStats) -> Vec<Value> {
     q.groups()
@@ -175,13 +181,7 @@ pub async fn partitions(
         .get("queue")
         .map(String::as_str)
         .filter(|q| !q.is_empty());
-    let limit = match params.get("limit").filter(|v| !v.is_empty()) {
-        None => PARTITIONS_DEFAULT,
-        Some(v) => v
-            .parse::<i64>()
-            .map_err(|_| ApiError::bad(format!("limit must be an integer, got {v:?}")))?
-            .clamp(1, PARTITIONS_MAX),
-    };
+    let limit = int_query(&params, &PARTITIONS_LIMIT)?.unwrap_or(PARTITIONS_DEFAULT);
     let queues = load(&state.db, Some(tenant), queue).await?;
     if queue.is_some() && queues.is_empty() {
         return Ok(queue_not_found());

@@ -19,8 +19,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::http::auth::Tenant;
+use crate::http::input::{int_query, seconds_query, Param, OFFSET};
 use crate::http::known_queue::KnownQueue;
 use crate::ops::queue_stats::{load, QueueStats};
 use crate::ops::queue_views::{
@@ -28,21 +29,24 @@ use crate::ops::queue_views::{
 };
 use crate::state::AppState;
 
-/// `/status/queues` page size default (Queen's).
-const STATUS_LIMIT: i64 = 100;
-/// `/consumer-groups/lagging` threshold default (Queen's server default), seconds.
+/// `/status/queues` page size: Queen's default 100; at most 1000 a page (ours, as the
+/// DLQ listing's).
+const STATUS_LIMIT_DEFAULT: i64 = 100;
+const STATUS_LIMIT: Param<'static> = Param {
+    name: "limit",
+    min: 1,
+    max: 1000,
+    max_is: "",
+};
+/// `/consumer-groups/lagging` threshold default (Queen's server default), seconds, and
+/// its range.
 const LAGGING_DEFAULT_S: f64 = 3600.0;
-
-fn int(params: &HashMap<String, String>, key: &str, default: i64, min: i64) -> ApiResult<i64> {
-    match params.get(key).filter(|v| !v.is_empty()) {
-        None => Ok(default),
-        Some(v) => {
-            v.parse::<i64>().ok().filter(|n| *n >= min).ok_or_else(|| {
-                ApiError::bad(format!("{key} must be an integer >= {min}, got {v:?}"))
-            })
-        }
-    }
-}
+const MIN_LAG: Param<'static> = Param {
+    name: "minLagSeconds",
+    min: 0,
+    max: i32::MAX as i64,
+    max_is: "",
+};
 
 /// `GET /api/v1/status/queues`: queues newest first, filtered by name, namespace and
 /// task, one page. `pending` is not net of processing here (as in Queen).
@@ -51,8 +55,8 @@ pub async fn queues(
     Tenant(tenant): Tenant,
     Query(params): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
-    let limit = int(&params, "limit", STATUS_LIMIT, 1)?;
-    let offset = int(&params, "offset", 0, 0)?;
+    let limit = int_query(&params, &STATUS_LIMIT)?.unwrap_or(STATUS_LIMIT_DEFAULT);
+    let offset = int_query(&params, &OFFSET)?.unwrap_or(0);
     let get = |k: &str| params.get(k).map(String::as_str).filter(|v| !v.is_empty());
     let queues = load(&state.db, Some(tenant), get("queue")).await?;
     let page: Vec<Value> = queues
@@ -192,16 +196,7 @@ pub async fn lagging(
     Tenant(tenant): Tenant,
     Query(params): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Vec<Value>>> {
-    let min = match params.get("minLagSeconds").filter(|v| !v.is_empty()) {
-        None => LAGGING_DEFAULT_S,
-        Some(v) => v
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite() && *n >= 0.0)
-            .ok_or_else(|| {
-                ApiError::bad(format!("minLagSeconds must be a number >= 0, got {v:?}"))
-            })?,
-    };
+    let min = seconds_query(&params, &MIN_LAG)?.unwrap_or(LAGGING_DEFAULT_S);
     let queues = load(&state.db, Some(tenant), None).await?;
     let mut rows: Vec<(f64, Value)> = queues
         .iter()
