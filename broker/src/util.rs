@@ -3,10 +3,10 @@
 
 use chrono::{DateTime, Utc};
 
-/// The queue-mode consumer group (contract conventions).
+/// The queue-mode consumer group (docs/contract.md, conventions).
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
 
-/// The default tenant (contract conventions): every request's tenant while tenancy is off.
+/// The default tenant (docs/contract.md, conventions): every request's tenant while tenancy is off.
 pub const DEFAULT_TENANT: uuid::Uuid = uuid::Uuid::from_u128(1);
 
 /// Heap bytes of a std `HashMap`/`HashSet` table whose `capacity()` is `capacity`, with

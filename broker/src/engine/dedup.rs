@@ -1,4 +1,4 @@
-//! Push dedup watermark cache (contract §4, `p_verified`).
+//! Push dedup watermark cache (docs/contract.md §4, `p_verified`).
 //!
 //! The extension's dedup probe scans every sidecar row of the window above `p_verified`;
 //! with `-1` that is O(window) per push. This cache remembers, per partition, the hashes
@@ -702,7 +702,7 @@ mod tests {
         assert!(c.wants_load_at(pid, 60, now + RETRY_AFTER));
     }
 
-    /// The thrash case of issue 12 item 11: pushes round-robin over more partitions than
+    /// The thrash case: pushes round-robin over more partitions than
     /// fit. Plain LRU reloads on almost every push; with admission the partitions that
     /// were evicted are skipped (no load) until they fit or the retry interval passes.
     #[test]

@@ -1,10 +1,10 @@
-//! Ack fusion (broker.md §4): fast-path acks are parked on a shard (chosen by a hash of
-//! the partition id, so one partition's acks share a shard) and flushed together as one
-//! `log_ack_multi_v1` call. The shards are crate::engine::lanes, which hold the adaptive rule:
-//! an ack that finds its shard idle (nothing parked, nothing in flight) runs the one
-//! `log_ack_at_v1` that `QUEEN_ACK_FUSION=0` runs, in its own handler; only acks that
-//! overlap park, and a shard flushes what is parked at once, at most one flush in flight
-//! per shard. `QUEEN_ACK_FUSION_HOLD_MS` is only the lanes' liveness backstop tick.
+//! Ack fusion (docs/broker-contract.md §4): fast-path acks are parked on a shard (chosen by
+//! a hash of the partition id, so one partition's acks share a shard) and flushed together
+//! as one `log_ack_multi_v1` call. The shards are crate::engine::lanes, which hold the
+//! adaptive rule: an ack that finds its shard idle (nothing parked, nothing in flight) runs
+//! the one `log_ack_at_v1` that `QUEEN_ACK_FUSION=0` runs, in its own handler; only acks
+//! that overlap park, and a shard flushes what is parked at once, at most one flush in
+//! flight per shard. `QUEEN_ACK_FUSION_HOLD_MS` is only the lanes' liveness backstop tick.
 //!
 //! Flushes of all shards together are capped by `QUEEN_ACK_FUSION_MAX_INFLIGHT` (default:
 //! the broker's CPU count). Measured on 2 cores, 64 consumers: eight shards flushing ~2

@@ -8,7 +8,7 @@
 //! order. What stays true, and why:
 //! - A 201 means committed: a round is answered after its statement returned.
 //! - A request's per-partition order: its segments stay in its order inside the fused
-//!   arrays, and the extension pushes in input order (contract §4).
+//!   arrays, and the extension pushes in input order (docs/contract.md §4).
 //! - Duplicate verdicts per item: the extension pushes each element as log_push_one_v1
 //!   does, and a later element sees what an earlier one of the same transaction wrote, so
 //!   a transactionId pushed by two fused requests is queued for the first and a duplicate

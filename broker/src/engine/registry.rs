@@ -1,6 +1,6 @@
-//! Ack registry (broker.md §3): what this process delivered on each leasing pop, so that
-//! an ack of exactly that batch can be one positional advance instead of a by-hash
-//! resolution. A pure accelerator: every miss, and every row the database refuses,
+//! Ack registry (docs/broker-contract.md §3): what this process delivered on each leasing
+//! pop, so that an ack of exactly that batch can be one positional advance instead of a
+//! by-hash resolution. A pure accelerator: every miss, and every row the database refuses,
 //! falls back to the SQL path.
 //!
 //! Keyed (partition_id, consumer_group). Born on a leasing pop that delivered frames

@@ -1,4 +1,4 @@
-//! Tenancy (broker.md §1, §2 step 3, §5): when `QUEEN_JWT_SECRET` is set, every
+//! Tenancy (docs/broker-contract.md §1, §2 step 3, §5): when `QUEEN_JWT_SECRET` is set, every
 //! `/api/v1` request carries `Authorization: Bearer <JWT>`, HS256-signed with that secret,
 //! whose `tenant` claim (a uuid) scopes everything the request touches.
 //!

@@ -1,4 +1,4 @@
-//! `QUEEN_BODY_READ_TIMEOUT_MS` (issue 12, item 9): a request body must arrive
+//! `QUEEN_BODY_READ_TIMEOUT_MS`: a request body must arrive
 //! completely within this time after its header. The body is wrapped in a deadline; when
 //! it passes, the body fails, whatever handler was reading it gives up, and the answer
 //! is replaced by 408 `{"error":...}` with `Connection: close`, so hyper closes the

@@ -1,5 +1,5 @@
 //! The DLQ operations more than one route runs (Queen's message-address routes in
-//! routes/messages.rs, ours in routes/dlq_admin.rs): redrive, delete, and the replay
+//! http/routes/messages.rs, ours in http/routes/dlq_admin.rs): redrive, delete, and the replay
 //! answer of one redriven row.
 
 use axum::http::StatusCode;

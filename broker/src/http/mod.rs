@@ -74,7 +74,7 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Operating a queue (issue 16): Queen's admin views, DLQ redrive and deletion.
+/// Operating a queue: Queen's admin views, DLQ redrive and deletion.
 fn admin_routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/resources/queues", get(resources::list_queues))
@@ -102,9 +102,9 @@ fn admin_routes() -> Router<AppState> {
         .route("/api/v1/dlq/{id}/replay", post(dlq_admin::replay))
 }
 
-/// Error bodies are JSON everywhere (broker.md §1): axum's own rejections (413 body too
-/// large, 404, 405, a malformed query string) answer in plain text, so they are wrapped
-/// as `{"error": <text>}` with the same status.
+/// Error bodies are JSON everywhere (docs/broker-contract.md §1): axum's own rejections
+/// (413 body too large, 404, 405, a malformed query string) answer in plain text, so they
+/// are wrapped as `{"error": <text>}` with the same status.
 async fn json_errors(req: Request, next: Next) -> Response {
     let resp = next.run(req).await;
     let status = resp.status();

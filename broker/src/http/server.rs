@@ -1,5 +1,5 @@
 //! The connection loop: hyper's HTTP/1 server over each accepted connection, with what
-//! `axum::serve` cannot be configured to do (issue 12, items 9 and 10):
+//! `axum::serve` cannot be configured to do:
 //!
 //! - a header read timeout (`QUEEN_HEADER_READ_TIMEOUT_MS`): a connection that does not
 //!   deliver a complete request header in time — a slow-loris client sending one byte a

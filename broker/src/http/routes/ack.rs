@@ -1,4 +1,4 @@
-//! `POST /api/v1/ack` and `POST /api/v1/ack/batch` (broker.md §2).
+//! `POST /api/v1/ack` and `POST /api/v1/ack/batch` (docs/broker-contract.md §2).
 //!
 //! Items are grouped by (partitionId, consumer group, leaseId). A group whose items are
 //! all completed and exactly match what this process delivered under that lease takes
@@ -33,9 +33,9 @@ const UNRESOLVED: &str = "unresolvable: transaction not in the ack window (hash 
 const STALE: &str = "already committed: the cursor moved past this message before this ack";
 const DLQ_REJECTED: &str = "dlq rejected";
 const FLUSH_FAILED: &str = "ack flush failed; lease will expire and redeliver";
-/// What `log_ack_by_hash_v1` answers for a partition without a cursor row: also the
-/// answer for a partition of another tenant (broker.md §2 step 3), so the two cannot be
-/// told apart.
+/// What `log_ack_by_hash_v1` answers for a partition without a cursor row: also the answer
+/// for a partition of another tenant (docs/broker-contract.md §2 step 3), so the two cannot
+/// be told apart.
 const NOT_FOUND: &str = "consumer not found";
 
 /// Each acknowledgment stays raw JSON until crate::http::items reads it: no `Value` tree.
@@ -111,7 +111,7 @@ pub async fn ack_batch(
 /// Each group is its own statement, so a batch is not one transaction: when a group
 /// fails (statement timeout on a locked cursor row, lost connection) after another one
 /// was applied, the answer is 200 with the failed group's items `success: false` and
-/// the reason, never a 5xx that would claim nothing was written (issue 12 item 4). Only
+/// the reason, never a 5xx that would claim nothing was written. Only
 /// when every group failed is the answer the first group's error.
 async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<Vec<Answer>> {
     let mut outs = vec![Out::default(); items.len()];
@@ -226,7 +226,7 @@ async fn ack_group(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
     }
 }
 
-/// broker.md §2 step 4: every item completed, the acked set equals the delivered set,
+/// docs/broker-contract.md §2 step 4: every item completed, the acked set equals the delivered set,
 /// same worker → one positional advance to batch_end, through fusion when it is on,
 /// else one synchronous `log_ack_at_v1`.
 async fn fast_path(state: &AppState, g: &[&Item]) -> ApiResult<Fast> {
@@ -275,7 +275,7 @@ async fn ack_at(state: &AppState, parked: &Parked) -> ApiResult<bool> {
     Ok(db.log_ack_at(&parked.row()).await?.done().is_some())
 }
 
-/// broker.md §2 step 5: the authority, with its lists mapped back to the items.
+/// docs/broker-contract.md §2 step 5: the authority, with its lists mapped back to the items.
 async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
     let first = g[0];
     let lease = first.lease.as_deref();

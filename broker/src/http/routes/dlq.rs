@@ -61,7 +61,7 @@ struct Listing<'a> {
     pagination: Value,
 }
 
-/// One DLQ row on the wire (broker.md §1).
+/// One DLQ row on the wire (docs/broker-contract.md §1).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Listed<'a> {

@@ -1,5 +1,5 @@
 //! `POST /api/v1/lease/{leaseId}/extend`: best-effort renewal; always 200 unless the
-//! database is unreachable (broker.md §5).
+//! database is unreachable (docs/broker-contract.md §5).
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};

@@ -118,7 +118,7 @@ fn group_items(items: &[PushItem]) -> Vec<Group> {
 }
 
 /// The id of every group whose partition exists already, and its queue's dedup window
-/// now (the cache checks it, dedup.rs): one call per request, before pushing. Returns
+/// now (the cache checks it, engine/dedup.rs): one call per request, before pushing. Returns
 /// the windows by group.
 async fn known_partitions(
     db: &Conn,
@@ -140,7 +140,7 @@ async fn known_partitions(
 }
 
 /// Known partitions with a dedup window, each loaded into the dedup cache if it was not
-/// (see dedup.rs). New partitions and window-0 queues are not cached: their pushes
+/// (see engine/dedup.rs). New partitions and window-0 queues are not cached: their pushes
 /// probe with -1, which is cheap for them.
 async fn dedup_targets(
     db: &Conn,

@@ -1,5 +1,5 @@
 //! `POST /api/v1/transaction`: pushes and acks in one database transaction through
-//! `log_transaction_wire_v1`, all or nothing (broker.md §1).
+//! `log_transaction_wire_v1`, all or nothing (docs/broker-contract.md §1).
 //!
 //! Pushes are encoded here exactly as for `/push`. Acks are grouped by (partitionId,
 //! group); a group goes in positional form when this process served its pop and the
@@ -114,7 +114,7 @@ pub async fn transaction(
     mark_request_duplicates(p.pushes.iter_mut());
     let pushes = encode_pushes(&p.pushes).await?;
     // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
-    // wire itself then refuses it exactly like a nonexistent one (contract §9 step 1).
+    // wire itself then refuses it exactly like a nonexistent one (docs/contract.md §9 step 1).
     let owned = owned_partitions(&state, tenant, p.acks.iter().map(|a| a.pid)).await?;
     let db = state.db.conn().await?;
     let mut acks = Vec::new();
