@@ -67,7 +67,22 @@ pub struct Param<'a> {
     pub max_is: &'a str,
 }
 
-impl Param<'_> {
+impl<'a> Param<'a> {
+    /// `name` takes an integer from `min` to `max`.
+    pub const fn new(name: &'a str, min: i64, max: i64) -> Self {
+        Param {
+            name,
+            min,
+            max,
+            max_is: "",
+        }
+    }
+
+    /// The same, naming what sets the maximum in the error.
+    pub const fn max_is(self, max_is: &'a str) -> Self {
+        Param { max_is, ..self }
+    }
+
     fn refuse(&self, v: &str, what: &str) -> ApiError {
         let why = if self.max_is.is_empty() {
             String::new()
@@ -91,12 +106,7 @@ impl Param<'_> {
 }
 
 /// `offset` of every paged listing: rows to skip, default 0.
-pub const OFFSET: Param<'static> = Param {
-    name: "offset",
-    min: 0,
-    max: i32::MAX as i64,
-    max_is: "",
-};
+pub const OFFSET: Param<'static> = Param::new("offset", 0, i32::MAX as i64);
 
 /// The one parser of integer query parameters (`limit`, `offset`, `batch`, `timeout`,
 /// ...): absent or empty → None (the caller's default); otherwise an integer within the
@@ -133,12 +143,7 @@ mod tests {
         HashMap::from([(k.to_string(), v.to_string())])
     }
 
-    const LIMIT: Param<'static> = Param {
-        name: "limit",
-        min: 1,
-        max: 1000,
-        max_is: "",
-    };
+    const LIMIT: Param<'static> = Param::new("limit", 1, 1000);
 
     #[test]
     fn in_range_absent_and_empty() {

@@ -19,12 +19,7 @@ use crate::util::QUEUE_MODE;
 use queen_log::names::NameKind;
 
 /// `limit`: 1 to 1000 rows a page (page through with `offset`); default 100.
-const LIMIT: Param<'static> = Param {
-    name: "limit",
-    min: 1,
-    max: 1000,
-    max_is: "",
-};
+const LIMIT: Param<'static> = Param::new("limit", 1, 1000);
 
 pub async fn list(
     State(state): State<AppState>,

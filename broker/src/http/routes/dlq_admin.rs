@@ -153,12 +153,7 @@ pub async fn purge(
         return Ok((StatusCode::BAD_REQUEST, Json(body)).into_response());
     };
     // Absent: every matching row.
-    let limit = Param {
-        name: "limit",
-        min: 1,
-        max: i32::MAX as i64,
-        max_is: "",
-    };
+    let limit = Param::new("limit", 1, i32::MAX as i64);
     let limit = int_query(&params, &limit)?.map(|n| n as i32);
     let group = get("consumerGroup");
     let d = state

@@ -82,36 +82,23 @@ fn parse(
 ) -> ApiResult<PopReq> {
     let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
     let cfg = &state.config;
-    let batch = Param {
-        name: "batch",
-        min: 1,
-        max: i64::from(cfg.max_batch),
-        max_is: "QUEEN_MAX_BATCH",
-    };
+    let batch = Param::new("batch", 1, i64::from(cfg.max_batch)).max_is("QUEEN_MAX_BATCH");
     let batch = int_query(q, &batch)?.unwrap_or(1) as i32;
-    let partitions = Param {
-        name: "partitions",
-        min: 1,
-        max: i64::from(cfg.max_batch),
-        max_is: "QUEEN_MAX_BATCH",
-    };
+    let partitions =
+        Param::new("partitions", 1, i64::from(cfg.max_batch)).max_is("QUEEN_MAX_BATCH");
     let max_partitions = int_query(q, &partitions)?.unwrap_or(1) as i32;
-    let timeout = Param {
-        name: "timeout",
-        min: 0,
-        max: MAX_TIMEOUT_MS as i64,
-        max_is: "the long-poll cap, milliseconds",
-    };
+    let timeout =
+        Param::new("timeout", 0, MAX_TIMEOUT_MS as i64).max_is("the long-poll cap, milliseconds");
     let timeout_ms = int_query(q, &timeout)?.unwrap_or(DEFAULT_TIMEOUT_MS as i64) as u64;
     // ≤ 0 (or absent) means the queue's lease_time (docs/broker-contract.md §1), never an
     // error; above QUEEN_MAX_LEASE_SECONDS is one (a clamp would hand out a shorter lease
     // than asked for without saying).
-    let lease = Param {
-        name: "leaseSeconds",
-        min: i64::from(i32::MIN),
-        max: i64::from(cfg.max_lease_seconds),
-        max_is: "QUEEN_MAX_LEASE_SECONDS; 0 or less means the queue's leaseTime",
-    };
+    let lease = Param::new(
+        "leaseSeconds",
+        i64::from(i32::MIN),
+        i64::from(cfg.max_lease_seconds),
+    )
+    .max_is("QUEEN_MAX_LEASE_SECONDS; 0 or less means the queue's leaseTime");
     let lease_seconds = int_query(q, &lease)?.map(|n| n.max(0) as i32);
     check_queue_name(&queue)?;
     if let Some(p) = &partition {

@@ -35,12 +35,7 @@ use crate::state::AppState;
 
 /// `GET /api/v1/resources/partitions` `limit`: Queen's default 610 and largest 5000.
 const PARTITIONS_DEFAULT: i64 = 610;
-const PARTITIONS_LIMIT: Param<'static> = Param {
-    name: "limit",
-    min: 1,
-    max: 5000,
-    max_is: "",
-};
+const PARTITIONS_LIMIT: Param<'static> = Param::new("limit", 1, 5000);
 
 fn groups_json(q: &QueueStats) -> Vec<Value> {
     q.groups()

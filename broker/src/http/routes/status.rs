@@ -32,21 +32,11 @@ use crate::state::AppState;
 /// `/status/queues` page size: Queen's default 100; at most 1000 a page (ours, as the
 /// DLQ listing's).
 const STATUS_LIMIT_DEFAULT: i64 = 100;
-const STATUS_LIMIT: Param<'static> = Param {
-    name: "limit",
-    min: 1,
-    max: 1000,
-    max_is: "",
-};
+const STATUS_LIMIT: Param<'static> = Param::new("limit", 1, 1000);
 /// `/consumer-groups/lagging` threshold default (Queen's server default), seconds, and
 /// its range.
 const LAGGING_DEFAULT_S: f64 = 3600.0;
-const MIN_LAG: Param<'static> = Param {
-    name: "minLagSeconds",
-    min: 0,
-    max: i32::MAX as i64,
-    max_is: "",
-};
+const MIN_LAG: Param<'static> = Param::new("minLagSeconds", 0, i32::MAX as i64);
 
 /// `GET /api/v1/status/queues`: queues newest first, filtered by name, namespace and
 /// task, one page. `pending` is not net of processing here (as in Queen).
