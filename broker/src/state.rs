@@ -1,5 +1,8 @@
-//! Shared state of the running broker: configuration, the database pool, the per-queue
-//! long-poll wake-ups, metrics and the ack registry. Nothing here is durable.
+//! Shared state of the running broker, every room put together for the handlers: the
+//! configuration, the database client, the engine (registry, fusions, dedup cache), the
+//! counters, the per-queue long-poll wake-ups and the shutdown flag. Nothing here is
+//! durable, and building it starts no loop but the fusion tasks (the server starts the
+//! maintenance loop).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -71,7 +74,7 @@ impl AppState {
             )
         });
         let push_fusion = config.push_fusion.then(|| PushFusion::start(db.clone()));
-        let state = AppState(Arc::new(Inner {
+        Ok(AppState(Arc::new(Inner {
             fusion,
             push_fusion,
             registry: Registry::new(&config),
@@ -82,8 +85,7 @@ impl AppState {
             maintenance: Arc::default(),
             wakers: Mutex::new(HashMap::new()),
             stopping: tokio::sync::watch::Sender::new(false),
-        }));
-        Ok(state)
+        })))
     }
 
     /// What `/metrics` shows of this broker (crate::ops::exposition).
