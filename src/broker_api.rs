@@ -8,7 +8,7 @@ use pgrx::prelude::*;
 use crate::db::{default_tenant, find_partition_by_id, required};
 use crate::pop::{max_partitions, pop_named, pop_resolved, request, rows, PopRequest, Target};
 
-/// The broker's pop (broker.md §1): a partition pop when `p_partition` is given, else a
+/// The broker's pop (docs/broker-contract.md §1): a partition pop when `p_partition` is given, else a
 /// queue-level pop of up to `p_max_partitions` ready partitions. `p_lease_seconds` NULL or
 /// below 1 means the queue's lease_time. Each row carries the delivery attempt of its
 /// partition's lease (1 under auto-ack), so the broker needs no second statement.
@@ -93,7 +93,7 @@ fn broker_request<'a>(
     )
 }
 
-/// A partition pop addressed by partition id (issue 15): broker_pop_v1's partition pop
+/// A partition pop addressed by partition id (pushed down to the partition's worker on Citus, docs/citus.md): broker_pop_v1's partition pop
 /// and its rows, for a caller that knows the id. It touches that partition's rows only,
 /// so on a Citus cluster it is delegated to the worker holding the partition
 /// (`queen.distribute()` registers it with p_partition_id as the distribution argument).

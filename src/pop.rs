@@ -1,4 +1,4 @@
-//! Leasing pop (contract §5), the glue: load the cursor and segment rows, ask
+//! Leasing pop (docs/contract.md §5), the glue: load the cursor and segment rows, ask
 //! `queen_log::pop` where a new cursor starts, which slices a budget serves and what state
 //! the claim leaves, then write the claim. A pop never waits for a lock.
 
@@ -60,7 +60,7 @@ pub struct Served {
     pub attempt: i32,
 }
 
-/// Validate the pop arguments (contract §5): budget and lease below 1 are 22023, a
+/// Validate the pop arguments (docs/contract.md §5): budget and lease below 1 are 22023, a
 /// leasing pop needs a worker, conflation is 0A000. NULL group means queue mode.
 pub fn request<'a>(
     group: Option<&'a str>,

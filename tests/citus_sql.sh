@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Citus checks that need clients at once (issue 15), on the cluster of tests/citus.sh:
+# The Citus checks that need clients at once (docs/citus.md), on the cluster of tests/citus.sh:
 #   tests/citus_sql.sh <coordinator-url>       (the URL `tests/citus.sh start` printed)
 # Four first pushes to one new partition at once, and queue-level pops from four pgbench
 # clients that must never deadlock. Everything one session shows in a fixed output is a
