@@ -75,7 +75,8 @@ run_citus_suites() { # one-node-url (may be empty)
         return
     fi
     url=$(echo "$url" | tail -1)
-    QUEEN_TEST_CITUS=1 run_suite citus_smoke bash tests/sql_smoke.sh "$url"
+    # The regression files on the coordinator, distributed, with the citus_*.sql ones.
+    QUEEN_TEST_CITUS=1 run_suite citus_regress bash tests/regress.sh "$url"
     QUEEN_TEST_CITUS=1 QUEEN_SKIP_CRON=1 run_suite citus_maintenance bash tests/maintenance.sh "$url"
     run_suite citus_sql bash tests/citus_sql.sh "$url"
     [ -z "$1" ] || run_suite citus_differential bash tests/citus_differential.sh "$1" "$url"
@@ -100,7 +101,8 @@ run_citus_suites() { # one-node-url (may be empty)
 
 # Suites that need a running server: a short-lived cluster with the real extension.
 if PG_URL=$(bash tests/cluster.sh start); then
-    run_suite smoke bash tests/sql_smoke.sh "$PG_URL"
+    # The SQL behaviour tests: tests/pg_regress/sql/*.sql against their expected output.
+    run_suite regress bash tests/regress.sh "$PG_URL"
     # Every frozen release upgrades in place to this build, rows and catalog intact.
     run_suite upgrade bash tests/upgrade.sh "$PG_URL"
     # CALL queen.run_maintenance() over psql, two runners at once, and a pg_cron schedule
