@@ -5,42 +5,11 @@
 
 mod common;
 
-use common::{admin, start, start_with, unique, Broker};
+use common::{admin, snapshot, start, start_with, unique, Broker};
 use serde_json::{json, Value};
 
 /// The snapshot is database-wide: the tests of this binary take turns.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Per queen base table: its row count and a digest of all its rows.
-async fn snapshot(db: &tokio_postgres::Client) -> Vec<(String, i64, String)> {
-    let tables: Vec<String> = db
-        .query(
-            "SELECT table_name::text FROM information_schema.tables
-              WHERE table_schema = 'queen' AND table_type = 'BASE TABLE' ORDER BY 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert!(tables.iter().any(|t| t == "log_consumers"), "{tables:?}");
-    let mut out = Vec::new();
-    for t in tables {
-        let r = db
-            .query_one(
-                &format!(
-                    "SELECT count(*), md5(COALESCE(string_agg(x::text, '|' ORDER BY x::text), ''))
-                       FROM queen.{t} x"
-                ),
-                &[],
-            )
-            .await
-            .unwrap();
-        out.push((t, r.get(0), r.get(1)));
-    }
-    out
-}
 
 /// A queue with two messages, the first popped (a live lease and a cursor row).
 struct Fixture {

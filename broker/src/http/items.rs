@@ -252,7 +252,11 @@ pub fn read_ack_item(
     let what = format!("acknowledgment at index {i}: ");
     let a: RawAck = serde_json::from_str(v.get()).map_err(|e| part_error(e, &path, &what))?;
     if a.op_type.is_some() && !matches!(at, AckAt::Operation) {
-        let field = if path.is_empty() { "type".to_string() } else { format!("{path}.type") };
+        let field = if path.is_empty() {
+            "type".to_string()
+        } else {
+            format!("{path}.type")
+        };
         return Err(ApiError::field(
             field,
             format!("{what}unknown field `type`: only a transaction operation has a type"),
@@ -380,7 +384,10 @@ mod tests {
     fn unknown_push_item_keys_are_refused_naming_them() {
         for (src, field) in [
             (r#"{"queue":"q","extra":[1]}"#, "items[3].extra"),
-            (r#"{"queue":"q","producerSub":"me"}"#, "items[3].producerSub"),
+            (
+                r#"{"queue":"q","producerSub":"me"}"#,
+                "items[3].producerSub",
+            ),
             (r#"{"queue":"q","messageId":"m"}"#, "items[3].messageId"),
         ] {
             let e = push_item(src).err().expect(src);

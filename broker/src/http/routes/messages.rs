@@ -20,9 +20,9 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::error::ApiResult;
-use crate::http::input::parse_json;
 use crate::http::auth::Tenant;
 use crate::http::dlq_ops::{delete, redrive, replay_answer};
+use crate::http::input::parse_json;
 use crate::state::AppState;
 
 /// Queen's 404 for an address without DLQ rows; `what` finishes its sentence.

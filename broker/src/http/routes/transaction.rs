@@ -215,8 +215,16 @@ pub async fn transaction(
 
 fn parse(body: &[u8], max_items: usize) -> ApiResult<Parsed> {
     let b: Body<'_> = parse_json(body)?;
-    refuse_rider("kv", b.kv, "key/value rider ops (tx.kv.*, tx.once, tx.guard lock guards)")?;
-    refuse_rider("timers", b.timers, "timer rider ops (tx.timer(..).schedule/reschedule/cancel)")?;
+    refuse_rider(
+        "kv",
+        b.kv,
+        "key/value rider ops (tx.kv.*, tx.once, tx.guard lock guards)",
+    )?;
+    refuse_rider(
+        "timers",
+        b.timers,
+        "timer rider ops (tx.timer(..).schedule/reschedule/cancel)",
+    )?;
     let ops: Vec<&RawValue> = b
         .operations
         .and_then(|o| serde_json::from_str(o.get()).ok())
@@ -269,9 +277,9 @@ fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
         Ok(h) => h,
         // An unknown type is named before the unknown keys that come with it.
         Err(e) => match serde_json::from_str::<OpType<'_>>(op.get()) {
-            Ok(OpType { kind: Some("push" | "ack") }) => {
-                return Err(part_error(e, &at, &format!("{at}: ")))
-            }
+            Ok(OpType {
+                kind: Some("push" | "ack"),
+            }) => return Err(part_error(e, &at, &format!("{at}: "))),
             Ok(t) => return Err(bad_type(i, t.kind)),
             Err(_) => return Err(bad_type(i, None)),
         },
@@ -319,13 +327,13 @@ fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
 /// An operation type other than push and ack (Queen 2.x's kv, check, guard and timer ops
 /// travel in the `kv` / `timers` riders; none is implemented here).
 fn bad_type(i: usize, kind: Option<&str>) -> ApiError {
-    let got = kind.map_or("no type".to_string(), |k| format!("type \"{k}\""));
+    let got = match kind {
+        Some(k) => format!("operation type \"{k}\" is not implemented by this broker"),
+        None => "an operation needs a type".to_string(),
+    };
     ApiError::field(
         format!("operations[{i}].type"),
-        format!(
-            "operations[{i}]: {got} is not implemented by this broker: type must be \"push\" \
-             or \"ack\""
-        ),
+        format!("operations[{i}]: {got}: type must be \"push\" or \"ack\""),
     )
 }
 
