@@ -7,40 +7,12 @@
 
 mod common;
 
-use common::{admin, snapshot, start, unique, Broker};
+use common::{admin, fixture, snapshot, start, unique, Broker};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 /// The snapshot is database-wide: the tests of this binary take turns.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// A queue with two messages, the first popped (a live lease and a cursor row).
-struct Fixture {
-    queue: String,
-    pid: String,
-    lease: String,
-    txn: String,
-}
-
-async fn fixture(b: &Broker) -> Fixture {
-    let queue = unique("strict");
-    b.configure(&queue, json!({"leaseTime": 60})).await;
-    b.push(
-        json!([{"queue": queue, "transactionId": "t1", "payload": 1},
-                  {"queue": queue, "transactionId": "t2", "payload": 2}]),
-    )
-    .await;
-    let pop = b.pop(&queue, "batch=1").await.expect("pop");
-    Fixture {
-        pid: pop["partitionId"].as_str().unwrap().to_string(),
-        lease: pop["leaseId"].as_str().unwrap().to_string(),
-        txn: pop["messages"][0]["transactionId"]
-            .as_str()
-            .unwrap()
-            .to_string(),
-        queue,
-    }
-}
 
 /// Posts `body` to `path`, asserts a 400 naming `field` (in `field` and in the error text)
 /// and that no queen table changed.
@@ -71,7 +43,7 @@ async fn every_route_refuses_an_unknown_key_naming_it() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "strict").await;
     let (q, pid, lease, txn) = (&f.queue, &f.pid, &f.lease, &f.txn);
     let ack = json!({"transactionId": txn, "partitionId": pid, "leaseId": lease});
     let with = |v: &Value, k: &str, x: Value| {
@@ -256,7 +228,7 @@ async fn transaction_riders_and_other_op_types_are_refused_and_nothing_commits()
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "strict").await;
     let push = json!({"type": "push", "items": [{"queue": f.queue, "payload": {"n": 9},
                                                 "transactionId": "rider-push"}]});
     let ack = json!({"type": "ack", "transactionId": f.txn, "partitionId": f.pid,
@@ -362,6 +334,22 @@ async fn sdk_default_configure_bodies_succeed_and_are_echoed() {
     assert_eq!(v["options"]["retentionEnabled"], true);
 }
 
+/// Where an answer's `success` is: the body's, or its first item's (ack answers are arrays).
+enum Answer {
+    Body,
+    Item,
+}
+
+/// Posts and asserts a 200 whose `success` is true.
+async fn succeeds(b: &Broker, path: &str, body: &Value, answer: Answer) {
+    let (s, v) = b.post(path, body).await;
+    let success = match answer {
+        Answer::Body => &v["success"],
+        Answer::Item => &v[0]["success"],
+    };
+    assert_eq!((s, success), (StatusCode::OK, &json!(true)), "{path}: {v}");
+}
+
 /// Push, pop, ack, ack batch, transaction, lease extend and message retry with the bodies
 /// the 2.6.0 Python SDK sends (keys copied from its source, named per body).
 #[tokio::test]
@@ -387,67 +375,46 @@ async fn sdk_default_bodies_of_every_route_succeed() {
     let pop = b.pop(&q, "batch=1").await.expect("pop");
     let (pid, lease) = (pop["partitionId"].clone(), pop["leaseId"].clone());
     // queen/client.py renew(): `{}`.
-    let (s, v) = b
-        .post(
-            &format!("/api/v1/lease/{}/extend", lease.as_str().unwrap()),
-            &json!({}),
-        )
-        .await;
-    assert_eq!(
-        (s, v["success"].clone()),
-        (StatusCode::OK, json!(true)),
-        "{v}"
-    );
+    let extend = format!("/api/v1/lease/{}/extend", lease.as_str().unwrap());
+    succeeds(&b, &extend, &json!({}), Answer::Body).await;
     // queen/client.py ack() of one message: transactionId, partitionId, status, error,
     // consumerGroup, leaseId.
-    let (s, v) = b
-        .post(
-            "/api/v1/ack",
-            &json!({"transactionId": "s1", "partitionId": pid,
+    succeeds(
+        &b,
+        "/api/v1/ack",
+        &json!({"transactionId": "s1", "partitionId": pid,
             "status": "completed", "error": null, "consumerGroup": null, "leaseId": lease}),
-        )
-        .await;
-    assert_eq!(
-        (s, v[0]["success"].clone()),
-        (StatusCode::OK, json!(true)),
-        "{v}"
-    );
+        Answer::Item,
+    )
+    .await;
     // queen/client.py ack() of a list: {acknowledgments: [{transactionId, partitionId,
     // status, error, leaseId}], consumerGroup}.
     let pop = b.pop(&q, "batch=1").await.expect("pop");
-    let (s, v) = b
-        .post(
-            "/api/v1/ack/batch",
-            &json!({"acknowledgments": [
+    succeeds(
+        &b,
+        "/api/v1/ack/batch",
+        &json!({"acknowledgments": [
             {"transactionId": "s2", "partitionId": pid, "status": "completed", "error": null,
              "leaseId": pop["leaseId"]}], "consumerGroup": null}),
-        )
-        .await;
-    assert_eq!(
-        (s, v[0]["success"].clone()),
-        (StatusCode::OK, json!(true)),
-        "{v}"
-    );
+        Answer::Item,
+    )
+    .await;
     // queen/builders/transaction_builder.py commit(): {operations, requiredLeases}; an ack
     // op {type, transactionId, partitionId, status, leaseId}, a push op {type, items:
     // [{queue, payload, transactionId, partition?}]}; no kv/timers keys when unused.
     let pop = b.pop(&q, "batch=1").await.expect("pop");
-    let (s, v) = b
-        .post(
-            "/api/v1/transaction",
-            &json!({"operations": [
+    succeeds(
+        &b,
+        "/api/v1/transaction",
+        &json!({"operations": [
             {"type": "ack", "transactionId": "s3", "partitionId": pid, "status": "completed",
              "leaseId": pop["leaseId"]},
             {"type": "push", "items": [{"queue": q, "payload": {"n": 4},
                                         "transactionId": "s4", "partition": "p2"}]}],
             "requiredLeases": [pop["leaseId"]]}),
-        )
-        .await;
-    assert_eq!(
-        (s, v["success"].clone()),
-        (StatusCode::OK, json!(true)),
-        "{v}"
-    );
+        Answer::Body,
+    )
+    .await;
     // queen/admin/admin.py retry_message(): `{}` (no DLQ row here: Queen's 404, not a 400).
     let (s, v) = b
         .post(

@@ -209,6 +209,35 @@ pub async fn snapshot(db: &tokio_postgres::Client) -> Vec<(String, i64, String)>
     out
 }
 
+/// A queue with two messages, the first popped (a live lease and a cursor row).
+pub struct Fixture {
+    pub queue: String,
+    pub pid: String,
+    pub lease: String,
+    pub txn: String,
+}
+
+pub async fn fixture(b: &Broker, prefix: &str) -> Fixture {
+    let queue = unique(prefix);
+    b.configure(&queue, serde_json::json!({"leaseTime": 60}))
+        .await;
+    b.push(
+        serde_json::json!([{"queue": queue, "transactionId": "t1", "payload": 1},
+                  {"queue": queue, "transactionId": "t2", "payload": 2}]),
+    )
+    .await;
+    let pop = b.pop(&queue, "batch=1").await.expect("pop");
+    Fixture {
+        pid: pop["partitionId"].as_str().unwrap().to_string(),
+        lease: pop["leaseId"].as_str().unwrap().to_string(),
+        txn: pop["messages"][0]["transactionId"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        queue,
+    }
+}
+
 /// A queue name no other test (or earlier run) uses.
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
