@@ -13,6 +13,10 @@ pub enum ApiError {
     BadRequest(String),
     /// A query parameter out of its range or unparsable (400 naming it in `parameter`).
     BadParameter { name: String, message: String },
+    /// A body field this broker does not implement, or a value of it that asks for
+    /// behaviour it does not implement (400 naming it in `field`, as a path like
+    /// `options.maxSize` or `items[2].producerSub`; docs/broker-contract.md §1).
+    BadField { field: String, message: String },
     /// Missing, malformed, badly signed or expired bearer token (401).
     Unauthorized(String),
     /// A valid token that does not grant access, e.g. no `tenant` claim (403).
@@ -33,10 +37,41 @@ impl ApiError {
         ApiError::BadRequest(msg.into())
     }
 
+    /// A 400 naming the body field `field` (a path such as `options.ttl`).
+    pub fn field(field: impl Into<String>, msg: impl Into<String>) -> Self {
+        ApiError::BadField {
+            field: field.into(),
+            message: msg.into(),
+        }
+    }
+
+    /// The body field a 400 names, if any.
+    pub fn field_name(&self) -> Option<&str> {
+        match self {
+            ApiError::BadField { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    /// This error with its field path (and message) under `prefix`, e.g. a push item's
+    /// `producerSub` becomes `operations[0].items[1].producerSub` inside a transaction.
+    pub fn within(self, prefix: &str) -> Self {
+        match self {
+            ApiError::BadField { field, message } => ApiError::BadField {
+                field: format!("{prefix}.{field}"),
+                message: format!("{prefix}: {message}"),
+            },
+            ApiError::BadRequest(m) => ApiError::BadRequest(format!("{prefix}: {m}")),
+            other => other,
+        }
+    }
+
     /// The HTTP status this error answers with (http/response.rs writes the body).
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) | ApiError::BadParameter { .. } => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::BadParameter { .. } | ApiError::BadField { .. } => {
+                StatusCode::BAD_REQUEST
+            }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -49,6 +84,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(m)
             | ApiError::BadParameter { message: m, .. }
+            | ApiError::BadField { message: m, .. }
             | ApiError::Unauthorized(m)
             | ApiError::Forbidden(m)
             | ApiError::Unavailable(m)

@@ -35,7 +35,7 @@ async fn configure_echoes_every_option() {
     let q = unique("cfg");
     let options = json!({"leaseTime": 30, "retryLimit": 2, "deadLetterQueue": true,
         "dlqAfterMaxRetries": true, "retentionSeconds": 0, "completedRetentionSeconds": 0,
-        "priority": 5, "encryptionEnabled": false, "windowBuffer": null});
+        "priority": 0, "encryptionEnabled": false, "windowBuffer": null});
     let v = b.configure(&q, options.clone()).await;
     assert_eq!(v["configured"], true);
     assert_eq!(v["queue"], q.as_str());

@@ -5,70 +5,11 @@
 
 mod common;
 
-use common::{admin, start, start_with, unique, Broker};
+use common::{admin, fixture, snapshot, start, start_with, unique, Broker};
 use serde_json::{json, Value};
 
 /// The snapshot is database-wide: the tests of this binary take turns.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Per queen base table: its row count and a digest of all its rows.
-async fn snapshot(db: &tokio_postgres::Client) -> Vec<(String, i64, String)> {
-    let tables: Vec<String> = db
-        .query(
-            "SELECT table_name::text FROM information_schema.tables
-              WHERE table_schema = 'queen' AND table_type = 'BASE TABLE' ORDER BY 1",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    assert!(tables.iter().any(|t| t == "log_consumers"), "{tables:?}");
-    let mut out = Vec::new();
-    for t in tables {
-        let r = db
-            .query_one(
-                &format!(
-                    "SELECT count(*), md5(COALESCE(string_agg(x::text, '|' ORDER BY x::text), ''))
-                       FROM queen.{t} x"
-                ),
-                &[],
-            )
-            .await
-            .unwrap();
-        out.push((t, r.get(0), r.get(1)));
-    }
-    out
-}
-
-/// A queue with two messages, the first popped (a live lease and a cursor row).
-struct Fixture {
-    queue: String,
-    pid: String,
-    lease: String,
-    txn: String,
-}
-
-async fn fixture(b: &Broker) -> Fixture {
-    let queue = unique("bad");
-    b.configure(&queue, json!({"leaseTime": 60})).await;
-    b.push(
-        json!([{"queue": queue, "transactionId": "t1", "payload": 1},
-                  {"queue": queue, "transactionId": "t2", "payload": 2}]),
-    )
-    .await;
-    let pop = b.pop(&queue, "batch=1").await.expect("pop");
-    Fixture {
-        pid: pop["partitionId"].as_str().unwrap().to_string(),
-        lease: pop["leaseId"].as_str().unwrap().to_string(),
-        txn: pop["messages"][0]["transactionId"]
-            .as_str()
-            .unwrap()
-            .to_string(),
-        queue,
-    }
-}
 
 async fn send(b: &Broker, path: &str, body: Vec<u8>) -> (u16, Value, String) {
     let r = b
@@ -129,7 +70,7 @@ async fn bad_push_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "bad").await;
     let q = f.queue.as_str();
     let p = "/api/v1/push";
     expect_rejected(
@@ -179,7 +120,7 @@ async fn bad_ack_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "bad").await;
     let (pid, lease, txn) = (f.pid.as_str(), f.lease.as_str(), f.txn.as_str());
     let p = "/api/v1/ack";
     expect_rejected(
@@ -269,7 +210,7 @@ async fn bad_ack_batch_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "bad").await;
     let (pid, lease, txn) = (f.pid.as_str(), f.lease.as_str(), f.txn.as_str());
     let good = json!({"transactionId": txn, "partitionId": pid, "leaseId": lease});
     let p = "/api/v1/ack/batch";
@@ -318,7 +259,7 @@ async fn bad_configure_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "bad").await;
     let fresh = unique("never-configured");
     let p = "/api/v1/configure";
     expect_rejected(
@@ -353,7 +294,7 @@ async fn bad_transaction_changes_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "bad").await;
     let (q, pid, lease, txn) = (
         f.queue.as_str(),
         f.pid.as_str(),
@@ -413,7 +354,7 @@ async fn oversized_bodies_are_413_and_change_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start_with(|c| c.body_limit_mb = 1).await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "bad").await;
     let big = "x".repeat(1024 * 1024 + 1);
     let push = j(json!({"items": [{"queue": f.queue, "payload": big}]}));
     let ack = j(json!({"transactionId": big, "partitionId": f.pid, "leaseId": f.lease}));
@@ -454,7 +395,7 @@ async fn bad_extend_seconds_are_400_and_renew_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "bad").await;
     let live = format!("/api/v1/lease/{}/extend", f.lease);
     let unknown = format!("/api/v1/lease/{}/extend", uuid::Uuid::now_v7());
     let mut cases = Vec::new();
@@ -551,7 +492,7 @@ async fn names_over_255_bytes_are_400_and_change_nothing() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let db = admin().await;
-    let f = fixture(&b).await;
+    let f = fixture(&b, "bad").await;
     let q = f.queue.as_str();
     // Random hex: PostgreSQL cannot compress it below the btree row limit, as it can a
     // run of one letter (which is how long names slipped through before).

@@ -88,7 +88,7 @@ async def pop(client, queue, batch=None, wait=False):
 async def test_configure_queue(client):
     q = qname("cfg")
     res = await client.queue(q).config(
-        {"lease_time": 7, "retry_limit": 1, "retention_seconds": 3600, "priority": 4}
+        {"lease_time": 7, "retry_limit": 1, "retention_seconds": 3600}
     ).create()
     check(isinstance(res, dict), f"configure answered {res!r}")
     check(res.get("configured") is True, f"configured != true: {res!r}")
@@ -99,8 +99,20 @@ async def test_configure_queue(client):
     # The SDK sends every QUEUE_DEFAULTS key camelCased; the broker echoes them verbatim.
     check(opts.get("leaseTime") == 7, f"leaseTime echo {opts.get('leaseTime')!r}")
     check(opts.get("retryLimit") == 1, f"retryLimit echo {opts.get('retryLimit')!r}")
-    check(opts.get("priority") == 4, f"priority (unused key) echo {opts.get('priority')!r}")
-    check("encryptionEnabled" in opts, f"unused key encryptionEnabled not echoed: {opts!r}")
+    # Options the broker does not implement are accepted at the SDK's neutral default
+    # (priority 0, encryptionEnabled false, ...) and echoed; any other value is refused.
+    check(opts.get("priority") == 0, f"priority (neutral default) echo {opts.get('priority')!r}")
+    check(opts.get("encryptionEnabled") is False, f"encryptionEnabled not echoed: {opts!r}")
+    for option in ({"priority": 4}, {"encryption_enabled": True}, {"max_size": 10}):
+        try:
+            refused = await client.queue(qname("cfgx")).config(option).create()
+        except Exception as e:  # the SDK raises on a 4xx
+            refused = {"error": str(e)}
+        name = next(iter(option))
+        camel = name.split("_")[0] + "".join(w.capitalize() for w in name.split("_")[1:])
+        error = str(refused.get("error"))
+        check("configured" not in refused and f"options.{camel}" in error and "not supported" in error,
+              f"{option} must be refused naming {camel}: {refused!r}")
     # Re-configuring is idempotent and keeps the queue id.
     again = await client.queue(q).config({"lease_time": 7, "retry_limit": 1}).create()
     check(again.get("queueId") == res.get("queueId"), f"queueId changed: {res!r} -> {again!r}")
@@ -439,12 +451,35 @@ async def test_admin_helpers(client):
     check(await pop(client, q, batch=10) == [], "deleting a DLQ row redelivers nothing")
 
 
+async def test_transaction_riders_refused(client):
+    """Queen 2.x riders this broker does not implement (tx.once, tx.kv.*, tx.timer) are a
+    400 naming the rider: the SDK raises, and the push beside them is NOT committed."""
+    q = qname("tx-riders")
+    await configure(client, q, lease_time=30)
+    bundles = {
+        "kv": lambda tx: tx.once("orders", "o-42", forever=True),
+        "kv ": lambda tx: tx.kv.put("orders", "o-42", {"n": 1}, ttl_seconds=60),
+        "timers": lambda tx: tx.timer(q).key("t-1").payload({"n": 1}).after_ms(1000).schedule(),
+    }
+    for rider, add in bundles.items():
+        tx = client.transaction().queue(q).push([{"data": {"rider": rider}}])
+        raised = None
+        try:
+            await add(tx).commit()
+        except Exception as e:  # noqa: BLE001  (the SDK raises on a 4xx)
+            raised = e
+        text = str(raised)
+        check(text.startswith(rider.strip() + ":") and "not implemented" in text, f"{rider}: {raised!r}")
+    check(await pop(client, q, batch=10) == [], "a refused transaction pushed nothing")
+
+
 SCENARIOS = [
     ("configure_queue", test_configure_queue),
     ("push_consume_ack", test_push_consume_ack),
     ("nack_to_dlq", test_nack_to_dlq),
     ("lease_renew", test_lease_renew),
     ("transaction_ack_and_push", test_transaction),
+    ("transaction_riders_refused", test_transaction_riders_refused),
     ("push_delayed_message", test_push_delayed_message),
     ("admin_helpers", test_admin_helpers),
 ]

@@ -14,7 +14,36 @@ pub fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> ApiResult<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad("request body is empty; expected JSON"));
     }
-    serde_json::from_slice(body).map_err(|e| ApiError::bad(format!("invalid JSON body: {e}")))
+    serde_json::from_slice(body).map_err(|e| match unknown_field(&e) {
+        Some(f) => ApiError::field(f, refused(&e)),
+        None => ApiError::bad(format!("invalid JSON body: {e}")),
+    })
+}
+
+/// The field a `deny_unknown_fields` struct refused (serde's "unknown field `x`, expected
+/// ..."), if that is what `e` is. Bodies are strict (docs/broker-contract.md §1): a key this
+/// broker does not implement is refused, never dropped, so a client is told at once that
+/// a behaviour it asked for would not happen.
+pub fn unknown_field(e: &serde_json::Error) -> Option<String> {
+    let m = e.to_string();
+    let rest = m.strip_prefix("unknown field `")?;
+    Some(rest[..rest.find('`')?].to_string())
+}
+
+/// The text of a refused unknown field.
+fn refused(e: &serde_json::Error) -> String {
+    format!("{e}: not implemented by this broker, refused (nothing was changed)")
+}
+
+/// A serde error of the part of a body at `at` (e.g. `items[3]`, `acknowledgments[0]`;
+/// "" for the top level): an unknown field is a 400 naming `at.field`, anything else a
+/// 400 prefixed with `what`.
+pub fn part_error(e: serde_json::Error, at: &str, what: &str) -> ApiError {
+    match unknown_field(&e) {
+        Some(f) if at.is_empty() => ApiError::field(f, refused(&e)),
+        Some(f) => ApiError::field(format!("{at}.{f}"), format!("{what}{}", refused(&e))),
+        None => ApiError::bad(format!("{what}{e}")),
+    }
 }
 
 /// A JSON integer, or an integral float (`30.0`: some clients send every number as a

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
-use crate::http::input::{check_name, parse_uuid};
+use crate::http::input::{check_name, parse_uuid, part_error};
 use crate::util::group_or_queue_mode;
 
 /// One validated push item.
@@ -47,8 +47,11 @@ impl PushItem {
     }
 }
 
-/// The fields of a push item that push reads; a JSON null reads as absent.
+/// The fields of a push item that push reads; a JSON null reads as absent. Any other key
+/// (Queen's `producerSub`, `messageId`, a typo) is refused naming it: the item is read by
+/// one borrowed pass, no `Value` tree, and an unknown key costs nothing until it fails.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawPushItem<'a> {
     #[serde(borrow, default)]
     queue: Option<&'a RawValue>,
@@ -102,7 +105,8 @@ pub fn read_push_item(i: usize, v: &RawValue) -> ApiResult<PushItem> {
     if !v.get().starts_with('{') {
         return Err(bad("must be an object"));
     }
-    let raw: RawPushItem<'_> = serde_json::from_str(v.get()).map_err(|e| bad(&e.to_string()))?;
+    let raw: RawPushItem<'_> = serde_json::from_str(v.get())
+        .map_err(|e| part_error(e, &format!("items[{i}]"), &format!("items[{i}]: ")))?;
     // `payload` wins over its alias `data` (a JSON null reads as absent, so a null
     // payload gives way to data); neither pops as data:null.
     let payload = match (raw.payload, raw.data) {
@@ -199,8 +203,22 @@ pub struct AckItem {
     pub delay: Option<i32>,
 }
 
+/// Where an ack was read: the path prefix of its fields in a refusal, and whether the
+/// operation's `type` key belongs to it.
+#[derive(Clone, Copy)]
+pub enum AckAt {
+    /// `POST /api/v1/ack`: the body is the ack.
+    Body,
+    /// `POST /api/v1/ack/batch`: `acknowledgments[i]`.
+    Batch,
+    /// `POST /api/v1/transaction`: `operations[i]`, with its `type`.
+    Operation,
+}
+
+/// Every key an ack may carry (the SDKs send transactionId, partitionId, status, error,
+/// consumerGroup, leaseId); any other is refused naming it.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawAck {
     transaction_id: String,
     partition_id: String,
@@ -211,14 +229,39 @@ struct RawAck {
     /// A nack's delay (our addition): the batch is redelivered no earlier than this many
     /// seconds from now. Only with status failed or retry.
     delay_seconds: Option<i64>,
+    /// A transaction operation's `"ack"` (checked by routes/transaction.rs); refused
+    /// outside a transaction.
+    #[serde(rename = "type")]
+    op_type: Option<serde::de::IgnoredAny>,
 }
 
 /// Ack `i` of a request; `top_group` (an ack batch's consumerGroup) overrides the item's.
 /// Statuses are read by the contract's one rule (queen_log::ack::Status): an unknown one
 /// is a 400 for the whole request, never a silent "failed".
-pub fn read_ack_item(i: usize, v: &RawValue, top_group: Option<&str>) -> ApiResult<AckItem> {
-    let a: RawAck = serde_json::from_str(v.get())
-        .map_err(|e| ApiError::bad(format!("acknowledgment at index {i}: {e}")))?;
+pub fn read_ack_item(
+    i: usize,
+    v: &RawValue,
+    top_group: Option<&str>,
+    at: AckAt,
+) -> ApiResult<AckItem> {
+    let path = match at {
+        AckAt::Body => String::new(),
+        AckAt::Batch => format!("acknowledgments[{i}]"),
+        AckAt::Operation => format!("operations[{i}]"),
+    };
+    let what = format!("acknowledgment at index {i}: ");
+    let a: RawAck = serde_json::from_str(v.get()).map_err(|e| part_error(e, &path, &what))?;
+    if a.op_type.is_some() && !matches!(at, AckAt::Operation) {
+        let field = if path.is_empty() {
+            "type".to_string()
+        } else {
+            format!("{path}.type")
+        };
+        return Err(ApiError::field(
+            field,
+            format!("{what}unknown field `type`: only a transaction operation has a type"),
+        ));
+    }
     let status = Status::parse(a.status.as_deref()).map_err(|_| {
         ApiError::bad(format!(
             "unknown status \"{}\" at index {i}",
@@ -313,7 +356,7 @@ mod tests {
             "null",
         );
         ok(
-            r#"{"queue":"q","traceId":"0190d6a8-8b2c-7cc1-9b1e-3f3c0a6a1e01","extra":[1]}"#,
+            r#"{"queue":"q","traceId":"0190d6a8-8b2c-7cc1-9b1e-3f3c0a6a1e01"}"#,
             "q",
             "Default",
             "null",
@@ -335,6 +378,38 @@ mod tests {
                 .to_string();
             assert!(e.starts_with("items[3]: "), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn unknown_push_item_keys_are_refused_naming_them() {
+        for (src, field) in [
+            (r#"{"queue":"q","extra":[1]}"#, "items[3].extra"),
+            (
+                r#"{"queue":"q","producerSub":"me"}"#,
+                "items[3].producerSub",
+            ),
+            (r#"{"queue":"q","messageId":"m"}"#, "items[3].messageId"),
+        ] {
+            let e = push_item(src).err().expect(src);
+            assert_eq!(e.field_name(), Some(field), "{src}: {e}");
+            assert!(e.to_string().starts_with("items[3]: unknown field"), "{e}");
+        }
+    }
+
+    #[test]
+    fn unknown_ack_keys_and_a_stray_type_are_refused_naming_them() {
+        let pid = "0190d6a8-8b2c-7cc1-9b1e-3f3c0a6a1e01";
+        let src = format!(r#"{{"transactionId":"t","partitionId":"{pid}","retry":true}}"#);
+        let v: &RawValue = serde_json::from_str(&src).unwrap();
+        let e = read_ack_item(0, v, None, AckAt::Body).err().unwrap();
+        assert_eq!(e.field_name(), Some("retry"));
+        let e = read_ack_item(4, v, None, AckAt::Batch).err().unwrap();
+        assert_eq!(e.field_name(), Some("acknowledgments[4].retry"));
+        let typed = format!(r#"{{"type":"ack","transactionId":"t","partitionId":"{pid}"}}"#);
+        let v: &RawValue = serde_json::from_str(&typed).unwrap();
+        assert!(read_ack_item(1, v, None, AckAt::Operation).is_ok());
+        let e = read_ack_item(1, v, None, AckAt::Batch).err().unwrap();
+        assert_eq!(e.field_name(), Some("acknowledgments[1].type"));
     }
 
     #[test]
@@ -372,7 +447,7 @@ mod tests {
     }
 
     fn ack(src: &str, top: Option<&str>) -> ApiResult<AckItem> {
-        read_ack_item(2, serde_json::from_str(src).unwrap(), top)
+        read_ack_item(2, serde_json::from_str(src).unwrap(), top, AckAt::Batch)
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! How an [`ApiError`] answers: `{"error": <text>}` with its status (and `"parameter"`
-//! naming a bad query parameter), `Retry-After` on
+//! naming a bad query parameter, `"field"` a refused body field), `Retry-After` on
 //! every 503 (nothing was written; retry), `WWW-Authenticate` on a 401. Server errors are
 //! logged.
 
@@ -28,6 +28,7 @@ impl IntoResponse for ApiError {
             ApiError::BadParameter { name, message } => {
                 json!({ "error": message, "parameter": name })
             }
+            ApiError::BadField { field, message } => json!({ "error": message, "field": field }),
             _ => json!({ "error": self.message() }),
         };
         let mut resp = (status, Json(body)).into_response();

@@ -178,6 +178,66 @@ pub fn metric(ms: &std::collections::HashMap<String, f64>, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("metric {key} missing: {ms:?}"))
 }
 
+/// Per queen base table: its row count and a digest of all its rows.
+pub async fn snapshot(db: &tokio_postgres::Client) -> Vec<(String, i64, String)> {
+    let tables: Vec<String> = db
+        .query(
+            "SELECT table_name::text FROM information_schema.tables
+              WHERE table_schema = 'queen' AND table_type = 'BASE TABLE' ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(tables.iter().any(|t| t == "log_consumers"), "{tables:?}");
+    let mut out = Vec::new();
+    for t in tables {
+        let r = db
+            .query_one(
+                &format!(
+                    "SELECT count(*), md5(COALESCE(string_agg(x::text, '|' ORDER BY x::text), ''))
+                       FROM queen.{t} x"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        out.push((t, r.get(0), r.get(1)));
+    }
+    out
+}
+
+/// A queue with two messages, the first popped (a live lease and a cursor row).
+pub struct Fixture {
+    pub queue: String,
+    pub pid: String,
+    pub lease: String,
+    pub txn: String,
+}
+
+pub async fn fixture(b: &Broker, prefix: &str) -> Fixture {
+    let queue = unique(prefix);
+    b.configure(&queue, serde_json::json!({"leaseTime": 60}))
+        .await;
+    b.push(
+        serde_json::json!([{"queue": queue, "transactionId": "t1", "payload": 1},
+                  {"queue": queue, "transactionId": "t2", "payload": 2}]),
+    )
+    .await;
+    let pop = b.pop(&queue, "batch=1").await.expect("pop");
+    Fixture {
+        pid: pop["partitionId"].as_str().unwrap().to_string(),
+        lease: pop["leaseId"].as_str().unwrap().to_string(),
+        txn: pop["messages"][0]["transactionId"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        queue,
+    }
+}
+
 /// A queue name no other test (or earlier run) uses.
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())

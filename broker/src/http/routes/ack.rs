@@ -24,7 +24,7 @@ use crate::engine::fusion::{Parked, Verdict};
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::{owned_partitions, Tenant};
 use crate::http::input::parse_json;
-use crate::http::items::{read_ack_item, AckItem};
+use crate::http::items::{read_ack_item, AckAt, AckItem};
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
@@ -39,8 +39,9 @@ const FLUSH_FAILED: &str = "ack flush failed; lease will expire and redeliver";
 const NOT_FOUND: &str = "consumer not found";
 
 /// Each acknowledgment stays raw JSON until crate::http::items reads it: no `Value` tree.
+/// Any other top-level key is refused naming it (docs/notes-strict-bodies.md).
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct BatchIn<'a> {
     consumer_group: Option<String>,
     #[serde(borrow)]
@@ -85,7 +86,7 @@ pub async fn ack_one(
     body: Bytes,
 ) -> ApiResult<Json<Vec<Answer>>> {
     let v: &RawValue = parse_json(&body)?;
-    let items = vec![read_ack_item(0, v, None)?];
+    let items = vec![read_ack_item(0, v, None, AckAt::Body)?];
     Ok(Json(process(&state, tenant, items).await?))
 }
 
@@ -99,7 +100,7 @@ pub async fn ack_batch(
         .acknowledgments
         .iter()
         .enumerate()
-        .map(|(i, v)| read_ack_item(i, v, b.consumer_group.as_deref()))
+        .map(|(i, v)| read_ack_item(i, v, b.consumer_group.as_deref(), AckAt::Batch))
         .collect::<ApiResult<Vec<_>>>()?;
     Ok(Json(process(&state, tenant, items).await?))
 }

@@ -11,7 +11,9 @@ use crate::http::auth::Tenant;
 use crate::http::input::{check_lease_cap, check_queue_name, json_integer, parse_json};
 use crate::state::AppState;
 
+/// The body; any other top-level key is refused naming it.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ConfigureBody {
     queue: String,
     namespace: Option<String>,
@@ -19,17 +21,58 @@ struct ConfigureBody {
     options: Option<Map<String, Value>>,
 }
 
-/// The integer options of `queen.configure_queue_v1` (validated here so a bad value is
-/// a 400 naming the key) and its boolean ones.
-const INT_OPTIONS: [&str; 6] = [
-    "leaseTime",
-    "retryLimit",
-    "retentionSeconds",
-    "completedRetentionSeconds",
-    "dedupWindowSeconds",
-    "delayedProcessing",
+/// What configure does with an option key. Every key is enforced or refused, never
+/// stored and ignored (docs/notes-strict-bodies.md has the table and the reasons).
+#[derive(Clone, Copy, PartialEq)]
+enum Rule {
+    /// Read by `queen.configure_queue_v1` and enforced: an integer >= 0.
+    Int,
+    /// Read and enforced: a boolean.
+    Bool,
+    /// Queen's option, not implemented here: accepted (and echoed) only as 0, the value
+    /// Queen's SDKs send by default and which asks for nothing; else refused.
+    ZeroOnly,
+    /// Likewise, accepted only as `false`.
+    FalseOnly,
+    /// `retentionEnabled`: retention here is its two windows, so `true` (or null) is what
+    /// the broker does anyway, and `false` only when this body sets both windows to 0.
+    RetentionSwitch,
+}
+
+/// Every option key configure takes: the implemented ones, then Queen's others (the
+/// list of its routes/configure.cpp). A key not listed is refused; null means absent.
+const OPTIONS: [(&str, Rule); 16] = [
+    ("leaseTime", Rule::Int),
+    ("retryLimit", Rule::Int),
+    ("retentionSeconds", Rule::Int),
+    ("completedRetentionSeconds", Rule::Int),
+    ("dedupWindowSeconds", Rule::Int),
+    ("delayedProcessing", Rule::Int),
+    ("deadLetterQueue", Rule::Bool),
+    ("dlqAfterMaxRetries", Rule::Bool),
+    ("retentionEnabled", Rule::RetentionSwitch),
+    ("priority", Rule::ZeroOnly),
+    ("windowBuffer", Rule::ZeroOnly),
+    ("maxSize", Rule::ZeroOnly),
+    ("maxWaitTimeSeconds", Rule::ZeroOnly),
+    ("retryDelay", Rule::ZeroOnly),
+    ("ttl", Rule::ZeroOnly),
+    ("encryptionEnabled", Rule::FalseOnly),
 ];
-const BOOL_OPTIONS: [&str; 2] = ["deadLetterQueue", "dlqAfterMaxRetries"];
+
+/// Why a neutral-only option is refused when it asks for something.
+fn not_implemented(key: &str) -> &'static str {
+    match key {
+        "priority" => "pop order by queue priority is not implemented",
+        "windowBuffer" => "holding a partition back until it has been quiet is not implemented",
+        "maxSize" => "a cap on a queue's messages is not implemented",
+        "maxWaitTimeSeconds" => "evicting messages by age is not implemented (retentionSeconds is)",
+        "retryDelay" => "a queue-wide retry delay is not implemented (a nack's delaySeconds is)",
+        "ttl" => "a message time-to-live is not implemented (retentionSeconds is)",
+        "encryptionEnabled" => "payload encryption is not implemented",
+        _ => "not implemented",
+    }
+}
 
 /// Create or update through `queen.configure_queue_v1` (no direct table writes: the
 /// broker may run as a least-privilege member of `queen_broker`).
@@ -69,24 +112,86 @@ pub async fn configure(
     })))
 }
 
-/// The options as stored: every key verbatim, except that the known ones are checked
-/// and written in the canonical form the SQL casts expect (`30.0` → `30`).
+/// The options as stored: every key verbatim, except that the implemented ones are
+/// checked and written in the canonical form the SQL casts expect (`30.0` -> `30`). A key
+/// not in OPTIONS, or a value asking for what is not implemented, is a 400 naming
+/// `options.<key>`, and nothing is written.
 fn normalized_options(o: &Map<String, Value>) -> ApiResult<Map<String, Value>> {
     let mut out = o.clone();
-    for k in INT_OPTIONS {
-        if let Some(v) = int_opt(o, k)? {
-            out.insert(k.to_string(), json!(v));
+    for (k, v) in o {
+        let Some((_, rule)) = OPTIONS.iter().find(|(name, _)| name == k) else {
+            return Err(ApiError::field(
+                format!("options.{k}"),
+                format!(
+                    "options.{k} is not a queue option this broker implements (known: {}); \
+                     refused, nothing was changed",
+                    OPTIONS.map(|(n, _)| n).join(", ")
+                ),
+            ));
+        };
+        match rule {
+            Rule::Int => {
+                if let Some(n) = int_opt(o, k)? {
+                    out.insert(k.clone(), json!(n));
+                }
+            }
+            Rule::Bool => {
+                bool_opt(o, k)?;
+            }
+            Rule::ZeroOnly => {
+                if int_opt(o, k)?.is_some_and(|n| n != 0) {
+                    return Err(refuse(k, v));
+                }
+            }
+            Rule::FalseOnly => {
+                if bool_opt(o, k)? == Some(true) {
+                    return Err(refuse(k, v));
+                }
+            }
+            Rule::RetentionSwitch => retention_switch(o)?,
         }
-    }
-    for k in BOOL_OPTIONS {
-        bool_opt(o, k)?;
     }
     Ok(out)
 }
 
+/// A neutral-only option with a value that asks for behaviour this broker lacks.
+fn refuse(key: &str, v: &Value) -> ApiError {
+    ApiError::field(
+        format!("options.{key}"),
+        format!(
+            "options.{key} = {v} is not supported: {}; only the neutral value is accepted. \
+             Refused, nothing was changed",
+            not_implemented(key)
+        ),
+    )
+}
+
+/// `retentionEnabled: false` means "keep everything": true here only when both retention
+/// windows are set to 0 in the same body (a stored window would otherwise still apply).
+fn retention_switch(o: &Map<String, Value>) -> ApiResult<()> {
+    if bool_opt(o, "retentionEnabled")? != Some(false) {
+        return Ok(());
+    }
+    let zero = |k: &str| int_opt(o, k).ok().flatten() == Some(0);
+    if zero("retentionSeconds") && zero("completedRetentionSeconds") {
+        return Ok(());
+    }
+    Err(ApiError::field(
+        "options.retentionEnabled",
+        "options.retentionEnabled = false needs retentionSeconds: 0 and \
+         completedRetentionSeconds: 0 in the same body: this broker's retention is those two \
+         windows, so a window set now or earlier would still apply. Refused, nothing was changed",
+    ))
+}
+
 /// An integer option; null means absent. Integral floats (`30.0`) are accepted.
 fn int_opt(o: &Map<String, Value>, key: &str) -> ApiResult<Option<i32>> {
-    let bad = || ApiError::bad(format!("options.{key} must be a non-negative integer"));
+    let bad = || {
+        ApiError::field(
+            format!("options.{key}"),
+            format!("options.{key} must be a non-negative integer"),
+        )
+    };
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v @ Value::Number(_)) => {
@@ -105,6 +210,9 @@ fn bool_opt(o: &Map<String, Value>, key: &str) -> ApiResult<Option<bool>> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(ApiError::bad(format!("options.{key} must be a boolean"))),
+        Some(_) => Err(ApiError::field(
+            format!("options.{key}"),
+            format!("options.{key} must be a boolean"),
+        )),
     }
 }

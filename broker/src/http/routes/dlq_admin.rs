@@ -48,7 +48,9 @@ fn body_or_empty<'a, T: Deserialize<'a> + Default>(body: &'a [u8]) -> ApiResult<
     }
 }
 
+/// Queen's replay body; any other key is refused naming it.
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct ReplayIn {
     queue: Option<String>,
     partition: Option<String>,

@@ -38,8 +38,8 @@ pub async fn extend(
     Ok(Json(answer(&lease_id, r.renewed, r.expires_at)))
 }
 
-/// The renewal length. No body, an empty one, `null` or an object without `seconds`
-/// means the default 60 s (the Python SDK sends `{}`); a `seconds` that is present must
+/// The renewal length. No body, an empty one, `null` or `{}` means the default 60 s (the
+/// SDKs send `{}`); any key but `seconds` is refused; a `seconds` that is present must
 /// be an integer (an integral float like `30.0` counts) from 1 to the maximum lease.
 /// Anything else — 0, negative, fractional, a string, null, a body that is not a JSON
 /// object — is a 400: silently renewing for 60 s would hide the client's mistake.
@@ -50,10 +50,22 @@ fn requested_seconds(body: &[u8], max: i32) -> ApiResult<i32> {
     let v: Value = parse_json(body)?;
     let seconds = match &v {
         Value::Null => return Ok(DEFAULT_SECONDS),
-        Value::Object(o) => match o.get("seconds") {
-            None => return Ok(DEFAULT_SECONDS),
-            Some(s) => s,
-        },
+        Value::Object(o) => {
+            // The body's one key; any other is refused naming it, never dropped.
+            if let Some(k) = o.keys().find(|k| *k != "seconds") {
+                return Err(ApiError::field(
+                    k.clone(),
+                    format!(
+                        "unknown field `{k}`: a lease extend body is {{\"seconds\": n}} or {{}}; \
+                         refused, nothing was changed"
+                    ),
+                ));
+            }
+            match o.get("seconds") {
+                None => return Ok(DEFAULT_SECONDS),
+                Some(s) => s,
+            }
+        }
         _ => {
             return Err(ApiError::bad(
                 "body must be a JSON object like {\"seconds\": 60}",
@@ -86,7 +98,7 @@ mod tests {
 
     #[test]
     fn absent_seconds_mean_the_default() {
-        for body in ["", "  ", "null", "{}", "{\"other\": 1}"] {
+        for body in ["", "  ", "null", "{}"] {
             assert_eq!(
                 requested_seconds(body.as_bytes(), 100).ok(),
                 Some(60),
@@ -116,6 +128,8 @@ mod tests {
             "{\"seconds\": 1e300}",
             "[1]",
             "not json",
+            "{\"other\": 1}",
+            "{\"seconds\": 30, \"leaseTime\": 30}",
         ] {
             assert!(requested_seconds(body.as_bytes(), 100).is_err(), "{body}");
         }

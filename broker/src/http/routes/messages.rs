@@ -10,16 +10,19 @@
 //! unknown address, a malformed partition id and another tenant's message all answer
 //! Queen's 404. The shared redrive and delete calls live here too, for routes/dlq_admin.rs.
 
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::error::ApiResult;
 use crate::http::auth::Tenant;
 use crate::http::dlq_ops::{delete, redrive, replay_answer};
+use crate::http::input::parse_json;
 use crate::state::AppState;
 
 /// Queen's 404 for an address without DLQ rows; `what` finishes its sentence.
@@ -41,13 +44,15 @@ async fn rows_at(state: &AppState, tenant: Uuid, pid: &str, txn: &str) -> ApiRes
     Ok(state.db.conn().await?.dlq_ids_at(pid, txn, tenant).await?)
 }
 
-/// `POST /api/v1/messages/{partitionId}/{transactionId}/retry` (body ignored: the SDK
-/// sends `{}`).
+/// `POST /api/v1/messages/{partitionId}/{transactionId}/retry`. The body takes no key (the
+/// SDKs send `{}`; empty and `null` are the same): any key is refused naming it.
 pub async fn retry(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
     Path((pid, txn)): Path<(String, String)>,
+    body: Bytes,
 ) -> ApiResult<Response> {
+    no_keys(&body)?;
     let gone = || not_found(&pid, &txn, "Only dead-lettered messages can be replayed");
     let ids = rows_at(&state, tenant, &pid, &txn).await?;
     if ids.is_empty() {
@@ -57,6 +62,19 @@ pub async fn retry(
     let newest = &r.results[0];
     Ok(replay_answer(newest, r.moved).unwrap_or_else(gone))
 }
+
+/// An empty body, `null` or `{}`; a key is a 400 naming it.
+fn no_keys(body: &[u8]) -> ApiResult<()> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    parse_json::<Option<NoKeys>>(body).map(|_| ())
+}
+
+/// A body with no fields, `deny_unknown_fields` so a key is refused naming it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoKeys {}
 
 /// `DELETE /api/v1/messages/{partitionId}/{transactionId}`: every DLQ row of the
 /// address, across groups.

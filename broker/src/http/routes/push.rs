@@ -35,8 +35,10 @@ use crate::http::items::{
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
-/// The body with each item left as raw JSON (read by crate::http::items).
+/// The body with each item left as raw JSON (read by crate::http::items); any other
+/// top-level key is refused naming it.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PushBody<'a> {
     #[serde(borrow)]
     items: Vec<&'a RawValue>,

@@ -17,6 +17,7 @@ use queen_log::ack::Status;
 use queen_log::hash::{hash_hex, TxnHash};
 use queen_log::segment::{encode_segment, segment_hashes};
 use queen_log::wire::{Reply, TxnWire, TxnWireRequest, WireAck, WireAckOp, WireHashElem, WirePush};
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
@@ -24,28 +25,78 @@ use uuid::Uuid;
 use crate::db::Conn;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::{owned_partitions, Tenant};
-use crate::http::input::parse_json;
+use crate::http::input::{parse_json, part_error};
 use crate::http::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_ack_item, read_push_item,
-    AckItem, PushItem,
+    AckAt, AckItem, PushItem,
 };
 use crate::state::AppState;
 
 /// The body: operations stay raw JSON until read (crate::http::items), as for /push and /ack.
+/// Any other key is refused naming it (docs/notes-strict-bodies.md).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Body<'a> {
     #[serde(borrow)]
     operations: Option<&'a RawValue>,
     #[serde(borrow, rename = "requiredLeases")]
     required_leases: Option<&'a RawValue>,
+    /// Queen 2.x's key/value rider (`tx.kv.*`, `tx.once`, `tx.guard`): not implemented, so
+    /// refused unless absent, null or `[]` (which ask for nothing).
+    #[serde(borrow, default)]
+    kv: Option<&'a RawValue>,
+    /// Queen 2.x's timer rider (`tx.timer(..)`): likewise.
+    #[serde(borrow, default)]
+    timers: Option<&'a RawValue>,
 }
 
+/// An operation's keys: its type, a push's items, and the keys of an ack (read by
+/// crate::http::items; listed here only so that a push carrying one is refused and any
+/// other key is refused naming it).
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct OpHead<'a> {
     #[serde(rename = "type")]
     kind: Option<&'a str>,
     #[serde(borrow)]
     items: Option<&'a RawValue>,
+    transaction_id: Option<IgnoredAny>,
+    partition_id: Option<IgnoredAny>,
+    status: Option<IgnoredAny>,
+    error: Option<IgnoredAny>,
+    consumer_group: Option<IgnoredAny>,
+    lease_id: Option<IgnoredAny>,
+    delay_seconds: Option<IgnoredAny>,
+}
+
+impl OpHead<'_> {
+    /// The first ack key present, which a push operation must not carry.
+    fn ack_key(&self) -> Option<&'static str> {
+        [
+            ("transactionId", self.transaction_id.is_some()),
+            ("partitionId", self.partition_id.is_some()),
+            ("status", self.status.is_some()),
+            ("error", self.error.is_some()),
+            ("consumerGroup", self.consumer_group.is_some()),
+            ("leaseId", self.lease_id.is_some()),
+            ("delaySeconds", self.delay_seconds.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(k, present)| present.then_some(k))
+    }
+}
+
+/// Only the type, for naming an unknown operation type before its unknown keys.
+#[derive(Deserialize)]
+struct OpType<'a> {
+    #[serde(rename = "type")]
+    kind: Option<&'a str>,
+}
+
+/// The first element's `op` of a rider array, to name it in the refusal.
+#[derive(Deserialize)]
+struct RiderOp<'a> {
+    op: Option<&'a str>,
 }
 
 /// The request, read: its push items (with the operation each came from), its acks
@@ -72,7 +123,7 @@ enum Op {
     },
 }
 
-/// A failed transaction: nothing was written.
+/// A failed transaction: nothing was written. `field` names a refused body field.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Failure<'a> {
@@ -81,15 +132,24 @@ struct Failure<'a> {
     reason: &'a str,
     error: &'a str,
     results: [(); 0],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
 }
 
-fn failure(status: StatusCode, txn: &str, reason: &str, error: &str) -> Response {
+fn failure(
+    status: StatusCode,
+    txn: &str,
+    reason: &str,
+    error: &str,
+    field: Option<&str>,
+) -> Response {
     let body = Failure {
         transaction_id: txn,
         success: false,
         reason,
         error,
         results: [],
+        field,
     };
     (status, Json(body)).into_response()
 }
@@ -108,6 +168,7 @@ pub async fn transaction(
                 &txn,
                 "bad_request",
                 &e.to_string(),
+                e.field_name(),
             ))
         }
     };
@@ -146,7 +207,7 @@ pub async fn transaction(
         // The wire's refusal (nothing was written) is a 200 with the reason; a database
         // that is down or busy is the ApiError crate::db::error says (503).
         Err(e) => match e.wire_refusal() {
-            Some((reason, msg)) => Ok(failure(StatusCode::OK, &txn, reason.as_str(), &msg)),
+            Some((reason, msg)) => Ok(failure(StatusCode::OK, &txn, reason.as_str(), &msg, None)),
             None => Err(e.into()),
         },
     }
@@ -154,6 +215,16 @@ pub async fn transaction(
 
 fn parse(body: &[u8], max_items: usize) -> ApiResult<Parsed> {
     let b: Body<'_> = parse_json(body)?;
+    refuse_rider(
+        "kv",
+        b.kv,
+        "key/value rider ops (tx.kv.*, tx.once, tx.guard lock guards)",
+    )?;
+    refuse_rider(
+        "timers",
+        b.timers,
+        "timer rider ops (tx.timer(..).schedule/reschedule/cancel)",
+    )?;
     let ops: Vec<&RawValue> = b
         .operations
         .and_then(|o| serde_json::from_str(o.get()).ok())
@@ -176,19 +247,58 @@ fn parse(body: &[u8], max_items: usize) -> ApiResult<Parsed> {
     Ok(p)
 }
 
+/// A Queen 2.x rider this broker does not implement: a 400 naming it, unless it asks for
+/// nothing (absent, null, `[]`). Committing the pushes and acks without it would break
+/// the client's precondition (a lost compare-and-set, a second `once`, an expired guard).
+fn refuse_rider(name: &str, v: Option<&RawValue>, what: &str) -> ApiResult<()> {
+    let Some(v) = v else { return Ok(()) };
+    let ops: Option<Vec<&RawValue>> = serde_json::from_str(v.get()).ok();
+    if ops.as_ref().is_some_and(Vec::is_empty) {
+        return Ok(());
+    }
+    let first = ops
+        .as_ref()
+        .and_then(|o| serde_json::from_str::<RiderOp<'_>>(o[0].get()).ok())
+        .and_then(|r| r.op)
+        .map(|op| format!(" (first: \"{op}\")"))
+        .unwrap_or_default();
+    Err(ApiError::field(
+        name,
+        format!(
+            "{name}: {what}{first} are not implemented by this broker; the transaction was \
+             refused and nothing was written"
+        ),
+    ))
+}
+
 fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
-    let bad_type = || ApiError::bad(format!("operations[{i}]: type must be \"push\" or \"ack\""));
-    let head: OpHead<'_> = serde_json::from_str(op.get()).map_err(|_| bad_type())?;
+    let at = format!("operations[{i}]");
+    let head: OpHead<'_> = match serde_json::from_str(op.get()) {
+        Ok(h) => h,
+        // An unknown type is named before the unknown keys that come with it.
+        Err(e) => match serde_json::from_str::<OpType<'_>>(op.get()) {
+            Ok(OpType {
+                kind: Some("push" | "ack"),
+            }) => return Err(part_error(e, &at, &format!("{at}: "))),
+            Ok(t) => return Err(bad_type(i, t.kind)),
+            Err(_) => return Err(bad_type(i, None)),
+        },
+    };
     match head.kind {
         Some("push") => {
+            if let Some(k) = head.ack_key() {
+                return Err(ApiError::field(
+                    format!("{at}.{k}"),
+                    format!("{at}: `{k}` belongs to an ack operation, not to a push"),
+                ));
+            }
             let items: Vec<&RawValue> = head
                 .items
                 .and_then(|v| serde_json::from_str(v.get()).ok())
-                .ok_or_else(|| ApiError::bad(format!("operations[{i}]: items must be an array")))?;
+                .ok_or_else(|| ApiError::bad(format!("{at}: items must be an array")))?;
             let first = p.pushes.len();
             for (k, it) in items.into_iter().enumerate() {
-                let item = read_push_item(k, it)
-                    .map_err(|e| ApiError::bad(format!("operations[{i}]: {e}")))?;
+                let item = read_push_item(k, it).map_err(|e| e.within(&at))?;
                 p.pushes.push(item);
             }
             let n = p.pushes.len() - first;
@@ -196,11 +306,12 @@ fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
         }
         // Unknown statuses keep the /ack wording: `unknown status "x" at index <op>`.
         Some("ack") => {
-            let it = read_ack_item(i, op, None)?;
+            let it = read_ack_item(i, op, None, AckAt::Operation)?;
             if it.delay.is_some() {
-                return Err(ApiError::bad(format!(
-                    "operations[{i}]: delaySeconds is not supported in a transaction"
-                )));
+                return Err(ApiError::field(
+                    format!("{at}.delaySeconds"),
+                    format!("{at}: delaySeconds is not supported in a transaction"),
+                ));
             }
             p.order.push(Op::Ack {
                 index: i,
@@ -208,9 +319,22 @@ fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
             });
             p.acks.push(it);
         }
-        _ => return Err(bad_type()),
+        other => return Err(bad_type(i, other)),
     }
     Ok(())
+}
+
+/// An operation type other than push and ack (Queen 2.x's kv, check, guard and timer ops
+/// travel in the `kv` / `timers` riders; none is implemented here).
+fn bad_type(i: usize, kind: Option<&str>) -> ApiError {
+    let got = match kind {
+        Some(k) => format!("operation type \"{k}\" is not implemented by this broker"),
+        None => "an operation needs a type".to_string(),
+    };
+    ApiError::field(
+        format!("operations[{i}].type"),
+        format!("operations[{i}]: {got}: type must be \"push\" or \"ack\""),
+    )
 }
 
 /// One segment per (queue, partition); a transactionId repeated inside the request for
