@@ -3,7 +3,8 @@
 //! Items are grouped by (partitionId, consumer group, leaseId). A group whose items are
 //! all completed and exactly match what this process delivered under that lease takes
 //! the registry fast path (one positional `log_ack_at_v1`); everything else, and any
-//! fast-path row the database refuses, goes through the authority `log_ack_by_hash_v1`.
+//! fast-path row the database refuses, goes through the authority `log_ack_by_hash_v2`
+//! (which also files a dlq verdict in the same statement).
 
 use std::collections::{HashMap, HashSet};
 
@@ -11,9 +12,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use queen_log::ack::Status;
-use queen_log::dlq::error_text;
 use queen_log::hash::{hash_hex, TxnHash};
-use queen_log::wire::{DlqFiled, HashAck, Reply};
+use queen_log::wire::{HashAck, Reply};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio_postgres::types::Json as PgJson;
@@ -56,6 +56,7 @@ struct Out {
     lease_released: bool,
     dlq: bool,
     noop: bool,
+    redelivered: bool,
     redeliver_at: Option<String>,
 }
 
@@ -155,6 +156,7 @@ async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<
             lease_released: o.lease_released,
             dlq: o.dlq,
             noop: o.noop,
+            redelivered: o.redelivered,
             redeliver_at: o.redeliver_at,
         })
         .collect())
@@ -176,6 +178,10 @@ pub struct Answer {
     lease_released: bool,
     dlq: bool,
     noop: bool,
+    /// The message is delivered again: this ack released the lease with it above the
+    /// cursor (a nack, or anything above the batch's head signal). Only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    redelivered: bool,
     /// A nack's delay held the redelivery back until then (only when it did).
     #[serde(skip_serializing_if = "Option::is_none")]
     redeliver_at: Option<String>,
@@ -283,29 +289,30 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
     }
     let hashes: Vec<&[u8]> = g.iter().map(|it| it.hash.as_slice()).collect();
     let statuses: Vec<&str> = g.iter().map(|it| it.status.as_str()).collect();
+    let errors: Vec<Option<&str>> = g.iter().map(|it| it.error.as_deref()).collect();
     // The group's nack delay: the longest any of its nacks asked for.
     let delay = g.iter().filter_map(|it| it.delay).max().unwrap_or(0);
     let db = state.db().await?;
-    let row = if delay > 0 {
-        db.query_one(
+    // One statement: a dlq verdict is filed inside it, its error text built by the
+    // extension from the items' errors (queen_log::dlq::error_text, one owner).
+    let row = db
+        .query_one(
             &db.prepare_cached(
-                "SELECT queen.log_ack_by_hash_delay_v1($1::uuid, $2::text, $3::text, \
-                 $4::bytea[], $5::text[], $6::int)",
+                "SELECT queen.log_ack_by_hash_v2($1::uuid, $2::text, $3::text, $4::bytea[], \
+                 $5::text[], $6::text[], $7::int)",
             )
             .await?,
-            &[&first.pid, &first.group, &lease, &hashes, &statuses, &delay],
+            &[
+                &first.pid,
+                &first.group,
+                &lease,
+                &hashes,
+                &statuses,
+                &errors,
+                &delay,
+            ],
         )
-        .await?
-    } else {
-        db.query_one(
-            &db.prepare_cached(
-                "SELECT queen.log_ack_by_hash_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[])",
-            )
-            .await?,
-            &[&first.pid, &first.group, &lease, &hashes, &statuses],
-        )
-        .await?
-    };
+        .await?;
     let PgJson(r): PgJson<Reply<HashAck>> = row.get(0);
     let r = match r {
         Reply::Done(r) => r,
@@ -319,7 +326,7 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
             .for_each(|o| o.redeliver_at = Some(at.clone()));
     }
     if r.dlq {
-        file_dlq(state, &db, g, &r, &mut outs).await?;
+        mark_dlq(state, g, &r, &mut outs);
     }
     Ok(outs)
 }
@@ -333,6 +340,7 @@ fn map_lists(r: &HashAck, g: &[&Item]) -> Vec<Out> {
         set(&r.stale_hashes),
         set(&r.noop_hashes),
     );
+    let redelivered = set(&r.redelivered_hashes);
     let released = r.lease_released;
     g.iter()
         .map(|it| {
@@ -350,47 +358,28 @@ fn map_lists(r: &HashAck, g: &[&Item]) -> Vec<Out> {
                     ..Out::ok(released)
                 }
             } else {
-                Out::ok(released)
+                Out {
+                    redelivered: redelivered.contains(&hex),
+                    ..Out::ok(released)
+                }
             }
         })
         .collect()
 }
 
-/// Files the DLQ row (native extraction) for a dlq:true verdict and marks the items. Its
-/// error text is queen_log::dlq's rule over the group's items, keyed by the head signal
-/// the extension named (`headIndex`).
-async fn file_dlq(
-    state: &AppState,
-    db: &deadpool_postgres::Object,
-    g: &[&Item],
-    r: &HashAck,
-    outs: &mut [Out],
-) -> ApiResult<()> {
-    let first = g[0];
-    let errors: Vec<(Status, Option<&str>)> = g
-        .iter()
-        .map(|it| (it.status, it.error.as_deref()))
-        .collect();
-    let error = error_text(&errors, r.head_index);
-    let row = db
-        .query_one(
-            &db.prepare_cached(
-                "SELECT queen.log_dlq_head_v1($1::uuid, $2::text, $3::text, $4::bigint, \
-                 NULL::uuid, NULL::text, NULL::jsonb, $5::text)",
-            )
-            .await?,
-            &[&first.pid, &first.group, &first.lease, &r.off, &error],
-        )
-        .await?;
-    let PgJson(filed): PgJson<Reply<DlqFiled>> = row.get(0);
-    if filed.done().is_some() {
-        Metrics::add(&state.metrics.dlq_filed, 1);
-        for o in outs.iter_mut() {
-            o.dlq = true;
-            o.lease_released = true;
-        }
-    } else {
+/// What the dlq verdict did to each item, as the extension filed it: the items of the
+/// filed message (the head signal's transaction) say `dlq`, the rest of the batch above
+/// it `redelivered` (map_lists marked them), the lease is released for all. A filing the
+/// extension refused (the frame retained away) files nothing: every item `dlq rejected`.
+fn mark_dlq(state: &AppState, g: &[&Item], r: &HashAck, outs: &mut [Out]) {
+    if r.dlq_id.is_none() {
         outs.fill(Out::fail(DLQ_REJECTED));
+        return;
     }
-    Ok(())
+    Metrics::add(&state.metrics.dlq_filed, 1);
+    let filed = r.head_index.and_then(|h| g.get(h)).map(|it| it.hash);
+    for (it, o) in g.iter().zip(outs.iter_mut()) {
+        o.dlq = Some(it.hash) == filed;
+        o.lease_released = true;
+    }
 }
