@@ -247,11 +247,11 @@ fn wire(client: &mut SpiClient<'_>, w: TxnWireRequest) -> TxnWire {
                 Some(group_of(op).to_string()),
             );
             Reply::Done(match &op.acks {
-                Some(elems) => WireAck::Hash(HashAck {
+                Some(elems) => WireAck::Hash(Box::new(HashAck {
                     partition_id,
                     group,
                     ..run_hash_ack(client, pid, op, elems)
-                }),
+                })),
                 None => WireAck::Positional(PositionalAck {
                     partition_id,
                     group,

@@ -242,8 +242,8 @@ pub struct DlqFiled {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum WireAck {
-    /// Hash form (it has the hex lists).
-    Hash(HashAck),
+    /// Hash form (it has the hex lists; boxed: it is several times the positional form).
+    Hash(Box<HashAck>),
     Positional(PositionalAck),
 }
 
