@@ -16,11 +16,12 @@ AS $$
     SELECT f::regprocedure, a FROM (VALUES
         ('queen.log_ack_by_hash_v1(uuid, text, text, bytea[], text[])', 'p_partition_id'),
         ('queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea[], text[], int)', 'p_partition_id'),
+        ('queen.log_ack_by_hash_v2(uuid, text, text, bytea[], text[], text[], int)', 'p_partition_id'),
         ('queen.log_ack_at_v1(uuid, text, text, bigint, bool, int)', 'p_partition_id'),
         ('queen.log_dlq_head_v1(uuid, text, text, bigint, uuid, text, jsonb, text)', 'p_partition_id'),
         ('queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid)', 'p_partition_id'),
         ('queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid)', 'p_partition_id'),
-        ('queen.ack(uuid, text, text[], text[], text)', 'p_partition_id'),
+        ('queen.ack(uuid, text, text[], text[], text, text[])', 'p_partition_id'),
         ('queen.cursor_worker_v1(uuid, text)', 'p_partition_id'),
         ('queen.dedup_window_v1(uuid)', 'p_partition_id'),
         ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),

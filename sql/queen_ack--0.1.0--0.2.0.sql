@@ -1182,3 +1182,65 @@ GRANT EXECUTE ON FUNCTION queen.provision_partition(uuid, text),
                           queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid),
                           queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid),
                           queen.distributed_functions() TO queen_broker;
+
+-- ---------------------------------------------------------------------------------
+-- DLQ filed in the ack's own call (src/ack.rs, src/native.rs; docs/notes-ack-dlq.md).
+-- log_ack_by_hash_v2: the by-hash ack whose dlq verdict files the DLQ row in the same
+-- statement, its error text from p_errors; v1 and delay_v1 keep their hand-off answer.
+CREATE FUNCTION queen.log_ack_by_hash_v2(
+    "p_partition_id" uuid,
+    "p_group" TEXT,
+    "p_worker" TEXT,
+    "p_hashes" bytea[],
+    "p_statuses" TEXT[] DEFAULT NULL,
+    "p_errors" TEXT[] DEFAULT NULL,
+    "p_delay_seconds" INT DEFAULT 0
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'log_ack_by_hash_v2_wrapper';
+
+-- queen.ack gains p_errors (trailing, default NULL: every existing call still works) and
+-- files a dlq verdict in the same call.
+DROP FUNCTION queen.ack(uuid, text, text[], text[], text);
+CREATE FUNCTION queen.ack(
+    "p_partition_id" uuid,
+    "p_lease_id" TEXT,
+    "p_transaction_ids" TEXT[],
+    "p_statuses" TEXT[] DEFAULT NULL,
+    "p_group" TEXT DEFAULT '__QUEUE_MODE__',
+    "p_errors" TEXT[] DEFAULT NULL
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'ack_wrapper';
+
+-- Both new signatures in the Citus distribution list (sql/citus.sql).
+CREATE OR REPLACE FUNCTION queen.distributed_functions()
+RETURNS TABLE(r_function regprocedure, r_argument text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT f::regprocedure, a FROM (VALUES
+        ('queen.log_ack_by_hash_v1(uuid, text, text, bytea[], text[])', 'p_partition_id'),
+        ('queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea[], text[], int)', 'p_partition_id'),
+        ('queen.log_ack_by_hash_v2(uuid, text, text, bytea[], text[], text[], int)', 'p_partition_id'),
+        ('queen.log_ack_at_v1(uuid, text, text, bigint, bool, int)', 'p_partition_id'),
+        ('queen.log_dlq_head_v1(uuid, text, text, bigint, uuid, text, jsonb, text)', 'p_partition_id'),
+        ('queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid)', 'p_partition_id'),
+        ('queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid)', 'p_partition_id'),
+        ('queen.ack(uuid, text, text[], text[], text, text[])', 'p_partition_id'),
+        ('queen.cursor_worker_v1(uuid, text)', 'p_partition_id'),
+        ('queen.dedup_window_v1(uuid)', 'p_partition_id'),
+        ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),
+        ('queen.log_segment_at_v1(uuid, bigint)', 'p_pid'),
+        ('queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int)', 'p_pid'),
+        ('queen.log_txns_purge_step_v1(uuid, timestamptz, int)', 'p_pid')) AS t(f, a)
+$$;
+
+REVOKE ALL ON FUNCTION queen.log_ack_by_hash_v2(uuid, text, text, bytea[], text[], text[], int),
+                       queen.ack(uuid, text, text[], text[], text, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.log_ack_by_hash_v2(uuid, text, text, bytea[], text[], text[], int),
+                          queen.ack(uuid, text, text[], text[], text, text[]) TO queen_broker;

@@ -7,9 +7,10 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::ack::{
-    ack_upto, ackable_span, decide, occurs_below, purged_span, release_only, resolve_in_span,
-    Branch, Element, Policy, Status,
+    ack_upto, ackable_span, below_window, decide, occurs_below, purged_span, redelivered,
+    release_only, resolve_in_span, Branch, Element, Policy, Status,
 };
+use queen_log::dlq::error_text;
 use queen_log::hash::{hash_hex, TxnHash};
 use queen_log::order::cursor_lock_order;
 use queen_log::wire::{HashAck, MultiAck, MultiRow, PositionalAck, Reply};
@@ -18,6 +19,7 @@ use crate::db::{
     bad_param, bytea_array, col, default_tenant, find_partition, iso_utc, jsonb, lock_checked, now,
     parse_uuid, plus_seconds, q, raise, raise_q, required, write_cursor, OrRaise,
 };
+use crate::dlq::{dlq_head, DlqEntry};
 
 /// Validate hashes and statuses (before any lock): misaligned arrays, NULL or non-16-byte
 /// hashes and unknown statuses are errors.
@@ -70,14 +72,15 @@ fn span_rows(client: &SpiClient<'_>, pid: Uuid, lo: i64, hi: Option<i64>) -> Vec
     )
 }
 
-/// Sidecar rows at or below the cursor: only read when some hash did not resolve in span.
-fn below_rows(client: &SpiClient<'_>, pid: Uuid, committed: i64) -> Vec<(i64, Vec<u8>)> {
-    read_txns(
-        client,
-        "SELECT base_offset, hashes FROM queen.log_txns
-          WHERE partition_id = $1 AND base_offset <= $2 ORDER BY base_offset",
-        &[pid.into(), committed.into()],
-    )
+/// Sidecar rows overlapping the below-cursor window `[from, committed]`: only read when
+/// some hash did not resolve in span, and never more than the window (a bogus ack of
+/// unknown hashes costs what a real one costs, docs/notes-ack-dlq.md).
+fn below_rows(
+    client: &SpiClient<'_>,
+    pid: Uuid,
+    (from, committed): (i64, i64),
+) -> Vec<(i64, Vec<u8>)> {
+    span_rows(client, pid, from, Some(committed))
 }
 
 fn read_txns(
@@ -131,7 +134,7 @@ fn resolve(
     statuses: &[Status],
     lo: i64,
     hi: Option<i64>,
-    committed: i64,
+    below_window: (i64, i64),
     purged: Option<(i64, i64)>,
 ) -> Vec<Element> {
     if hashes.is_empty() {
@@ -163,11 +166,11 @@ fn resolve(
     let below: std::collections::HashMap<TxnHash, bool> = if missing.is_empty() {
         Default::default()
     } else {
-        let rows = below_rows(client, pid, committed);
+        let rows = below_rows(client, pid, below_window);
         let flags = occurs_below(
             &missing,
             rows.iter().map(|(b, h)| (*b, h.as_slice())),
-            committed,
+            below_window,
         );
         missing.into_iter().zip(flags).collect()
     };
@@ -183,60 +186,56 @@ fn resolve(
         .collect()
 }
 
-/// The authority (docs/contract.md §6.1), shared by the SQL function, the psql helper and the
-/// transaction wire. Done results carry `headIndex`: the input element whose signal
-/// chose the branch (a DLQ row takes its error text from it).
-pub fn ack_by_hash(
-    client: &mut SpiClient<'_>,
-    pid: Uuid,
-    group: &str,
-    worker: Option<&str>,
-    hashes: &[TxnHash],
-    statuses: &[Status],
-) -> Reply<HashAck> {
-    ack_by_hash_held(client, pid, group, worker, hashes, statuses, 0)
+/// One by-hash ack: what the caller asks beyond the elements.
+pub struct HashAckCall<'a> {
+    pub pid: Uuid,
+    pub group: &'a str,
+    pub worker: Option<&'a str>,
+    pub hashes: &'a [TxnHash],
+    pub statuses: &'a [Status],
+    /// A nack's delay: when the branch taken releases the lease for redelivery (failed
+    /// within the budget, retry), the (partition, group)'s next pop waits this many
+    /// seconds (`redeliver_at`, durable). 0 = none.
+    pub delay_s: i32,
+    /// `Some`: a dlq verdict files the DLQ row in this call, its error text by
+    /// `queen_log::dlq::error_text` over these per-element errors (input order; missing
+    /// entries are no error). `None`: the hand-off of `log_ack_by_hash_v1`, the caller
+    /// files (docs/contract.md §6.1 branch 1).
+    pub dlq_errors: Option<&'a [Option<String>]>,
 }
 
-/// The authority with a nack delay: when the branch taken releases the lease for
-/// redelivery (failed within the budget, retry), the (partition, group)'s next pop waits
-/// `delay_s` seconds (`redeliver_at`, durable). 0 = no delay: exactly [`ack_by_hash`].
-pub fn ack_by_hash_held(
-    client: &mut SpiClient<'_>,
-    pid: Uuid,
-    group: &str,
-    worker: Option<&str>,
-    hashes: &[TxnHash],
-    statuses: &[Status],
-    delay_s: i32,
-) -> Reply<HashAck> {
+/// The authority (docs/contract.md §6.1), shared by the SQL functions, the psql helper and the
+/// transaction wire. Done results carry `headIndex`: the input element whose signal
+/// chose the branch.
+pub fn ack_by_hash(client: &mut SpiClient<'_>, call: &HashAckCall<'_>) -> Reply<HashAck> {
+    let HashAckCall {
+        pid,
+        group,
+        worker,
+        hashes,
+        statuses,
+        ..
+    } = *call;
     let cur = match lock_checked(client, pid, group, worker) {
         Ok(c) => c,
         Err(e) => return Reply::Refused(e.into()),
     };
     let (lo, hi) = ackable_span(&cur.state, cur.txns_start);
     let purged = purged_span(&cur.state, cur.txns_start);
-    let elements = resolve(
-        client,
-        pid,
-        hashes,
-        statuses,
-        lo,
-        hi,
-        cur.state.committed,
-        purged,
-    );
+    let below = below_window(cur.state.committed, cur.txns_start);
+    let elements = resolve(client, pid, hashes, statuses, lo, hi, below, purged);
     let policy = Policy {
         retry_limit: cur.retry_limit,
         dlq_enabled: cur.dlq_enabled,
     };
     let d = decide(&cur.state, &elements, policy);
     write_cursor(client, pid, group, &cur.state, &d.state);
-    let redeliver_at = (delay_s > 0 && d.branch.holds_redelivery())
-        .then(|| hold_redelivery(client, pid, group, delay_s));
+    let redeliver_at = (call.delay_s > 0 && d.branch.holds_redelivery())
+        .then(|| hold_redelivery(client, pid, group, call.delay_s));
     let hex =
         |idx: &[usize]| -> Vec<String> { idx.iter().map(|&i| hash_hex(&hashes[i])).collect() };
     let dlq = d.branch == Branch::Dlq;
-    Reply::Done(HashAck {
+    let mut r = HashAck {
         acked: d.acked,
         off: d.off,
         noop_hashes: hex(&d.noop),
@@ -249,9 +248,45 @@ pub fn ack_by_hash_held(
         partition_id: dlq.then(|| uuid::Uuid::from_bytes(*pid.as_bytes())),
         group: dlq.then(|| group.to_string()),
         worker: dlq.then(|| worker.map(str::to_string)),
-        dlq_id: None,
+        redelivered_hashes: hex(&redelivered(&elements, d.state.committed, d.lease_released)),
         redeliver_at: redeliver_at.map(iso_utc),
-    })
+        ..HashAck::default()
+    };
+    if let (true, Some(errors)) = (dlq, call.dlq_errors) {
+        file_in_call(client, call, errors, &elements, &mut r);
+    }
+    Reply::Done(r)
+}
+
+/// The dlq verdict filed in the ack's own call (native extraction, contract §7): the
+/// head frame is retired and the lease released, so everything above it in the batch
+/// is redelivered. A refused filing leaves the hand-off state and says why.
+fn file_in_call(
+    client: &mut SpiClient<'_>,
+    call: &HashAckCall<'_>,
+    errors: &[Option<String>],
+    elements: &[Element],
+    r: &mut HashAck,
+) {
+    let given: Vec<(Status, Option<&str>)> = call
+        .statuses
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (*s, errors.get(i).and_then(|e| e.as_deref())))
+        .collect();
+    let error = error_text(&given, r.head_index);
+    let entry = DlqEntry::extracted(Some(error));
+    match dlq_head(client, call.pid, call.group, call.worker, r.off, entry) {
+        Reply::Done(filed) => {
+            r.dlq_id = Some(filed.id);
+            r.lease_released = true;
+            r.redelivered_hashes = redelivered(elements, r.off, true)
+                .into_iter()
+                .map(|i| hash_hex(&call.hashes[i]))
+                .collect();
+        }
+        Reply::Refused(e) => r.dlq_refused = Some(e),
+    }
 }
 
 /// No pop of the (partition, group) before now + `delay_s`: written to the durable
@@ -273,10 +308,80 @@ fn hold_redelivery(
     until
 }
 
+/// Per-element error texts: as long as the hashes when given.
+pub fn checked_errors(errors: Option<Vec<Option<String>>>, n: usize) -> Vec<Option<String>> {
+    match errors {
+        Some(e) if e.len() != n => raise_q(format!(
+            "QACK misaligned arrays: {n} hashes, {} errors",
+            e.len()
+        )),
+        Some(e) => e,
+        None => Vec::new(),
+    }
+}
+
+/// The body of the three by-hash SQL functions: `files` = file a dlq verdict in this
+/// call with these errors, else hand it off (v1 and delay_v1 answer as they always did).
+fn by_hash_sql(
+    p_partition_id: Option<Uuid>,
+    p_group: Option<&str>,
+    p_worker: Option<&str>,
+    p_hashes: Option<pgrx::datum::Array<'_, &[u8]>>,
+    p_statuses: Option<Vec<Option<String>>>,
+    p_delay_seconds: Option<i32>,
+    files: Option<Option<Vec<Option<String>>>>,
+) -> JsonB {
+    let pid = required(p_partition_id, "p_partition_id");
+    let group = required(p_group, "p_group");
+    let delay = p_delay_seconds.unwrap_or(0);
+    if delay < 0 {
+        bad_param(format!("p_delay_seconds must be >= 0, got {delay}"));
+    }
+    let raw = bytea_array(required(p_hashes, "p_hashes"));
+    let (hashes, statuses) = parse_ack_input(&raw, p_statuses.as_deref());
+    let errors = files.map(|e| checked_errors(e, hashes.len()));
+    let call = HashAckCall {
+        pid,
+        group,
+        worker: p_worker,
+        hashes: &hashes,
+        statuses: &statuses,
+        delay_s: delay,
+        dlq_errors: errors.as_deref(),
+    };
+    jsonb(&Spi::connect_mut(|c| ack_by_hash(c, &call)))
+}
+
+/// The by-hash ack with everything in one call (our addition): a dlq verdict (a dlq
+/// status, or failed with the budget spent) files the DLQ row inside this statement, its
+/// error text taken from `p_errors` (per element, by queen_log::dlq's rule), and answers
+/// `dlqId`; a nack's delay as in `log_ack_by_hash_delay_v1`. NULL errors = none given.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn log_ack_by_hash_v2(
+    p_partition_id: Option<Uuid>,
+    p_group: Option<&str>,
+    p_worker: Option<&str>,
+    p_hashes: Option<pgrx::datum::Array<'_, &[u8]>>,
+    p_statuses: default!(Option<Vec<Option<String>>>, "NULL"),
+    p_errors: default!(Option<Vec<Option<String>>>, "NULL"),
+    p_delay_seconds: default!(Option<i32>, 0),
+) -> JsonB {
+    by_hash_sql(
+        p_partition_id,
+        p_group,
+        p_worker,
+        p_hashes,
+        p_statuses,
+        p_delay_seconds,
+        Some(p_errors),
+    )
+}
+
 /// `log_ack_by_hash_v1` with a nack delay (our addition): a failed (within the budget)
 /// or retry verdict releases the lease as usual, and the batch is redelivered no earlier
 /// than `p_delay_seconds` from now. The budget rule is unchanged. NULL or 0 = no delay;
-/// negative raises 22023.
+/// negative raises 22023. A dlq verdict is handed off as by v1.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_ack_by_hash_delay_v1(
@@ -287,19 +392,20 @@ fn log_ack_by_hash_delay_v1(
     p_statuses: Option<Vec<Option<String>>>,
     p_delay_seconds: Option<i32>,
 ) -> JsonB {
-    let pid = required(p_partition_id, "p_partition_id");
-    let group = required(p_group, "p_group");
-    let delay = p_delay_seconds.unwrap_or(0);
-    if delay < 0 {
-        bad_param(format!("p_delay_seconds must be >= 0, got {delay}"));
-    }
-    let raw = bytea_array(required(p_hashes, "p_hashes"));
-    let (hashes, statuses) = parse_ack_input(&raw, p_statuses.as_deref());
-    jsonb(&Spi::connect_mut(|c| {
-        ack_by_hash_held(c, pid, group, p_worker, &hashes, &statuses, delay)
-    }))
+    let (pid, group, worker) = (p_partition_id, p_group, p_worker);
+    by_hash_sql(
+        pid,
+        group,
+        worker,
+        p_hashes,
+        p_statuses,
+        p_delay_seconds,
+        None,
+    )
 }
 
+/// The contract's authority (§6.1): a dlq verdict is handed to the caller, who files it
+/// with `log_dlq_head_v1` (kept so that callers of 0.1.0 keep working unchanged).
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_ack_by_hash_v1(
@@ -309,13 +415,8 @@ fn log_ack_by_hash_v1(
     p_hashes: Option<pgrx::datum::Array<'_, &[u8]>>,
     p_statuses: Option<Vec<Option<String>>>,
 ) -> JsonB {
-    let pid = required(p_partition_id, "p_partition_id");
-    let group = required(p_group, "p_group");
-    let raw = bytea_array(required(p_hashes, "p_hashes"));
-    let (hashes, statuses) = parse_ack_input(&raw, p_statuses.as_deref());
-    jsonb(&Spi::connect_mut(|c| {
-        ack_by_hash(c, pid, group, p_worker, &hashes, &statuses)
-    }))
+    let (pid, group, worker) = (p_partition_id, p_group, p_worker);
+    by_hash_sql(pid, group, worker, p_hashes, p_statuses, Some(0), None)
 }
 
 /// The positional procedure (docs/contract.md §6.2), shared by ack_at, ack_v1, multi and the wire.

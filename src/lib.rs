@@ -31,6 +31,7 @@ mod tests {
     include!("tests/common.rs");
     include!("tests/push_pop.rs");
     include!("tests/acks.rs");
+    include!("tests/ack_dlq.rs");
     include!("tests/broker_api.rs");
     include!("tests/broker_functions.rs");
     include!("tests/lifecycle.rs");

@@ -12,7 +12,7 @@ use queen_log::wire::PushVerdict;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ack::ack_by_hash;
+use crate::ack::{ack_by_hash, HashAckCall};
 use crate::db::{bad_param, default_tenant, jsonb, required, QUEUE_MODE};
 use crate::pop::{pop_named, request, Slice, Target};
 use crate::push::{push_one, SegmentIn};
@@ -275,7 +275,9 @@ fn pop(
     TableIterator::new(out)
 }
 
-/// Plain-SQL ack by transactionId: hashes natively, then runs the authority.
+/// Plain-SQL ack by transactionId: hashes natively, then runs the authority. A dlq
+/// verdict is filed in this call (`dlqId`), its error text from `p_errors` (per element,
+/// by queen_log::dlq's rule), as `log_ack_by_hash_v2` does.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn ack(
@@ -284,6 +286,7 @@ fn ack(
     p_transaction_ids: Option<Vec<Option<String>>>,
     p_statuses: default!(Option<Vec<Option<String>>>, "NULL"),
     p_group: default!(Option<&str>, "'__QUEUE_MODE__'"),
+    p_errors: default!(Option<Vec<Option<String>>>, "NULL"),
 ) -> JsonB {
     let pid = required(p_partition_id, "p_partition_id");
     let txns = required(p_transaction_ids, "p_transaction_ids");
@@ -299,7 +302,15 @@ fn ack(
         .collect();
     let (hashes, statuses) = crate::ack::parse_ack_input(&hashes, p_statuses.as_deref());
     let group = p_group.unwrap_or(QUEUE_MODE);
-    jsonb(&Spi::connect_mut(|c| {
-        ack_by_hash(c, pid, group, p_lease_id, &hashes, &statuses)
-    }))
+    let errors = crate::ack::checked_errors(p_errors, hashes.len());
+    let call = HashAckCall {
+        pid,
+        group,
+        worker: p_lease_id,
+        hashes: &hashes,
+        statuses: &statuses,
+        delay_s: 0,
+        dlq_errors: Some(&errors),
+    };
+    jsonb(&Spi::connect_mut(|c| ack_by_hash(c, &call)))
 }

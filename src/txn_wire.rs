@@ -7,7 +7,6 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::ack::Status;
-use queen_log::dlq::error_text;
 use queen_log::hash::{parse_hash_hex, TxnHash};
 use queen_log::order::cursor_lock_order;
 use queen_log::wire::{
@@ -15,12 +14,11 @@ use queen_log::wire::{
     WireHashElem, WirePush,
 };
 
-use crate::ack::{ack_by_hash, ack_by_name};
+use crate::ack::{ack_by_hash, ack_by_name, HashAckCall};
 use crate::db::{
     bad_param, col, default_tenant, jsonb, parse_uuid, q, raise, raise_detail, raise_q, required,
     OrRaise, QUEUE_MODE,
 };
-use crate::dlq::{dlq_head, DlqEntry};
 use crate::push::{push_many, SegmentIn};
 
 /// A push op decoded into bytes.
@@ -146,13 +144,17 @@ fn run_hash_ack(
             (None, _) => Status::Completed,
         })
         .collect();
-    let group = group_of(op);
-    let worker = op.worker.as_deref();
-    let mut r = done_or_raise(
+    let errors: Vec<Option<String>> = elems.iter().map(|e| e.error.clone()).collect();
+    let call = HashAckCall {
         pid,
-        op,
-        ack_by_hash(client, pid, group, worker, &hashes, &statuses),
-    );
+        group: group_of(op),
+        worker: op.worker.as_deref(),
+        hashes: &hashes,
+        statuses: &statuses,
+        delay_s: 0,
+        dlq_errors: Some(&errors),
+    };
+    let r = done_or_raise(pid, op, ack_by_hash(client, &call));
     if !r.unresolved_hashes.is_empty() {
         raise_detail(
             PgSqlErrorCode::ERRCODE_RAISE_EXCEPTION,
@@ -160,23 +162,8 @@ fn run_hash_ack(
             serde_json::to_string(&r.unresolved_hashes).unwrap_or_default(),
         );
     }
-    if r.dlq {
-        let errors: Vec<(Status, Option<&str>)> = statuses
-            .iter()
-            .zip(elems)
-            .map(|(s, e)| (*s, e.error.as_deref()))
-            .collect();
-        let error = error_text(&errors, r.head_index);
-        let filed = dlq_head(
-            client,
-            pid,
-            group,
-            worker,
-            r.off,
-            DlqEntry::extracted(Some(error)),
-        );
-        r.dlq_id = Some(done_or_raise(pid, op, filed).id);
-        r.lease_released = true;
+    if let Some(e) = &r.dlq_refused {
+        done_or_raise::<()>(pid, op, Reply::Refused(e.clone()));
     }
     r
 }
@@ -260,11 +247,11 @@ fn wire(client: &mut SpiClient<'_>, w: TxnWireRequest) -> TxnWire {
                 Some(group_of(op).to_string()),
             );
             Reply::Done(match &op.acks {
-                Some(elems) => WireAck::Hash(HashAck {
+                Some(elems) => WireAck::Hash(Box::new(HashAck {
                     partition_id,
                     group,
                     ..run_hash_ack(client, pid, op, elems)
-                }),
+                })),
                 None => WireAck::Positional(PositionalAck {
                     partition_id,
                     group,

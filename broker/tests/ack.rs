@@ -37,6 +37,53 @@ async fn nack_failed_redelivers_with_attempt_2() {
     assert!(b.pop(&q, "").await.is_none());
 }
 
+/// retryLimit 0, four messages of one partition nacked in one batch: the contract's
+/// per-batch head rule files the head (a1) in the ack's own statement; a2..a4 go back to
+/// the partition, and each item says which of the two happened to it.
+#[tokio::test]
+async fn exhausted_batch_answers_per_item_what_happened() {
+    let b = start().await;
+    let q = unique("dlq-truth");
+    b.configure(&q, json!({"retryLimit": 0, "deadLetterQueue": true}))
+        .await;
+    let items: Vec<Value> = (1..=4)
+        .map(|i| json!({"queue": q, "payload": i, "transactionId": format!("a{i}")}))
+        .collect();
+    b.push(Value::Array(items)).await;
+    let pop = b.pop(&q, "batch=4").await.unwrap();
+    assert_eq!(pop["messages"].as_array().unwrap().len(), 4);
+    let (s, v) = b.ack_batch(acks_for(&pop, "failed", Some("boom"))).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        v[0],
+        json!({"index": 0, "transactionId": "a1", "success": true, "error": null,
+               "leaseReleased": true, "dlq": true, "noop": false}),
+        "{v}"
+    );
+    for (i, a) in v.as_array().unwrap().iter().enumerate().skip(1) {
+        assert_eq!(
+            a,
+            &json!({"index": i, "transactionId": format!("a{}", i + 1), "success": true,
+                    "error": null, "leaseReleased": true, "dlq": false, "noop": false,
+                    "redelivered": true}),
+            "{v}"
+        );
+    }
+    // Listed as soon as the ack was answered: exactly the one row the answer names.
+    let (_, list) = b.get(&format!("/api/v1/dlq?queue={q}")).await;
+    assert_eq!(list["pagination"]["total"], 1, "{list}");
+    assert_eq!(list["messages"][0]["transactionId"], "a1");
+    assert_eq!(list["messages"][0]["errorMessage"], "boom");
+    let again = b.pop(&q, "batch=10").await.expect("a2..a4 redeliver");
+    let txns: Vec<&str> = again["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["transactionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(txns, ["a2", "a3", "a4"]);
+}
+
 #[tokio::test]
 async fn nack_until_dlq_then_listed() {
     let b = start().await;
@@ -108,7 +155,7 @@ async fn unknown_status_is_400_and_changes_nothing() {
 
 #[tokio::test]
 async fn sql_path_maps_unresolved_and_noop() {
-    // Registry off: every ack goes through log_ack_by_hash_v1.
+    // Registry off: every ack goes through log_ack_by_hash_v2.
     let b = start_with(|c| c.ack_registry = false).await;
     let q = unique("sqlpath");
     b.push(json!([{"queue": q, "payload": 1, "transactionId": "a"},

@@ -1,7 +1,7 @@
 //! Acks, leases and the transaction wire (docs/contract.md §6–§9).
 
 use queen_log::wire::{
-    DlqFiled, HashAck, MultiAck, PositionalAck, Renewed, Reply, TxnWire, TxnWireRequest,
+    HashAck, MultiAck, PositionalAck, Renewed, Reply, TxnWire, TxnWireRequest,
 };
 use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
@@ -17,6 +17,10 @@ pub struct ByHash<'a> {
     pub hashes: Vec<&'a [u8]>,
     /// `queen_log::ack::Status` names.
     pub statuses: Vec<&'a str>,
+    /// Each item's error text (a nack's reason), for the DLQ row a dlq verdict files.
+    pub errors: Vec<Option<&'a str>>,
+    /// The nack delay in seconds: the longest any item asked for; 0 = none.
+    pub delay: i32,
 }
 
 /// One positional ack of a whole delivered batch (`log_ack_at_v1`, a row of
@@ -30,25 +34,23 @@ pub struct AckRow<'a> {
 }
 
 impl Conn {
-    /// `queen.log_ack_by_hash_v1`: the authority (docs/contract.md §6.1).
+    /// `queen.log_ack_by_hash_v2`: the authority (docs/contract.md §6.1) in one statement:
+    /// a nack delay of `delay` seconds (0 = none), and a dlq verdict filed inside it with
+    /// its error text built by the extension from the items' `errors` (docs/decisions.md,
+    /// "Dead-letter filing").
     pub async fn log_ack_by_hash(&self, a: &ByHash<'_>) -> Result<Reply<HashAck>, DbError> {
         self.json(
-            "SELECT queen.log_ack_by_hash_v1($1::uuid, $2::text, $3::text, $4::bytea[], $5::text[])",
-            &[&a.pid, &a.group, &a.worker, &a.hashes, &a.statuses],
-        )
-        .await
-    }
-
-    /// `queen.log_ack_by_hash_delay_v1`: the same with a nack delay of `delay` seconds.
-    pub async fn log_ack_by_hash_delay(
-        &self,
-        a: &ByHash<'_>,
-        delay: i32,
-    ) -> Result<Reply<HashAck>, DbError> {
-        self.json(
-            "SELECT queen.log_ack_by_hash_delay_v1($1::uuid, $2::text, $3::text, \
-             $4::bytea[], $5::text[], $6::int)",
-            &[&a.pid, &a.group, &a.worker, &a.hashes, &a.statuses, &delay],
+            "SELECT queen.log_ack_by_hash_v2($1::uuid, $2::text, $3::text, $4::bytea[], \
+             $5::text[], $6::text[], $7::int)",
+            &[
+                &a.pid,
+                &a.group,
+                &a.worker,
+                &a.hashes,
+                &a.statuses,
+                &a.errors,
+                &a.delay,
+            ],
         )
         .await
     }
@@ -74,24 +76,6 @@ impl Conn {
         self.json(
             "SELECT queen.log_ack_multi_v1($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[])",
             &[&pids, &groups, &ends, &workers, &counts],
-        )
-        .await
-    }
-
-    /// `queen.log_dlq_head_v1`: files the frame at `off` to the DLQ with `error`
-    /// (docs/contract.md §7; native extraction of the payload).
-    pub async fn log_dlq_head(
-        &self,
-        pid: Uuid,
-        group: &str,
-        worker: Option<&str>,
-        off: i64,
-        error: &str,
-    ) -> Result<Reply<DlqFiled>, DbError> {
-        self.json(
-            "SELECT queen.log_dlq_head_v1($1::uuid, $2::text, $3::text, $4::bigint, \
-             NULL::uuid, NULL::text, NULL::jsonb, $5::text)",
-            &[&pid, &group, &worker, &off, &error],
         )
         .await
     }

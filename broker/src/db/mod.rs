@@ -12,8 +12,8 @@
 //! [`maintenance::MaintenanceConn`].
 //!
 //! Methods by area:
-//! - `ack.rs`: `log_ack_by_hash_v1`, `log_ack_by_hash_delay_v1`, `log_ack_at_v1`,
-//!   `log_ack_multi_v1`, `log_dlq_head_v1`, `log_renew_lease_v1`,
+//! - `ack.rs`: `log_ack_by_hash_v2` (the by-hash authority, delay and DLQ filing in one
+//!   statement), `log_ack_at_v1`, `log_ack_multi_v1`, `log_renew_lease_v1`,
 //!   `log_renew_lease_tenant_v1`, `owned_partitions_v1`, `cursor_worker_v1`,
 //!   `log_transaction_wire_v1`;
 //! - `push.rs`: `partitions_lookup_v1`, `log_push_multi_v1`, `dedup_window_v1`;

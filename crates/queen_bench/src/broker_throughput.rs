@@ -177,12 +177,12 @@ pub async fn consume(
 }
 
 /// Top-level calls of the three ack functions since the last reset:
-/// (log_ack_multi_v1, log_ack_at_v1, log_ack_by_hash_v1).
+/// (log_ack_multi_v1, log_ack_at_v1, the by-hash authority log_ack_by_hash_v1 or _v2).
 pub async fn pgss_calls(db: &Client, schema: &str) -> Option<(i64, i64, i64)> {
     let sql = format!(
         "SELECT coalesce(sum(calls) FILTER (WHERE query ILIKE '%log_ack_multi_v1%'), 0)::bigint,
                 coalesce(sum(calls) FILTER (WHERE query ILIKE '%log_ack_at_v1%'), 0)::bigint,
-                coalesce(sum(calls) FILTER (WHERE query ILIKE '%log_ack_by_hash_v1%'), 0)::bigint
+                coalesce(sum(calls) FILTER (WHERE query ILIKE '%log_ack_by_hash_v%'), 0)::bigint
            FROM {schema}.pg_stat_statements
           WHERE toplevel AND query NOT ILIKE '%pg_stat_statements%'
             AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"

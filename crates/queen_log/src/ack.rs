@@ -401,17 +401,48 @@ pub fn resolve_in_span<'a>(
         .collect()
 }
 
-/// Which of `wanted` occur at or below `committed` in the given sidecar rows.
+/// The elements a call that released the lease leaves to be delivered again: those that
+/// resolved in span above the final cursor `committed` (after a DLQ filing, the filed
+/// offset). Input indexes in input order; empty when the lease was kept.
+pub fn redelivered(elements: &[Element], committed: i64, lease_released: bool) -> Vec<usize> {
+    if !lease_released {
+        return Vec::new();
+    }
+    (0..elements.len())
+        .filter(|&i| elements[i].eff.is_some_and(|e| e > committed))
+        .collect()
+}
+
+/// How far below the cursor an element that did not resolve in span is looked for (the
+/// noop/stale test): the `BELOW_WINDOW` offsets up to the cursor. This covers a repeated
+/// ack of anything in the current batch (a pop delivers at most 10,000 messages by
+/// default) and late acks of messages up to that many positions behind; a hash farther
+/// down answers unresolved instead of noop/stale (it changes nothing either way). Without
+/// the bound, a bogus ack of unknown hashes would read the partition's whole sidecar
+/// window (docs/notes-ack-dlq.md).
+pub const BELOW_WINDOW: i64 = 16_384;
+
+/// The offsets `[from, committed]` the noop/stale test reads (see [`BELOW_WINDOW`]).
+pub fn below_window(committed: i64, txns_start: i64) -> (i64, i64) {
+    ((committed - BELOW_WINDOW + 1).max(txns_start), committed)
+}
+
+/// Which of `wanted` occur in `[from, committed]` (the [`below_window`]) in the given
+/// sidecar rows.
 pub fn occurs_below<'a>(
     wanted: &[TxnHash],
     rows: impl IntoIterator<Item = (i64, &'a [u8])>,
-    committed: i64,
+    (from, committed): (i64, i64),
 ) -> Vec<bool> {
     let mut seen: TxnHashMap<bool> = wanted.iter().map(|h| (*h, false)).collect();
     for (base, hashes) in rows {
         for (k, chunk) in hashes.chunks_exact(16).enumerate() {
-            if base + k as i64 > committed {
+            let off = base + k as i64;
+            if off > committed {
                 break;
+            }
+            if off < from {
+                continue;
             }
             if let Some(flag) = seen.get_mut(<&TxnHash>::try_from(chunk).expect("16-byte chunk")) {
                 *flag = true;

@@ -160,7 +160,10 @@ pub struct HashAck {
     pub stale_hashes: Vec<String>,
     pub unresolved_hashes: Vec<String>,
     pub lease_released: bool,
-    /// Branch 1 (or 2b): the frame at `off` must be filed to the DLQ by the caller.
+    /// Branch 1 (or 2b): the frame at `off` goes to the DLQ. With `dlqId` it was filed in
+    /// this call (`log_ack_by_hash_v2`, `queen.ack`, the transaction wire); without it the
+    /// caller files it (`log_ack_by_hash_v1` / `_delay_v1`, whose answer is unchanged) or,
+    /// with `dlqRefused`, filing was refused and the lease is kept.
     #[serde(default, skip_serializing_if = "is_false")]
     pub dlq: bool,
     /// Branch 2c: the poison frame at `off` was dropped.
@@ -182,9 +185,19 @@ pub struct HashAck {
         deserialize_with = "present"
     )]
     pub worker: Option<Option<String>>,
-    /// Transaction wire only: the DLQ row filed for a dlq hand-off.
+    /// The DLQ row this call filed for the dlq verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dlq_id: Option<Uuid>,
+    /// Why filing in this call was refused (e.g. the frame was retained away): nothing
+    /// was filed, the lease is kept, the batch redelivers when it expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dlq_refused: Option<String>,
+    /// Input elements (lowercase hex, input order) that resolved inside the batch above
+    /// the cursor this call left, when this call released the lease: those messages are
+    /// delivered again (what a nack of them, or a completion above a signal, amounts
+    /// to). Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redelivered_hashes: Vec<String>,
     /// `log_ack_by_hash_delay_v1` only: a nack's delay held the redelivery back until
     /// this instant (UTC with microseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -229,8 +242,8 @@ pub struct DlqFiled {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum WireAck {
-    /// Hash form (it has the hex lists).
-    Hash(HashAck),
+    /// Hash form (it has the hex lists; boxed: it is several times the positional form).
+    Hash(Box<HashAck>),
     Positional(PositionalAck),
 }
 

@@ -3,7 +3,8 @@
 //! Items are grouped by (partitionId, consumer group, leaseId). A group whose items are
 //! all completed and exactly match what this process delivered under that lease takes
 //! the registry fast path (one positional `log_ack_at_v1`); everything else, and any
-//! fast-path row the database refuses, goes through the authority `log_ack_by_hash_v1`.
+//! fast-path row the database refuses, goes through the authority `log_ack_by_hash_v2`
+//! (which also files a dlq verdict in the same statement).
 
 use std::collections::{HashMap, HashSet};
 
@@ -11,7 +12,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use queen_log::ack::Status;
-use queen_log::dlq::error_text;
 use queen_log::hash::{hash_hex, TxnHash};
 use queen_log::wire::{HashAck, Reply};
 use serde::{Deserialize, Serialize};
@@ -19,7 +19,6 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::db::ack::ByHash;
-use crate::db::Conn;
 use crate::engine::fusion::{Parked, Verdict};
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::{owned_partitions, Tenant};
@@ -58,6 +57,7 @@ struct Out {
     lease_released: bool,
     dlq: bool,
     noop: bool,
+    redelivered: bool,
     redeliver_at: Option<String>,
 }
 
@@ -157,6 +157,7 @@ async fn process(state: &AppState, tenant: Uuid, items: Vec<Item>) -> ApiResult<
             lease_released: o.lease_released,
             dlq: o.dlq,
             noop: o.noop,
+            redelivered: o.redelivered,
             redeliver_at: o.redeliver_at,
         })
         .collect())
@@ -178,6 +179,10 @@ pub struct Answer {
     lease_released: bool,
     dlq: bool,
     noop: bool,
+    /// The message is delivered again: this ack released the lease with it above the
+    /// cursor (a nack, or anything above the batch's head signal). Only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    redelivered: bool,
     /// A nack's delay held the redelivery back until then (only when it did).
     #[serde(skip_serializing_if = "Option::is_none")]
     redeliver_at: Option<String>,
@@ -283,21 +288,19 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
     if let Some(l) = lease {
         state.registry.evict_if_worker(first.pid, &first.group, l);
     }
+    // One statement: the nack delay (the longest any item asked for) rides along, and a
+    // dlq verdict is filed inside it, its error text built by the extension from the
+    // items' errors (queen_log::dlq::error_text, one owner).
     let args = ByHash {
         pid: first.pid,
         group: &first.group,
         worker: lease,
         hashes: g.iter().map(|it| it.hash.as_slice()).collect(),
         statuses: g.iter().map(|it| it.status.as_str()).collect(),
+        errors: g.iter().map(|it| it.error.as_deref()).collect(),
+        delay: g.iter().filter_map(|it| it.delay).max().unwrap_or(0),
     };
-    // The group's nack delay: the longest any of its nacks asked for.
-    let delay = g.iter().filter_map(|it| it.delay).max().unwrap_or(0);
-    let db = state.db.conn().await?;
-    let r = if delay > 0 {
-        db.log_ack_by_hash_delay(&args, delay).await?
-    } else {
-        db.log_ack_by_hash(&args).await?
-    };
+    let r = state.db.conn().await?.log_ack_by_hash(&args).await?;
     let r = match r {
         Reply::Done(r) => r,
         Reply::Refused(e) => return Ok(vec![Out::fail(e); g.len()]),
@@ -310,7 +313,7 @@ async fn sql_path(state: &AppState, g: &[&Item]) -> ApiResult<Vec<Out>> {
             .for_each(|o| o.redeliver_at = Some(at.clone()));
     }
     if r.dlq {
-        file_dlq(state, &db, g, &r, &mut outs).await?;
+        mark_dlq(state, g, &r, &mut outs);
     }
     Ok(outs)
 }
@@ -324,6 +327,7 @@ fn map_lists(r: &HashAck, g: &[&Item]) -> Vec<Out> {
         set(&r.stale_hashes),
         set(&r.noop_hashes),
     );
+    let redelivered = set(&r.redelivered_hashes);
     let released = r.lease_released;
     g.iter()
         .map(|it| {
@@ -341,45 +345,28 @@ fn map_lists(r: &HashAck, g: &[&Item]) -> Vec<Out> {
                     ..Out::ok(released)
                 }
             } else {
-                Out::ok(released)
+                Out {
+                    redelivered: redelivered.contains(&hex),
+                    ..Out::ok(released)
+                }
             }
         })
         .collect()
 }
 
-/// Files the DLQ row (native extraction) for a dlq:true verdict and marks the items. Its
-/// error text is queen_log::dlq's rule over the group's items, keyed by the head signal
-/// the extension named (`headIndex`).
-async fn file_dlq(
-    state: &AppState,
-    db: &Conn,
-    g: &[&Item],
-    r: &HashAck,
-    outs: &mut [Out],
-) -> ApiResult<()> {
-    let first = g[0];
-    let errors: Vec<(Status, Option<&str>)> = g
-        .iter()
-        .map(|it| (it.status, it.error.as_deref()))
-        .collect();
-    let error = error_text(&errors, r.head_index);
-    let filed = db
-        .log_dlq_head(
-            first.pid,
-            &first.group,
-            first.lease.as_deref(),
-            r.off,
-            &error,
-        )
-        .await?;
-    if filed.done().is_some() {
-        Metrics::add(&state.metrics.dlq_filed, 1);
-        for o in outs.iter_mut() {
-            o.dlq = true;
-            o.lease_released = true;
-        }
-    } else {
+/// What the dlq verdict did to each item, as the extension filed it: the items of the
+/// filed message (the head signal's transaction) say `dlq`, the rest of the batch above
+/// it `redelivered` (map_lists marked them), the lease is released for all. A filing the
+/// extension refused (the frame retained away) files nothing: every item `dlq rejected`.
+fn mark_dlq(state: &AppState, g: &[&Item], r: &HashAck, outs: &mut [Out]) {
+    if r.dlq_id.is_none() {
         outs.fill(Out::fail(DLQ_REJECTED));
+        return;
     }
-    Ok(())
+    Metrics::add(&state.metrics.dlq_filed, 1);
+    let filed = r.head_index.and_then(|h| g.get(h)).map(|it| it.hash);
+    for (it, o) in g.iter().zip(outs.iter_mut()) {
+        o.dlq = Some(it.hash) == filed;
+        o.lease_released = true;
+    }
 }

@@ -314,7 +314,38 @@ fn resolution_takes_the_minimum_in_span_offset() {
         vec![Some(2), Some(1), Some(3)]
     );
     assert_eq!(resolve_in_span(&[c], rows, 4, None), vec![None]);
-    assert_eq!(occurs_below(&[a, c], rows, 1), vec![true, false]);
+    assert_eq!(occurs_below(&[a, c], rows, (0, 1)), vec![true, false]);
+    // The window's low end excludes what lies below it: a occurs at 0 and 2 only.
+    assert_eq!(occurs_below(&[a, b], rows, (1, 1)), vec![false, true]);
+}
+
+#[test]
+fn the_below_test_reads_a_bounded_window_up_to_the_cursor() {
+    assert_eq!(
+        below_window(999_999, 0),
+        (999_999 - BELOW_WINDOW + 1, 999_999)
+    );
+    assert_eq!(below_window(100, 0), (0, 100), "never below txns_start");
+    assert_eq!(below_window(100, 50), (50, 100));
+    // Covers a whole batch of the broker's default QUEEN_MAX_BATCH (10,000).
+    const { assert!(BELOW_WINDOW >= 10_000) };
+}
+
+#[test]
+fn what_a_releasing_call_leaves_above_the_cursor_is_redelivered() {
+    let el = |eff: Option<i64>| Element {
+        status: Status::Failed,
+        eff,
+        below: false,
+    };
+    let elements = [el(Some(3)), el(Some(4)), el(None), el(Some(6)), el(Some(4))];
+    assert_eq!(redelivered(&elements, 3, true), vec![1, 3, 4]);
+    assert_eq!(
+        redelivered(&elements, 3, false),
+        Vec::<usize>::new(),
+        "lease kept"
+    );
+    assert_eq!(redelivered(&elements, 6, true), Vec::<usize>::new());
 }
 
 #[test]
