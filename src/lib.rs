@@ -5,10 +5,6 @@
 //! results. Decisions (hashing, the frame codec, the ack procedure) live in the pure
 //! `queen_log` crate, so they are tested without a server and shared with the broker.
 
-// pgrx needs set-returning signatures spelled inline (its macro cannot see through a
-// type alias), and the contract fixes the argument lists of the SQL functions.
-#![allow(clippy::type_complexity, clippy::too_many_arguments)]
-
 use pgrx::prelude::*;
 
 mod ack;
