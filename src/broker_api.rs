@@ -5,6 +5,8 @@
 use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 
+use queen_log::conventions::queue_lease_time;
+
 use crate::db::required;
 use crate::pop::{max_partitions, pop, LeaseRule, PopRequest, PopRow, Target};
 
@@ -119,4 +121,14 @@ fn log_pop_at_v1(
         conflate: false,
     });
     TableIterator::new(rows.into_iter().map(PopRow::columns))
+}
+
+/// `queen.effective_lease_time(lease_time)`: the lease a pop of a queue whose
+/// `queues.lease_time` is `p_lease_time` grants when asked for none (NULL means 60, at
+/// least 1). The one rule (`queen_log::conventions::queue_lease_time`), also for SQL:
+/// queue_info_v1 reports it.
+#[pg_extern(immutable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn effective_lease_time(p_lease_time: Option<i32>) -> i32 {
+    queue_lease_time(p_lease_time)
 }

@@ -45,7 +45,7 @@ extension_sql_file!(
 extension_sql_file!(
     "../sql/broker_api.sql",
     name = "broker_api",
-    requires = ["sql_functions"]
+    requires = ["sql_functions", broker_api::effective_lease_time]
 );
 extension_sql_file!(
     "../sql/lifecycle.sql",
