@@ -6,11 +6,9 @@ use serde::Deserialize;
 
 use crate::error::{ApiError, ApiResult};
 
-/// The queue-mode consumer group (contract conventions).
-pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
-
-/// The default tenant (contract conventions): every request's tenant while tenancy is off.
-pub const DEFAULT_TENANT: uuid::Uuid = uuid::Uuid::from_u128(1);
+/// The queue-mode consumer group and the default tenant (every request's tenant while
+/// tenancy is off): the contract's conventions, defined once in queen_log.
+pub use queen_log::conventions::{DEFAULT_TENANT, QUEUE_MODE};
 
 /// Parses a JSON body into `T` (which may borrow from it); any syntax or shape problem is
 /// a 400 naming it.
