@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# End to end through the broker on one node vs through a Citus coordinator (issue 15):
+# End to end through the broker on one node vs through a Citus coordinator (docs/citus.md):
 # queen-bench's section 3 (4 producers push batches of B over HTTP, 8 consumers long-poll
 # pop batches of B and ack them, registry + ack fusion, release broker) against each side,
 # ROUNDS times, the side that opens a round rotating so that drift in machine load hits all
 # alike. Four sides: one node; Citus as configured (Citus defaults); Citus with
-# citus.max_adaptive_executor_pool_size = 1 (README, "Scale-out on Citus": a multi-shard
+# citus.max_adaptive_executor_pool_size = 1 (docs/citus.md, "Recommended": a multi-shard
 # statement then uses one cached connection per worker instead of opening and closing
 # more); and that database with the broker connected to worker 1 instead of the
 # coordinator (Citus workers take client connections and route what they receive).
@@ -22,6 +22,8 @@ ONE=${1:?usage: $0 ONE_NODE_URL CITUS_URL [ROUNDS]}
 CITUS=${2:?usage: $0 ONE_NODE_URL CITUS_URL [ROUNDS]}
 ROUNDS=${3:-2}
 OUT=${QUEEN_BENCH_OUT:-results/bench-citus}
+# Run logs are not results: they go under target/ (reports and the summary stay in $OUT).
+LOGS=target/bench-logs/${OUT#results/}
 export PGOPTIONS="-c client_min_messages=warning"
 . tests/testdb.sh
 # tests/citus.sh createdb finds the cluster by its coordinator port.
@@ -63,7 +65,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$LOGS"
 header="citus-e2e: $(date -u +%FT%TZ), $ROUNDS round(s), load before: $(uptime | sed 's/.*load average: //')"
 echo "$header"
 SIDES=(one citus citus_pool1 worker_pool1)
@@ -78,8 +80,8 @@ for r in $(seq 1 "$ROUNDS"); do
         echo "citus-e2e: round $r, $side" >&2
         [ "$side" = one ] || before=$(worker_sessions "${db##*/}")
         ./target/release/queen-bench --database-url "$db" --quick --sections 3 \
-            --out "$OUT/$side-$r" >"$OUT/$side-$r.log" 2>&1 ||
-            { tail -20 "$OUT/$side-$r.log" >&2; exit 1; }
+            --out "$OUT/$side-$r" --log-dir "$LOGS/$side-$r" >"$LOGS/$side-$r.log" 2>&1 ||
+            { tail -20 "$LOGS/$side-$r.log" >&2; exit 1; }
         [ "$side" = one ] ||
             SESSIONS[$side]=$((SESSIONS[$side] + $(worker_sessions "${db##*/}") - before))
     done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Per-call latency and CPU of the hot calls on one node vs through a Citus coordinator
-# (issue 15), measured side by side in one run with pgbench (-M prepared, the broker's
+# (docs/citus.md), measured side by side in one run with pgbench (-M prepared, the broker's
 # bind-parameter form; -r per-statement latencies).
 #   bench/citus-latency.sh ONE_NODE_URL CITUS_URL [SECONDS] [CLIENTS]
 # (superuser URLs of tests/cluster.sh's and tests/citus.sh's clusters; default 20 s a

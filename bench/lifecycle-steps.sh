@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One retention step and one sidecar purge step on a partition holding 1,000,000 messages
 # (10,000 segments of 100) against the same steps on a partition holding 100,000 (1,000
-# segments): the steps are bounded by p_max_rows, not by history (issue 11's target:
+# segments): the steps are bounded by p_max_rows, not by history (the target:
 # <= 50 ms a step).
 # Server-side times (clock_timestamp() around the call), median of 5 steps each.
 # It creates the extension in the given database: use a scratch database.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Table bytes over time under a steady load with retention, with the broker's maintenance
-# loop on and off, and push / ack latencies beside it (issue 11). The same run twice
+# loop on and off, and push / ack latencies beside it (docs/benchmarks.md). The same run twice
 # (tests/reliability/plateau.py), then a chart and a Markdown section in the results
 # folder (results/bench/lifecycle.md, lifecycle_bytes_over_time.svg).
 # On a dedicated cluster (port 5490, stopped after), the release broker.

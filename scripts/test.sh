@@ -33,6 +33,8 @@ run_suite lint bash scripts/lint.sh
 run_suite pure cargo test -p queen_log
 # The benchmark harness's own unit tests (report parser, payloads, fill sizing).
 run_suite bench cargo test -p queen_bench
+# Every relative link of README.md, CHANGELOG.md and docs/ names a file and heading that exist.
+run_suite docs bash tests/docs_links.sh
 # The tests install their builds into a PostgreSQL of their own (scripts/pg-tree.sh: a
 # private copy of the system's under target/pg) through a pgrx home of their own, so a
 # database that scripts/run.sh serves, or any other installation, is never touched.
@@ -57,7 +59,7 @@ install -d -o postgres -g postgres "$PGDATA_DIR"
 rm -f "$("$PG_CONFIG" --pkglibdir)/queen_ack.so" # see scripts/install-extension.sh
 run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
 
-# The Citus suites (issue 15): a coordinator and two workers (tests/citus.sh), the
+# The Citus suites (docs/citus.md): a coordinator and two workers (tests/citus.sh), the
 # extension distributed; the differential run compares them with the one-node cluster
 # ($1, when it runs). Without Citus (no citus.so and no ../shared/vendor to build it from)
 # they are skipped, saying so.
@@ -73,7 +75,8 @@ run_citus_suites() { # one-node-url (may be empty)
         return
     fi
     url=$(echo "$url" | tail -1)
-    QUEEN_TEST_CITUS=1 run_suite citus_smoke bash tests/sql_smoke.sh "$url"
+    # The regression files on the coordinator, distributed, with the citus_*.sql ones.
+    QUEEN_TEST_CITUS=1 run_suite citus_regress bash tests/regress.sh "$url"
     QUEEN_TEST_CITUS=1 QUEEN_SKIP_CRON=1 run_suite citus_maintenance bash tests/maintenance.sh "$url"
     run_suite citus_sql bash tests/citus_sql.sh "$url"
     [ -z "$1" ] || run_suite citus_differential bash tests/citus_differential.sh "$1" "$url"
@@ -88,7 +91,7 @@ run_citus_suites() { # one-node-url (may be empty)
     # The broker pointed at the coordinator, as is. Left out: the three tests of a 300 ms
     # statement timeout on a held lock. The broker's timeout does not reach the workers and
     # Citus's cancel does not always arrive, so an ack answered as timed out may commit
-    # there (README, "Scale-out on Citus").
+    # there (docs/citus.md, "What differs on Citus").
     QUEEN_TEST_DATABASE_URL=$url run_suite citus_broker \
         cargo test -p queen_broker --no-fail-fast -- --skip statement_timeout_is_honored \
         --skip batch_over_two_partitions_answers_per_item_when_one_fails_after_the_other_applied \
@@ -98,7 +101,8 @@ run_citus_suites() { # one-node-url (may be empty)
 
 # Suites that need a running server: a short-lived cluster with the real extension.
 if PG_URL=$(bash tests/cluster.sh start); then
-    run_suite smoke bash tests/sql_smoke.sh "$PG_URL"
+    # The SQL behaviour tests: tests/pg_regress/sql/*.sql against their expected output.
+    run_suite regress bash tests/regress.sh "$PG_URL"
     # Every frozen release upgrades in place to this build, rows and catalog intact.
     run_suite upgrade bash tests/upgrade.sh "$PG_URL"
     # CALL queen.run_maintenance() over psql, two runners at once, and a pg_cron schedule
@@ -107,7 +111,7 @@ if PG_URL=$(bash tests/cluster.sh start); then
     # Leases are unlogged: a crash and a standby promotion void them, acked data stays.
     run_suite lease_durability bash tests/lease_durability.sh
     QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker
-    # The README's marked psql and curl examples, run as written against a broker.
+    # The marked psql and curl examples of README.md and docs/*.md, run as written against a broker.
     run_suite readme bash tests/readme_examples.sh "$PG_URL"
     # The real Python SDK (queen-mq from PyPI, in target/py-venv) against the broker.
     run_suite python bash tests/python_e2e.sh "$PG_URL"

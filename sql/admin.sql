@@ -1,4 +1,4 @@
--- Operating a queue (issue 16): DLQ redrive and deletion, queue and lag statistics.
+-- Operating a queue (docs/sql-api.md): DLQ redrive and deletion, queue and lag statistics.
 -- Redrive itself is Rust (src/redrive.rs, queen.dlq_redrive_v1); these select the rows
 -- it moves, delete rows, and report. Every function is scoped to a tenant: another
 -- tenant's rows behave exactly like rows that do not exist.

@@ -1,4 +1,4 @@
--- queen_ack schema (contract §2). Runs first in CREATE EXTENSION.
+-- queen_ack schema (docs/contract.md §2). Runs first in CREATE EXTENSION.
 -- The schema is created here, not through the control file's `schema` key: a schema
 -- PostgreSQL creates for the control file is not a member of the extension and would
 -- survive DROP EXTENSION. The SET LOCAL makes the pgrx-generated functions that follow
@@ -93,7 +93,7 @@ CREATE TABLE queen.log_consumers (
     batch_retry_count int NOT NULL DEFAULT 0,
     total_consumed bigint NOT NULL DEFAULT 0,
     lease_conflated bool NOT NULL DEFAULT false,
-    -- Messages this group lost unconsumed to retention rule 1 (contract §13).
+    -- Messages this group lost unconsumed to retention rule 1 (docs/contract.md §13).
     evicted bigint NOT NULL DEFAULT 0,
     created_at timestamptz NOT NULL DEFAULT now(),
     -- A nack's delay: no pop of this (partition, group) before this instant. Durable, so
@@ -102,7 +102,7 @@ CREATE TABLE queen.log_consumers (
     PRIMARY KEY (partition_id, consumer_group)
 ) WITH (fillfactor = 70);
 
--- The lease half (contract §2's worker_id, batch_end, lease_expires_at,
+-- The lease half (docs/contract.md §2's worker_id, batch_end, lease_expires_at,
 -- lease_acquired_at, attempt_offset, attempt_count), UNLOGGED: a lease needs no
 -- durability (after a crash or a failover every lease is void and its batch redelivers,
 -- which the contract prefers), so claiming one writes no WAL and a pop that only leases

@@ -1,4 +1,4 @@
--- Scale-out on Citus (issue 15): the one step that turns a database with the extension
+-- Scale-out on Citus (docs/citus.md): the one step that turns a database with the extension
 -- into the distributed layout. Every per-partition table is hash-distributed by partition
 -- id, all colocated with log_partitions (a partition's rows, segments, sidecar, cursors,
 -- leases and DLQ rows live in one shard group, on one worker); the small shared tables

@@ -21,7 +21,7 @@ EXCEPTION WHEN others THEN
     RETURN NULL;
 END $$;
 
--- Where a new cursor starts (contract §5): mode 'all' at log_start - 1; 'new' and
+-- Where a new cursor starts (docs/contract.md §5): mode 'all' at log_start - 1; 'new' and
 -- 'timestamp' just before the first segment created at or after p_ts, else at the end.
 -- PL/pgSQL: Citus plans no join or subquery with parameters inside a LANGUAGE sql function.
 CREATE FUNCTION queen.seed_offset(p_pid uuid, p_mode text, p_ts timestamptz) RETURNS bigint
@@ -47,7 +47,7 @@ BEGIN
     RETURN COALESCE(v_first, v_last);
 END $$;
 
--- The segment covering an offset, if any (contract §4).
+-- The segment covering an offset, if any (docs/contract.md §4).
 CREATE FUNCTION queen.log_segment_at_v1(p_pid uuid, p_off bigint)
 RETURNS TABLE(r_base bigint, r_end bigint, r_created timestamptz, r_blob bytea)
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -59,7 +59,7 @@ AS $$
      ORDER BY s.base_offset DESC LIMIT 1
 $$;
 
--- Lease renewal (contract §8): extends live leases only, never shortens, never revives.
+-- Lease renewal (docs/contract.md §8): extends live leases only, never shortens, never revives.
 -- The instant is taken once and passed as a value: Citus refuses a volatile function in
 -- an UPDATE of a distributed table (and plans a multi-shard UPDATE only from PL/pgSQL).
 CREATE FUNCTION queen.log_renew_lease_v1(p_worker text, p_seconds int) RETURNS jsonb

@@ -3,7 +3,7 @@
 -- granted to the NOLOGIN role `queen_broker` (cluster-wide, created once, kept by DROP
 -- EXTENSION since other databases may use it). Give a login role membership:
 --   CREATE ROLE broker LOGIN PASSWORD '...' IN ROLE queen_broker;
--- It reads no table either: the broker calls functions only (issue 14), so the schema is
+-- It reads no table either: the broker calls functions only (docs/security.md), so the schema is
 -- not part of its API. What an operator reads comes through functions and the views
 -- queen.partition_storage and queen.consumer_lag (a view reads as its owner).
 DO $$

@@ -1,4 +1,4 @@
--- Log lifecycle (contract §10, §13): sidecar purge on the queue's clock, orphan cleanup,
+-- Log lifecycle (docs/contract.md §10, §13): sidecar purge on the queue's clock, orphan cleanup,
 -- the plan of due work, and the one driver, CALL queen.run_maintenance(). Retention's
 -- step is Rust (src/lifecycle.rs); every step is bounded by p_max_rows, touches one
 -- partition (or one batch of orphans) and writes nothing when there is nothing to do, so
@@ -11,7 +11,7 @@ CREATE TABLE queen.maintenance_state (
     updated_at timestamptz NOT NULL DEFAULT now()
 );
 
--- One purge step for one partition (contract §10, §13): whole sidecar rows older than the
+-- One purge step for one partition (docs/contract.md §10, §13): whole sidecar rows older than the
 -- cutoff, from the low end, at most p_max_rows; txns_start moves past them. The cutoff is
 -- clamped to now - GREATEST(dedup window, completed retention, 900 s) of the partition's
 -- queue: hashes inside the window are what dedup and acks by id need.
@@ -241,7 +241,7 @@ AS $$
      ORDER BY id
 $$;
 
--- The driver (contract §13): every due step for every partition, a COMMIT after each, so
+-- The driver (docs/contract.md §13): every due step for every partition, a COMMIT after each, so
 -- no transaction stays open long. Exactly one runner works at a time: each step runs
 -- under a transaction-level advisory lock, and a run that cannot take it returns at once
 -- (ran: false). A run stops after p_time_budget_ms (more: true says work is left).

@@ -3,7 +3,7 @@
 -- Written by hand, in the same commit as each SQL change of 0.2.0 (new functions,
 -- changed signatures, new tables, columns, indexes, grants). tests/upgrade.sh proves that
 -- 0.1.0 plus this script has exactly the catalog of a fresh 0.2.0 install and keeps
--- every row. Rules (README "Upgrading"):
+-- every row. Rules (docs/operations.md, "Upgrading"):
 --   - never DROP a table or column that holds user data; add, backfill, then constrain;
 --   - a C function keeps its SQL signature and its symbol forever: an install of an older
 --     version runs against the newest library. A new signature is a new Rust function (a
@@ -13,7 +13,7 @@
 --   - grants to queen_broker are repeated for every new function (see sql/grants.sql).
 
 
--- A schema that distributes (issue 15): every unique key and foreign key is one Citus can
+-- A schema that distributes (docs/citus.md): every unique key and foreign key is one Citus can
 -- enforce once the per-partition tables are distributed by partition id. First, so that
 -- every function below may name the registry. -------------------------------------------
 
@@ -38,7 +38,7 @@ ALTER TABLE queen.log_partitions DROP CONSTRAINT log_partitions_queue_id_name_ke
 ALTER TABLE queen.log_dlq DROP CONSTRAINT log_dlq_pkey,
     ADD CONSTRAINT log_dlq_pkey PRIMARY KEY (id, partition_id);
 
--- Leases move to an UNLOGGED table (issue 13.5): claiming a lease writes no WAL, a pop
+-- Leases move to an UNLOGGED table (docs/decisions.md): claiming a lease writes no WAL, a pop
 -- that only leases commits without waiting for a flush, and an ack's update of the
 -- durable cursor row is HOT (nothing indexed changes on it any more). ------------------
 CREATE UNLOGGED TABLE queen.log_leases (
@@ -117,7 +117,7 @@ BEGIN
     RETURN jsonb_build_object('renewed', v_renewed, 'expiresAt', queen.iso_utc(v_min));
 END $$;
 
--- The broker calls functions only (issue 14). ------------------------------------------
+-- The broker calls functions only (docs/security.md). -----------------------------------
 
 -- The broker's pop: partition or queue-level, the queue's lease time by default, and the
 -- delivery attempt per row (src/broker_api.rs).
@@ -178,7 +178,7 @@ GRANT EXECUTE ON FUNCTION queen.broker_pop_v1(uuid, text, text, text, int, int, 
                           queen.partitions_lookup_v1(uuid, text[], text[]),
                           queen.cursor_worker_v1(uuid, text) TO queen_broker;
 
--- Log lifecycle (issue 11): retention, the purge clock's clamp, orphan cleanup, the
+-- Log lifecycle (docs/operations.md): retention, the purge clock's clamp, orphan cleanup, the
 -- driver, storage and lag views. Copied from sql/lifecycle.sql. ------------------------
 
 -- Messages a group lost unconsumed to retention rule 1.
@@ -202,7 +202,7 @@ CREATE TABLE queen.maintenance_state (
     updated_at timestamptz NOT NULL DEFAULT now()
 );
 
--- One purge step for one partition (contract §10, §13): whole sidecar rows older than the
+-- One purge step for one partition (docs/contract.md §10, §13): whole sidecar rows older than the
 -- cutoff, from the low end, at most p_max_rows; txns_start moves past them. The cutoff is
 -- clamped to now - GREATEST(dedup window, completed retention, 900 s) of the partition's
 -- queue: hashes inside the window are what dedup and acks by id need.
@@ -379,7 +379,7 @@ AS $$
      ORDER BY id
 $$;
 
--- The driver (contract §13): every due step for every partition, a COMMIT after each, so
+-- The driver (docs/contract.md §13): every due step for every partition, a COMMIT after each, so
 -- no transaction stays open long. Exactly one runner works at a time: each step runs
 -- under a transaction-level advisory lock, and a run that cannot take it returns at once
 -- (ran: false). A run stops after p_time_budget_ms (more: true says work is left).
@@ -496,7 +496,7 @@ GRANT EXECUTE ON FUNCTION queen.log_retention_step_v1(uuid, timestamptz, timesta
 GRANT EXECUTE ON PROCEDURE queen.run_maintenance(int, int, jsonb) TO queen_broker;
 GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;
 
--- Hardening (issue 12). ----------------------------------------------------------------
+-- Hardening: bounds and races. ----------------------------------------------------
 
 -- 12.6: the one name rule for SQL callers (src/names.rs); push, pop and configure refuse a
 -- name over 255 bytes with 22023 instead of failing inside a btree index.
@@ -550,7 +550,7 @@ BEGIN
 END $$;
 
 
--- Issue 16: delayedProcessing, nack with delay, DLQ redrive and delete, lag and queue
+-- Delivery features: delayedProcessing, nack with delay, DLQ redrive and delete, lag and queue
 -- statistics. ---------------------------------------------------------------------------
 
 -- delayedProcessing (seconds): no pop serves a message before created_at + delay.
@@ -828,7 +828,7 @@ GRANT EXECUTE ON FUNCTION queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea
                           queen.queue_list_v1(uuid, text),
                           queen.queue_stats_v1(uuid, text) TO queen_broker;
 
--- The broker reads no table (issue 14): the dedup cache's load is a function too. -------
+-- The broker reads no table (docs/security.md): the dedup cache's load is a function too. 
 
 -- The dedup window of a partition as the broker's watermark cache loads it, in one
 -- snapshot: the partition's last offset, its queue's window now, and the sidecar rows
@@ -855,11 +855,11 @@ END $$;
 REVOKE ALL ON FUNCTION queen.dedup_window_v1(uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.dedup_window_v1(uuid) TO queen_broker;
 
--- The broker role reads no table (issue 14): 0.1.0 granted SELECT on every table.
+-- The broker role reads no table (docs/security.md): 0.1.0 granted SELECT on every table.
 REVOKE SELECT ON ALL TABLES IN SCHEMA queen FROM queen_broker;
 GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;
 
--- Scale-out on Citus (issue 15): partition creation through the registry, an id-addressed
+-- Scale-out on Citus (docs/citus.md): partition creation through the registry, an id-addressed
 -- partition pop, the orphan sweep's per-table scan (a per-shard one on Citus), and the
 -- distribution step. -------------------------------------------------------------------
 -- Create the partition p_name of queue p_queue_id unless it exists; returns its id. The

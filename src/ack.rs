@@ -1,4 +1,4 @@
-//! Acks (contract §6): the by-hash authority and the positional fast paths. Each entry
+//! Acks (docs/contract.md §6): the by-hash authority and the positional fast paths. Each entry
 //! point validates, locks the cursor row, asks `queen_log::ack` what to do, writes the
 //! new state back and reports.
 
@@ -197,7 +197,7 @@ fn resolve(
         .collect()
 }
 
-/// The authority (contract §6.1), shared by the SQL function, the psql helper and the
+/// The authority (docs/contract.md §6.1), shared by the SQL function, the psql helper and the
 /// transaction wire. Done results carry `headIndex`: the input element whose signal
 /// chose the branch (a DLQ row takes its error text from it).
 pub fn ack_by_hash(
@@ -328,7 +328,7 @@ fn log_ack_by_hash_v1(
     }))
 }
 
-/// The positional procedure (contract §6.2), shared by ack_at, ack_v1, multi and the wire.
+/// The positional procedure (docs/contract.md §6.2), shared by ack_at, ack_v1, multi and the wire.
 pub fn ack_at(
     client: &mut SpiClient<'_>,
     pid: Uuid,
@@ -400,7 +400,7 @@ pub fn ack_by_name(
     }
 }
 
-// The SQL signature (compatibility: contract §6) fixes the argument list.
+// The SQL signature (compatibility: docs/contract.md §6) fixes the argument list.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]

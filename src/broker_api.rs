@@ -10,8 +10,8 @@ use queen_log::conventions::queue_lease_time;
 use crate::db::required;
 use crate::pop::{max_partitions, pop, LeaseRule, PopRequest, PopRow, Target};
 
-/// The broker's pop (broker.md §1): a partition pop when `p_partition` is given, else a
-/// queue-level pop of up to `p_max_partitions` ready partitions. `p_lease_seconds` NULL or
+/// The broker's pop (docs/broker-contract.md §1): a partition pop when `p_partition` is
+/// given, else a queue-level pop of up to `p_max_partitions` ready partitions. `p_lease_seconds` NULL or
 /// below 1 means the queue's lease_time. Each row carries the delivery attempt of its
 /// partition's lease (1 under auto-ack), so the broker needs no second statement.
 // The SQL signature (compatibility) fixes the argument list and the set-returning type,
@@ -75,8 +75,8 @@ fn broker_pop_v1(
 /// A partition pop addressed by partition id: broker_pop_v1's partition pop and its rows,
 /// for a caller that knows the id. It touches that partition's rows only, so on a Citus
 /// cluster it is delegated to the worker holding the partition (`queen.distribute()`
-/// registers it with p_partition_id as the distribution argument). A partition that does
-/// not exist or belongs to another tenant serves nothing.
+/// registers it with p_partition_id as the distribution argument; docs/citus.md). A
+/// partition that does not exist or belongs to another tenant serves nothing.
 // The SQL signature (compatibility) fixes the argument list and the set-returning type,
 // which pgrx needs spelled inline (its macro cannot see through a type alias).
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]

@@ -297,7 +297,7 @@ pub fn cursor_state(row: &SpiHeapTupleData<'_>) -> CursorState {
     }
 }
 
-/// The common lease check (contract §6): NULL or '' worker passes; otherwise the row
+/// The common lease check (docs/contract.md §6): NULL or '' worker passes; otherwise the row
 /// must be leased to that worker and not expired.
 pub fn lease_check(cur: &LockedCursor, worker: Option<&str>) -> Result<(), &'static str> {
     match worker {

@@ -1,4 +1,4 @@
-//! DLQ filing (contract §7, §14): snapshot the poison frame into queen.log_dlq and retire it.
+//! DLQ filing (docs/contract.md §7, §14): snapshot the poison frame into queen.log_dlq and retire it.
 
 use pgrx::datum::Uuid;
 use pgrx::prelude::*;

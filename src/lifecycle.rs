@@ -1,4 +1,4 @@
-//! Retention (contract §13), the glue: one bounded step for one partition, under that
+//! Retention (docs/contract.md §13), the glue: one bounded step for one partition, under that
 //! partition's row lock (the same lock, taken first, as a push). `queen_log::lifecycle`
 //! decides what goes and what a lagging cursor loses; this loads rows and writes.
 
@@ -110,7 +110,7 @@ fn evict_cursors(client: &mut SpiClient<'_>, pid: Uuid, log_start: i64) -> i64 {
     lost
 }
 
-/// One retention step (contract §13).
+/// One retention step (docs/contract.md §13).
 fn step(
     client: &mut SpiClient<'_>,
     pid: Uuid,
@@ -173,7 +173,7 @@ fn step(
     }
 }
 
-/// `queen.log_retention_step_v1` (contract §13): at most p_max_rows whole segments from
+/// `queen.log_retention_step_v1` (docs/contract.md §13): at most p_max_rows whole segments from
 /// the low end of one partition. A NULL cutoff disables its rule.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]

@@ -1,4 +1,4 @@
-//! Native helpers (contract §11): what the reference engine cannot do in SQL. With these,
+//! Native helpers (docs/contract.md §11): what the reference engine cannot do in SQL. With these,
 //! psql alone can run a queue: push JSON, pop decoded messages, ack by transactionId.
 
 use pgrx::datum::{TimestampWithTimeZone, Uuid};

@@ -1,4 +1,4 @@
-//! Leasing pop (contract §5), the glue: load the cursor and segment rows, ask
+//! Leasing pop (docs/contract.md §5), the glue: load the cursor and segment rows, ask
 //! `queen_log::pop` where a new cursor starts, which slices a budget serves and what state
 //! the claim leaves, then write the claim. A pop never waits for a lock.
 
@@ -161,7 +161,7 @@ impl PopRequest<'_> {
         }
     }
 
-    /// Validate the pop arguments (contract §5) for a queue whose lease time is
+    /// Validate the pop arguments (docs/contract.md §5) for a queue whose lease time is
     /// `queue_lease`: budget and lease below 1 are 22023, a leasing pop needs a worker,
     /// conflation is 0A000.
     fn checked(&self, queue_lease: i32) -> Checked<'_> {
@@ -560,7 +560,7 @@ fn pop_partition(
     Some(Served { slices, attempt })
 }
 
-// The SQL signature (compatibility: contract §5) fixes the argument list.
+// The SQL signature (compatibility: docs/contract.md §5) fixes the argument list.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]

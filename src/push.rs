@@ -1,4 +1,4 @@
-//! Push (contract §4): auto-create, dedup window probe, offset allocation under the
+//! Push (docs/contract.md §4): auto-create, dedup window probe, offset allocation under the
 //! partition row lock, and the segment + sidecar write.
 
 use pgrx::datum::Uuid;
@@ -376,7 +376,7 @@ pub fn push_one(
     push_resolved(client, pid, window.unwrap_or(queue_window), seg)
 }
 
-// The SQL signature (compatibility: contract §4) fixes the argument list.
+// The SQL signature (compatibility: docs/contract.md §4) fixes the argument list.
 #[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
@@ -426,7 +426,7 @@ fn resolve_by_id(client: &SpiClient<'_>, tenant: Uuid, pid: Uuid) -> Option<(Str
     })
 }
 
-/// A push addressed by partition id (issue 15): log_push_one_v1 into a partition that
+/// A push addressed by partition id (for Citus, docs/citus.md): log_push_one_v1 into a partition that
 /// exists, for a caller that knows its id. It touches that partition's rows only, so on a
 /// Citus cluster it is delegated to the worker holding the partition. It never creates
 /// anything: an unknown partition, or another tenant's, is refused alike (P0001).

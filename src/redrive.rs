@@ -1,4 +1,4 @@
-//! DLQ redrive (issue 16): dead-lettered messages go back into their own partitions as
+//! DLQ redrive (docs/decisions.md, "Redrive"): dead-lettered messages go back into their own partitions as
 //! new messages, in the same transaction as they leave the DLQ. The rules (which frame,
 //! which transactionId, one message per dead-lettered offset) are `queen_log::dlq`'s;
 //! this loads, locks, pushes and deletes. Deleting DLQ rows is plain SQL

@@ -1,4 +1,4 @@
-//! The transaction wire (contract §9): pushes and acks in one transaction, all or nothing.
+//! The transaction wire (docs/contract.md §9): pushes and acks in one transaction, all or nothing.
 //! Any failure raises, so PostgreSQL rolls back everything this call wrote.
 
 use base64::Engine;

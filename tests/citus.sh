@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A short-lived local Citus cluster (issue 15): a coordinator and two workers on
+# A short-lived local Citus cluster (docs/citus.md): a coordinator and two workers on
 # 127.0.0.1, owned by postgres, with queen_ack installed and distributed
 # (SELECT queen.distribute()) in database queen_test and the least-privilege role
 # queen_broker_test, as tests/cluster.sh does for one node.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The differential run (issue 15): one seeded scenario of pushes, pops (by partition and
+"""The differential run (docs/citus.md, "Tests"): one seeded scenario of pushes, pops (by partition and
 queue-level), acks by transactionId and positional, nacks (with and without a delay), DLQ
 filings, lease renewals and multi-partition acks, run step by step against a one-node
 database and a distributed one. Every call's result must be the same on both, and so

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The differential run (issue 15): tests/citus_differential.py against a fresh database on
+# The differential run (docs/citus.md): tests/citus_differential.py against a fresh database on
 # one node and a fresh distributed one on the Citus cluster.
 #   tests/citus_differential.sh <one-node-url> <citus-coordinator-url> [steps] [seed]
 # (superuser URLs of tests/cluster.sh's and tests/citus.sh's clusters)

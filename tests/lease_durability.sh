@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Leases live in an UNLOGGED table (issue 13.5): a crash or a failover voids every lease
+# Leases live in an UNLOGGED table (docs/decisions.md): a crash or a failover voids every lease
 # and its batch redelivers, while every committed ack survives. Proven for real:
 #   1. a PostgreSQL crash (pg_ctl stop -m immediate) with a batch leased and unacked;
 #   2. a streaming standby (pg_basebackup -R) promoted after the primary dies with a
 #      batch leased and unacked.
 # Each time: the acked cursor is intact, the old lease is refused, the batch is delivered
-# again as a first delivery, and acking it loses nothing. A nack's delay (issue 16) is
+# again as a first delivery, and acking it loses nothing. A nack's delay is
 # durable: the crash does not make the held batch deliverable early.
 #   tests/lease_durability.sh            (own short-lived clusters; prints cargo-style lines)
 set -uo pipefail

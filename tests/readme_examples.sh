@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The README's examples, run as written. Every indented block that follows a
-# `<!-- run: psql -->` marker in README.md is fed to psql (one session per block, in a
-# fresh database `queen_readme`); every block after `<!-- run: sh -->` runs in bash
-# (set -euo pipefail) against a broker started here on that database, with its
+# The documentation's examples, run as written. Every indented block that follows a
+# `<!-- run: psql -->` marker in README.md or docs/*.md is fed to psql (one session per
+# block, in a fresh database `queen_readme`); every block after `<!-- run: sh -->` runs
+# in bash (set -euo pipefail) against a broker started here on that database, with its
 # `localhost:6632` pointed at that broker and curl failing on an HTTP error status.
-# Blocks run in README order. Prints cargo-style lines and a result line.
+# Blocks run in file order: README.md first, then docs/*.md by name, each file top to
+# bottom; they share the database, so a later block may use what an earlier one made.
+# Prints cargo-style lines and a result line.
 #   tests/readme_examples.sh <postgres-superuser-url>
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,33 +36,38 @@ for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&
 curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 ||
     setup_failed broker_start "$(tail -20 "$WORK/broker.log")"
 
-# The marked blocks, one file each: NNN-kind-line.
+# The marked blocks, one file each: NNN-kind-line-where (where: "" for README.md,
+# "docs_<page>_" for docs/<page>.md).
 python3 - "$WORK" <<'PY'
-import re, sys
+import glob, os, re, sys
 out = sys.argv[1]
-lines = open("README.md").read().split("\n")
-n, i = 0, 0
-while i < len(lines):
-    m = re.match(r"<!-- run: (psql|sh) -->", lines[i])
-    i += 1
-    if not m:
-        continue
-    start = i
-    while i < len(lines) and not lines[i].strip():
+n = 0
+for path in ["README.md"] + sorted(glob.glob("docs/*.md")):
+    where = "" if path == "README.md" else "docs_" + re.sub(r"\W", "_", os.path.basename(path)[:-3]) + "_"
+    lines = open(path).read().split("\n")
+    i = 0
+    while i < len(lines):
+        m = re.match(r"<!-- run: (psql|sh) -->", lines[i])
         i += 1
-    block = []
-    while i < len(lines) and (lines[i].startswith("    ") or not lines[i].strip()):
-        block.append(lines[i][4:])
-        i += 1
-    n += 1
-    with open(f"{out}/{n:03d}-{m.group(1)}-{start}", "w") as f:
-        f.write("\n".join(block).rstrip() + "\n")
+        if not m:
+            continue
+        start = i
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+        block = []
+        while i < len(lines) and (lines[i].startswith("    ") or not lines[i].strip()):
+            block.append(lines[i][4:])
+            i += 1
+        n += 1
+        with open(f"{out}/{n:03d}-{m.group(1)}-{start}-{where}", "w") as f:
+            f.write("\n".join(block).rstrip() + "\n")
 PY
 
 for f in "$WORK"/[0-9]*; do
     name=$(basename "$f")
     kind=$(echo "$name" | cut -d- -f2)
     line=$(echo "$name" | cut -d- -f3)
+    where=$(echo "$name" | cut -d- -f4)
     if [ "$kind" = psql ]; then
         psql "$DB" -X -v ON_ERROR_STOP=1 -q -f "$f" >"$WORK/out" 2>&1
     else
@@ -71,9 +78,9 @@ for f in "$WORK"/[0-9]*; do
     fi
     rc=$?
     if [ $rc -eq 0 ]; then
-        passed=$((passed + 1)); echo "test readme::${kind}_block_at_line_$line ... ok"
+        passed=$((passed + 1)); echo "test readme::${where}${kind}_block_at_line_$line ... ok"
     else
-        failed=$((failed + 1)); echo "test readme::${kind}_block_at_line_$line ... FAILED"
+        failed=$((failed + 1)); echo "test readme::${where}${kind}_block_at_line_$line ... FAILED"
         sed 's/^/    /' "$WORK/out" | tail -20
     fi
     [ -n "${QUEEN_README_TRACE:-}" ] && sed 's/^/    | /' "$WORK/out"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Reliability suite (issue 6): soak with faults, crash durability, hostile HTTP input,
+# Reliability suite (tests/reliability/README.md): soak with faults, crash durability, hostile HTTP input,
 # and (long form) ten minutes of steady load under retention whose tables must plateau
-# (plateau.py, issue 11) and cargo-fuzz over the codec.
+# (plateau.py) and cargo-fuzz over the codec.
 #
 #   tests/reliability.sh <postgres-url> [--long] [--pgdata DIR] [--pgsock DIR]
 #                        [--extra-pgdata DIR:DIR] [--only NAME,NAME]
@@ -129,7 +129,7 @@ else
 fi
 run_py hostile_input $t_hostile hostile.py
 if [ "$LONG" = 1 ]; then
-    # Ten minutes of steady load with retention 60 s: the tables must plateau (issue 11).
+    # Ten minutes of steady load with retention 60 s: the tables must plateau.
     run_py plateau_long 900 plateau.py run --seconds 600 --retention 60 --check
 fi
 

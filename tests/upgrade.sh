@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The upgrade test (issue 10): a database created at every frozen version keeps every row
+# The upgrade test (docs/operations.md, "Upgrading"): a database created at every frozen version keeps every row
 # through ALTER EXTENSION queen_ack UPDATE, goes on working, and ends with exactly the
 # catalog of a fresh CREATE EXTENSION of the default version.
 #

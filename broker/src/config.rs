@@ -28,13 +28,13 @@ pub struct Config {
     /// `QUEEN_ACK_FUSION_SHARDS`: number of fusion shards.
     pub ack_fusion_shards: usize,
     /// `QUEEN_ACK_FUSION_MAX_INFLIGHT`: fusion flushes running at once across all shards
-    /// (default: the CPU count; see fusion.rs for why).
+    /// (default: the CPU count; see engine/fusion.rs for why).
     pub ack_fusion_max_inflight: usize,
-    /// `QUEEN_ACK_FUSION_HOLD_MS`: the fusion liveness backstop tick (broker.md §4; see
-    /// fusion.rs), not a latency floor.
+    /// `QUEEN_ACK_FUSION_HOLD_MS`: the fusion liveness backstop tick
+    /// (docs/broker-contract.md §4; see engine/fusion.rs), not a latency floor.
     pub ack_fusion_hold_ms: u64,
     /// `QUEEN_PUSH_FUSION`: concurrent push rounds fused into one `log_push_multi_v1`
-    /// transaction (crate::push_fusion). Off by default: measured no faster than pushes
+    /// transaction (crate::engine::push_fusion). Off by default: measured no faster than pushes
     /// committing side by side (broker/README.md "Push fusion").
     pub push_fusion: bool,
     /// `QUEEN_POOL_TIMEOUT_MS`: how long a request waits for a free pooled connection
@@ -48,7 +48,7 @@ pub struct Config {
     /// `QUEEN_MAX_PUSH_ITEMS`: most items accepted by one push (or one transaction's
     /// push operations together); above → 400.
     pub max_push_items: usize,
-    /// `QUEEN_DEDUP_CACHE_MB`: memory for the push dedup watermark cache (dedup.rs);
+    /// `QUEEN_DEDUP_CACHE_MB`: memory for the push dedup watermark cache (engine/dedup.rs);
     /// 0 = off (every push probes its whole dedup window).
     pub dedup_cache_mb: usize,
     /// `QUEEN_METRICS_QUEUE_SERIES`: most label sets of each per-queue and per-(queue,
@@ -81,6 +81,11 @@ pub struct Config {
     pub maintenance_max_rows: u32,
 }
 
+/// The in-flight cap when `QUEEN_ACK_FUSION_MAX_INFLIGHT` is not set: the CPU count.
+pub fn default_max_inflight() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 impl Config {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self, String> {
@@ -106,7 +111,7 @@ impl Config {
             ack_fusion_max_inflight: num(
                 &get,
                 "QUEEN_ACK_FUSION_MAX_INFLIGHT",
-                crate::fusion::default_max_inflight(),
+                default_max_inflight(),
             )?
             .max(1),
             ack_fusion_hold_ms: num(&get, "QUEEN_ACK_FUSION_HOLD_MS", 3)?,
@@ -253,7 +258,7 @@ mod tests {
         assert_eq!(c.pool_timeout_ms, 5_000);
         assert_eq!(c.max_batch, 10_000);
         assert_eq!(c.max_push_items, 10_000);
-        assert_eq!(c.ack_fusion_shards, 8, "broker.md §4 default");
+        assert_eq!(c.ack_fusion_shards, 8, "docs/broker-contract.md §4 default");
         assert_eq!(c.max_lease_seconds, 86_400);
         assert_eq!(
             (c.header_read_timeout_ms, c.body_read_timeout_ms),

@@ -1,18 +1,18 @@
-//! The one error type of every handler, and how it becomes an HTTP response:
+//! The one error type of every handler and of the rooms under them, and the status each
+//! kind answers with (the response itself: http/response.rs):
 //! 400 `{"error":..}` for bad input, 401/403 for authentication, 503 (with `Retry-After`)
-//! when the database cannot be reached, is saturated or timed out, 500 otherwise.
+//! when the database cannot be reached, is saturated or timed out, 500 otherwise. Which
+//! database failure is which: crate::db::error, the one SQLSTATE rule.
 
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use queen_log::sqlstate::{classify, ErrorClass};
-use serde_json::json;
+use axum::http::StatusCode;
 
 /// Why a request failed.
 #[derive(Debug)]
 pub enum ApiError {
     /// The request itself is wrong; nothing was changed.
     BadRequest(String),
+    /// A query parameter out of its range or unparsable (400 naming it in `parameter`).
+    BadParameter { name: String, message: String },
     /// Missing, malformed, badly signed or expired bearer token (401).
     Unauthorized(String),
     /// A valid token that does not grant access, e.g. no `tenant` claim (403).
@@ -24,10 +24,6 @@ pub enum ApiError {
     Internal(String),
 }
 
-/// `Retry-After` of every 503: a saturated pool or a restarting database is usually
-/// better a second later.
-pub const RETRY_AFTER_SECS: &str = "1";
-
 /// Shorthand for handler results.
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -37,9 +33,10 @@ impl ApiError {
         ApiError::BadRequest(msg.into())
     }
 
-    fn status(&self) -> StatusCode {
+    /// The HTTP status this error answers with (http/response.rs writes the body).
+    pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::BadParameter { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -47,9 +44,11 @@ impl ApiError {
         }
     }
 
-    fn message(&self) -> &str {
+    /// The text of the `{"error": ...}` body.
+    pub fn message(&self) -> &str {
         match self {
             ApiError::BadRequest(m)
+            | ApiError::BadParameter { message: m, .. }
             | ApiError::Unauthorized(m)
             | ApiError::Forbidden(m)
             | ApiError::Unavailable(m)
@@ -61,77 +60,6 @@ impl ApiError {
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.message())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        if status.is_server_error() {
-            tracing::warn!(
-                status = status.as_u16(),
-                error = self.message(),
-                "request failed"
-            );
-        }
-        let mut resp = (status, Json(json!({ "error": self.message() }))).into_response();
-        match status {
-            StatusCode::SERVICE_UNAVAILABLE => {
-                resp.headers_mut().insert(
-                    header::RETRY_AFTER,
-                    HeaderValue::from_static(RETRY_AFTER_SECS),
-                );
-            }
-            StatusCode::UNAUTHORIZED => {
-                resp.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            _ => {}
-        }
-        resp
-    }
-}
-
-impl From<tokio_postgres::Error> for ApiError {
-    fn from(e: tokio_postgres::Error) -> Self {
-        let Some(db) = e.as_db_error() else {
-            // No server error: the connection itself failed or closed.
-            return ApiError::Unavailable(format!("database unreachable: {e}"));
-        };
-        let code = db.code().code();
-        let msg = db.message().to_string();
-        // One table for every caller of the SQL API (queen_log::sqlstate).
-        match classify(code) {
-            ErrorClass::Unavailable => {
-                ApiError::Unavailable(format!("database unavailable: {msg}"))
-            }
-            // A statement timeout (QUEEN_STATEMENT_TIMEOUT_MS), a cancel, a lost
-            // serialization or deadlock race: the transaction rolled back, retry is safe.
-            ErrorClass::Retryable => {
-                ApiError::Unavailable(format!("database retry later ({code}): {msg}"))
-            }
-            // Input errors the extension caught that our own validation let through.
-            ErrorClass::BadInput => ApiError::BadRequest(msg),
-            ErrorClass::Duplicate | ErrorClass::Internal => {
-                ApiError::Internal(format!("database error {code}: {msg}"))
-            }
-        }
-    }
-}
-
-impl From<deadpool_postgres::PoolError> for ApiError {
-    fn from(e: deadpool_postgres::PoolError) -> Self {
-        match e {
-            deadpool_postgres::PoolError::Backend(pg) => pg.into(),
-            deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
-                ApiError::Unavailable(
-                    "database pool exhausted: no connection became free within \
-                     QUEEN_POOL_TIMEOUT_MS; retry later"
-                        .into(),
-                )
-            }
-            other => ApiError::Unavailable(format!("database unreachable: {other}")),
-        }
     }
 }
 

@@ -1,34 +1,36 @@
 //! queen_broker: a thin, Queen-compatible HTTP broker in front of the queen_ack
 //! PostgreSQL extension. It holds no durable state: every decision that must survive a
-//! crash is made by the extension (see shared/spec/broker.md for the wire).
+//! crash is made by the extension (docs/broker-contract.md describes the wire).
+//!
+//! The rooms, each depending only on the ones listed before it:
+//! - `config.rs`, `error.rs`, `util.rs`: the knobs, the one error type, shared helpers;
+//! - `db/`: the database client, the only place with SQL (one method per extension
+//!   function, the SQLSTATE → error rule);
+//! - `engine/`: what makes the broker fast without making it stateful: the ack registry,
+//!   ack fusion and its lanes, push fusion, the push dedup cache;
+//! - `ops/`: running it: the maintenance loop, metrics and their exposition, the queue
+//!   statistics and their views;
+//! - `state.rs`: [`AppState`], everything above put together for the handlers;
+//! - `http/`: the server, the router and its middleware (authentication and tenancy,
+//!   body limits and timeouts, JSON errors), request parsing, and one module per route
+//!   family under `http/routes/`.
 
-pub mod body_timeout;
 pub mod config;
-pub mod dedup;
-pub mod dlq_ops;
+pub mod db;
+pub mod engine;
 pub mod error;
-pub mod exposition;
-pub mod fusion;
-pub mod items;
-pub mod lanes;
-pub mod maintenance;
-pub mod metrics;
-pub mod push_fusion;
-pub mod queue_stats;
-pub mod queue_views;
-pub mod registry;
-pub mod routes;
-pub mod server;
+pub mod http;
+pub mod ops;
 pub mod state;
 mod util;
 
 use axum::Router;
 
 pub use config::Config;
-pub use server::serve;
+pub use http::server::serve;
 pub use state::AppState;
 
 /// The HTTP application over a given state.
 pub fn app(state: AppState) -> Router {
-    routes::router(state)
+    http::router(state)
 }

@@ -1,22 +1,25 @@
-//! Shared state of the running broker: configuration, the database pool, the per-queue
-//! long-poll wake-ups, metrics and the ack registry. Nothing here is durable.
+//! Shared state of the running broker, every room put together for the handlers: the
+//! configuration, the database client, the engine (registry, fusions, dedup cache), the
+//! counters, the per-queue long-poll wake-ups and the shutdown flag. Nothing here is
+//! durable, and building it starts no loop but the fusion tasks (the server starts the
+//! maintenance loop).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::config::Config;
-use crate::dedup::DedupCache;
-use crate::error::ApiResult;
-use crate::fusion::Fusion;
-use crate::maintenance::MaintenanceStats;
-use crate::metrics::Metrics;
-use crate::push_fusion::PushFusion;
-use crate::registry::Registry;
+use crate::db::Db;
+use crate::engine::dedup::DedupCache;
+use crate::engine::fusion::Fusion;
+use crate::engine::push_fusion::PushFusion;
+use crate::engine::registry::Registry;
+use crate::ops::exposition::Sources;
+use crate::ops::maintenance::MaintenanceStats;
+use crate::ops::metrics::Metrics;
 
 /// Cloned into every handler; cheap (one Arc).
 #[derive(Clone)]
@@ -25,7 +28,8 @@ pub struct AppState(Arc<Inner>);
 /// What [`AppState`] points to.
 pub struct Inner {
     pub config: Config,
-    pub pool: Pool,
+    /// The database client (crate::db): every statement goes through it.
+    pub db: Db,
     pub metrics: Metrics,
     pub registry: Registry,
     /// Push dedup watermarks (QUEEN_DEDUP_CACHE_MB).
@@ -34,8 +38,8 @@ pub struct Inner {
     pub fusion: Option<Fusion>,
     /// Present when `QUEEN_PUSH_FUSION` is on.
     pub push_fusion: Option<PushFusion>,
-    /// What the maintenance loop did (crate::maintenance).
-    pub maintenance: MaintenanceStats,
+    /// What the maintenance loop did (crate::ops::maintenance; the server starts it).
+    pub maintenance: Arc<MaintenanceStats>,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
     /// Becomes true once shutdown begins: parked long-polls answer 204 at once.
@@ -60,33 +64,45 @@ impl AppState {
     /// database and report 503 until it is reachable. Must run inside a tokio runtime
     /// (the fusion shards are tasks).
     pub fn new(config: Config) -> Result<Self, String> {
-        let pool = build_pool(&config)?;
+        let db = Db::new(&config)?;
         let fusion = (config.ack_fusion && config.ack_registry).then(|| {
             Fusion::start_with(
-                pool.clone(),
+                db.clone(),
                 config.ack_fusion_shards,
                 Duration::from_millis(config.ack_fusion_hold_ms),
                 config.ack_fusion_max_inflight,
             )
         });
-        let push_fusion = config.push_fusion.then(|| PushFusion::start(pool.clone()));
-        let state = AppState(Arc::new(Inner {
+        let push_fusion = config.push_fusion.then(|| PushFusion::start(db.clone()));
+        Ok(AppState(Arc::new(Inner {
             fusion,
             push_fusion,
             registry: Registry::new(&config),
             dedup: DedupCache::new(config.dedup_cache_mb),
             config,
-            pool,
+            db,
             metrics: Metrics::default(),
-            maintenance: MaintenanceStats::default(),
+            maintenance: Arc::default(),
             wakers: Mutex::new(HashMap::new()),
             stopping: tokio::sync::watch::Sender::new(false),
-        }));
-        crate::maintenance::start(&state);
-        Ok(state)
+        })))
     }
 
-    /// Shutdown has begun (server.rs): every parked long-poll answers 204 now instead
+    /// What `/metrics` shows of this broker (crate::ops::exposition).
+    pub fn metric_sources(&self) -> Sources<'_> {
+        Sources {
+            metrics: &self.metrics,
+            registry_enabled: self.registry.enabled(),
+            registry: self.registry.stats(),
+            dedup: self.dedup.stats(),
+            fusion: self.fusion.as_ref().map(Fusion::stats),
+            push_fusion: self.push_fusion.as_ref().map(PushFusion::stats),
+            maintenance: &self.maintenance,
+            pool: self.db.pool().status(),
+        }
+    }
+
+    /// Shutdown has begun (http/server.rs): every parked long-poll answers 204 now instead
     /// of holding the drain for up to its timeout.
     pub fn begin_shutdown(&self) {
         self.stopping.send_replace(true);
@@ -101,11 +117,6 @@ impl AppState {
     pub async fn stopping(&self) {
         let mut rx = self.stopping.subscribe();
         let _ = rx.wait_for(|s| *s).await;
-    }
-
-    /// A pooled connection, or 503 when none can be had.
-    pub async fn db(&self) -> ApiResult<deadpool_postgres::Object> {
-        Ok(self.pool.get().await?)
     }
 
     /// The wake-up of long-polls parked on `queue` of `tenant`: a partition pop waits on
@@ -142,32 +153,4 @@ impl AppState {
             .filter(|((t, q, _), _)| *t == tenant && q == queue)
             .for_each(|(_, n)| n.notify_waiters());
     }
-}
-
-fn build_pool(cfg: &Config) -> Result<Pool, String> {
-    let mut pg: tokio_postgres::Config = cfg
-        .database_url
-        .parse()
-        .map_err(|e| format!("QUEEN_DATABASE_URL: {e}"))?;
-    if cfg.statement_timeout_ms > 0 {
-        pg.options(format!("-c statement_timeout={}", cfg.statement_timeout_ms));
-    }
-    pg.application_name("queen-broker");
-    pg.connect_timeout(Duration::from_secs(5));
-    let mgr = Manager::from_config(
-        pg,
-        tokio_postgres::NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Pool::builder(mgr)
-        .max_size(cfg.pool_size)
-        .runtime(Runtime::Tokio1)
-        // Bounded waits turn an unreachable or saturated database into a prompt 503
-        // (with Retry-After) instead of a request that hangs.
-        .wait_timeout(Some(Duration::from_millis(cfg.pool_timeout_ms)))
-        .create_timeout(Some(Duration::from_secs(5)))
-        .build()
-        .map_err(|e| format!("database pool: {e}"))
 }

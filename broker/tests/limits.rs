@@ -28,7 +28,7 @@ async fn pool_exhaustion_is_503_with_retry_after() {
     })
     .await;
     let q = unique("pool");
-    let held = b.state.pool.get().await.expect("the only connection");
+    let held = b.state.db.pool().get().await.expect("the only connection");
     let t0 = Instant::now();
     let r = raw_get(&b, &format!("/api/v1/pop/queue/{q}")).await;
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -243,7 +243,7 @@ async fn broker_runs_as_least_privilege_role() {
         return;
     }
     let b = start().await;
-    let db = b.state.pool.get().await.unwrap();
+    let db = b.state.db.pool().get().await.unwrap();
     let row = db
         .query_one(
             "SELECT current_user::text, has_table_privilege('queen.queues', 'INSERT'),

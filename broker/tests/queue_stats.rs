@@ -6,7 +6,7 @@
 mod common;
 
 use common::{acks_for, metric, parse_metrics, start, start_with, unique, Broker};
-use queen_broker::routes::auth::sign;
+use queen_broker::http::auth::sign;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;

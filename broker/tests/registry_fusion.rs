@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::{acks_for, admin, metric, metrics, start, start_with, unique, waiters_of, Broker};
-use queen_broker::fusion::{Parked, Verdict};
-use queen_broker::registry::Delivered;
+use queen_broker::engine::fusion::{Parked, Verdict};
+use queen_broker::engine::registry::Delivered;
 use queen_broker::{serve, AppState, Config};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -669,7 +669,7 @@ async fn two_partitions_on_each_of_two_shards(b: &Broker, q: &str, n: usize) -> 
     let mut by_shard: HashMap<usize, Vec<Value>> = HashMap::new();
     for i in 0..64 {
         let pop = pushed_and_popped(b, q, &format!("p{i}"), &["t"]).await;
-        let shard = queen_broker::fusion::shard_of(pid_of(&pop).parse().unwrap(), n);
+        let shard = queen_broker::engine::fusion::shard_of(pid_of(&pop).parse().unwrap(), n);
         by_shard.entry(shard).or_default().push(pop);
         let full: Vec<Vec<Value>> = by_shard
             .values()

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{start_with, unique, Broker};
-use queen_broker::routes::auth::sign;
+use queen_broker::http::auth::sign;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -341,10 +341,10 @@ async fn dlq_listing_configure_and_delete_are_per_tenant() {
     assert_eq!(v["queueId"], own["queueId"]);
 }
 
-/// The route templates registered in broker/src/routes/mod.rs, read from the source, so
+/// The route templates registered in broker/src/http/mod.rs, read from the source, so
 /// a route added without a case below fails the test that enumerates them.
 fn routes_in_source() -> Vec<String> {
-    let src = include_str!("../src/routes/mod.rs");
+    let src = include_str!("../src/http/mod.rs");
     let mut out: Vec<String> = src
         .match_indices(".route(")
         .filter_map(|(i, _)| {
@@ -391,7 +391,7 @@ async fn tenant_digest(db: &tokio_postgres::Client, t: Uuid) -> String {
 #[tokio::test]
 async fn no_route_reaches_another_tenants_data() {
     // QUEEN_METRICS_QUEUE_SERIES=0: the queue gauges of /metrics would show every
-    // tenant's queue names (documented in the README's security model).
+    // tenant's queue names (documented in docs/security.md).
     let b = start_with(|c| {
         c.jwt_secret = Some(SECRET.into());
         c.metrics_queue_series = 0;

@@ -139,7 +139,7 @@ fn ack_failed_with_dlq_disabled_drops_the_poison_frame() {
 #[pg_test]
 fn purge_with_a_future_cutoff_keeps_the_hashes_of_a_leased_batch() {
     // 0.1.0 purged them (deleted 1, new_txns_start 2): the batch could then never be
-    // acked by id and a duplicate inside the window was accepted (issue 12.2).
+    // acked by id and a duplicate inside the window was accepted (0.1.0 accepted a cutoff in the future).
     let pid = leased_batch(2);
     let step = j(&format!("SELECT queen.log_txns_purge_step_v1('{pid}', clock_timestamp() + interval '1 hour', 10)"));
     assert_eq!(step, serde_json::json!({"deleted": 0, "new_txns_start": 0, "done": true, "clamped": true}));

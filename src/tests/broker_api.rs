@@ -67,7 +67,7 @@ fn broker_role_executes_functions_but_cannot_write_tables() {
     // ...and the views an operator reads...
     assert_eq!(i64_of("SELECT committed FROM queen.consumer_lag"), 1);
     assert_eq!(i64_of("SELECT segments FROM queen.partition_storage"), 1);
-    // ...while no table can be written or read directly (issue 14: the schema is not
+    // ...while no table can be written or read directly (docs/security.md, least privilege: the schema is not
     // part of the broker's API; 0.1.0 let it read every table).
     assert!(sqlstate_of("INSERT INTO queen.queues (name) VALUES ('direct')").starts_with("42501"));
     assert!(sqlstate_of("UPDATE queen.log_consumers SET committed = 99").starts_with("42501"));
@@ -82,7 +82,7 @@ fn broker_role_executes_functions_but_cannot_write_tables() {
 
 #[pg_test]
 fn names_over_255_bytes_are_refused_with_22023_wherever_they_would_be_stored() {
-    // Issue 12 item 6: a partition or group name of ~2,700 bytes failed inside a btree
+    // Names are capped at 255 bytes: a partition or group name of ~2,700 bytes failed inside a btree
     // index (54000); queen_log::names is now the rule on both sides.
     push_n("q", "Default", "t", 1);
     let before = table_counts();

@@ -1,4 +1,4 @@
-// #[pg_test]s for the broker-facing functions that replace direct table reads (issue 14),
+// #[pg_test]s for the broker-facing functions that replace direct table reads (docs/security.md, least privilege),
 // the typed wire shapes every jsonb result must keep, and the one payload rule.
 
 use queen_log::wire;

@@ -1,4 +1,4 @@
-// #[pg_test]s of issue 15 on one node: a schema Citus can enforce once distributed (the
+// #[pg_test]s of the Citus layout (docs/citus.md) on one node: a schema Citus can enforce once distributed (the
 // name registry, keys that include the partition column), the id-addressed pop, and the
 // distribution step's own checks. The distributed runs are tests/citus_sql.sh.
 

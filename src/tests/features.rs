@@ -1,4 +1,4 @@
-// #[pg_test]s for issue 16: delayedProcessing, nack with delay, DLQ redrive and delete,
+// #[pg_test]s for the delivery features: delayedProcessing, nack with delay, DLQ redrive and delete,
 // lag and queue statistics. Time is moved by ageing rows (as the lifecycle tests do),
 // never waited for.
 

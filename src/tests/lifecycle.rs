@@ -1,4 +1,4 @@
-// #[pg_test]s for the log lifecycle (contract §10, §13): one per retention rule, the purge
+// #[pg_test]s for the log lifecycle (docs/contract.md §10, §13): one per retention rule, the purge
 // clock, the ack fallback for purged hashes, orphan cleanup and the maintenance plan.
 // (CALL queen.run_maintenance() commits between steps, so it is tested over psql in
 // tests/maintenance.sh, not inside a test transaction.)

@@ -1,4 +1,4 @@
-// #[pg_test]s for schema, hashing, codec helpers, push (contract §4) and pop (§5).
+// #[pg_test]s for schema, hashing, codec helpers, push (docs/contract.md §4) and pop (§5).
 
 #[pg_test]
 fn xxh3_known_vectors() {

@@ -13,7 +13,7 @@ Asserted for every input:
 Short form: 2000 inputs (RELIABILITY_FUZZ_INPUTS overrides); long form: 20000.
 The broker runs with QUEEN_BODY_LIMIT_MB=2 so oversized bodies exercise the 413 path.
 
-Issue 12 inputs: partition and consumer-group names of 256 bytes to 10 KB on every route
+Inputs at the limits: partition and consumer-group names of 256 bytes to 10 KB on every route
 that takes one (must be 400, item 6; 255 bytes must not be refused), lease extend
 `seconds` of 0, negative, fractional, string, null or above QUEEN_MAX_LEASE_SECONDS (must
 be 400, item 12), and a slow-client phase on a broker with 2 s header/body timeouts and
@@ -85,7 +85,7 @@ WEIRD_NUMS = [0, -1, -2147483648, 2147483647, 2147483648, 9223372036854775807, 9
               -9223372036854775809, 10 ** 30, 1.5, -0.0, 1e308, "1", "abc", None, True, [], {}]
 WEIRD_QUERY_NUMS = ["0", "-1", "1", "5", "abc", "1e3", "1.5", "2147483647", "2147483648", "99999999999999999999",
                     "-9223372036854775809", "%00", "%FF", "+1", "%201", "0x10", "", "NaN", "inf"]
-# Issue 12 item 6: names around the 255-byte limit and far beyond it (a btree index row
+# Names around the 255-byte limit and far beyond it (a btree index row
 # overflowed from about 2,700 bytes; a 10 KB name needed 10232 bytes).
 # Random hex cannot be compressed below the index row limit (a run of one letter can).
 
@@ -96,7 +96,7 @@ def hexname(n, rnd=random.Random(SEED)):
 
 LONG_NAMES = [hexname(255), "é" * 127, hexname(256), "é" * 128, "\U0001F4A9" * 64, hexname(2700), hexname(2728),
               "é" * 1400, hexname(10240)]
-# Issue 12 item 12: lease extend `seconds` that must be refused (default max lease 86400).
+# Lease extend `seconds` that must be refused (default max lease 86400).
 EXTEND_BAD = [0, -1, -86400, 1.5, "60", None, True, [], {}, 10 ** 12, 2 ** 31, 86401]
 # Requests of these families must be answered 400 when they reach the broker unmangled.
 EXPECT_400 = ("names_bad", "extend_bad")

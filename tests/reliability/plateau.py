@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Steady push/consume under retention (issue 11): do the tables plateau, and what does
+"""Steady push/consume under retention (docs/operations.md, lifecycle): do the tables plateau, and what does
 maintenance cost the requests running beside it?
 
     plateau.py run --seconds 600 --retention 60 [--maintenance-ms 10000] [--check] [--json OUT]
@@ -28,7 +28,7 @@ from common import Broker, Client, Failures, Psql, configure, exit_with, log, ma
 
 PARTITIONS = 4
 SAMPLE_SECONDS = 10
-PURGE_CLOCK_FLOOR = 900  # contract §13: the sidecar purge clock's floor (the queue's window is shorter)
+PURGE_CLOCK_FLOOR = 900  # docs/contract.md §13: the sidecar purge clock's floor (the queue's window is shorter)
 TABLES = ["log_segments", "log_txns", "log_consumers", "log_leases", "log_partitions"]
 # Growth allowed between the middle and the end of a steady run, and an absolute slack
 # below which sizes are noise (a page or two of an index).

@@ -3,7 +3,7 @@
 consumer groups, mixing every ack shape with injected faults, then a drain and a full
 accounting against the database.
 
-The broker runs its maintenance loop every second meanwhile (issue 11): QA deletes what
+The broker runs its maintenance loop every second meanwhile (docs/operations.md): QA deletes what
 both groups consumed (completedRetentionSeconds), QR deletes everything older than a few
 seconds (retentionSeconds) while g2 does not read it until the drain, so g2 loses messages
 to retention. Every message is accounted for: ok-acked, dead-lettered, dropped (QB) or

@@ -460,7 +460,7 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
         let mut env: Vec<(&str, &str)> = env.to_vec();
         env.push(("QUEEN_MAX_BATCH", "10000"));
         let log = ctx
-            .out
+            .logs
             .join(format!("broker-{}.log", mode.replace([' ', ',', '+'], "_")));
         match Broker::start(&ctx.broker_bin, &ctx.database_url, &env, &log).await {
             Ok(b) => {
@@ -519,7 +519,7 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
             .position(|m| m.0 == c.mode)
             .unwrap_or(MODES.len())
     });
-    write_section(ctx, &mut sec, &cells, Path::new("broker-*.log"));
+    write_section(ctx, &mut sec, &cells, &ctx.logs.join("broker-*.log"));
     Ok(sec)
 }
 

@@ -11,6 +11,9 @@ pub struct Ctx {
     pub database_url: String,
     pub quick: bool,
     pub out: PathBuf,
+    /// Run logs (the brokers' output): kept out of the results folder, which holds
+    /// reports and charts only (default under target/bench-logs/).
+    pub logs: PathBuf,
     pub broker_bin: PathBuf,
     pub started: Instant,
     /// Section 2's (consumers, batch) points when given on the command line.

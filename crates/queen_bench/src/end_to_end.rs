@@ -221,7 +221,7 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
         .map_err(to_s)?;
     let (fsync, sync): (String, String) = (settings.get(0), settings.get(1));
     let secs = ctx.pick(3.0, 15.0);
-    let log = ctx.out.join("broker-e2e.log");
+    let log = ctx.logs.join("broker-e2e.log");
     let broker = Broker::start(
         &ctx.broker_bin,
         &ctx.database_url,

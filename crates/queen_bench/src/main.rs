@@ -1,6 +1,6 @@
 //! `queen-bench`: the benchmark harness of queen_ack.
 //!
-//!     queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4,5]
+//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5]
 //!                 [--cells CxB,...]
 //!
 //! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
@@ -20,18 +20,19 @@ mod sql_paths;
 mod svg;
 mod wire;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use common::{connect, install_helpers, progress, BResult, Ctx};
 use report::Section;
 
-const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--broker-bin PATH] [--sections 1,2,3,4,5] [--cells CxB,...]";
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5] [--cells CxB,...]";
 
 struct Args {
     database_url: String,
     quick: bool,
     out: PathBuf,
+    logs: PathBuf,
     broker_bin: Option<PathBuf>,
     sections: Vec<u8>,
     cells: Option<Vec<(usize, usize)>>,
@@ -43,11 +44,13 @@ fn parse_args() -> Result<Args, String> {
         database_url: std::env::var("QUEEN_BENCH_DATABASE_URL").unwrap_or_default(),
         quick: false,
         out: PathBuf::new(),
+        logs: PathBuf::new(),
         broker_bin: None,
         sections: vec![1, 2, 3, 4, 5],
         cells: None,
     };
     let mut out = None;
+    let mut logs = None;
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
@@ -63,6 +66,7 @@ fn parse_args() -> Result<Args, String> {
             "--database-url" => a.database_url = value("--database-url")?,
             "--quick" => a.quick = true,
             "--out" => out = Some(PathBuf::from(value("--out")?)),
+            "--log-dir" => logs = Some(PathBuf::from(value("--log-dir")?)),
             "--broker-bin" => a.broker_bin = Some(PathBuf::from(value("--broker-bin")?)),
             "--sections" => {
                 a.sections = value("--sections")?
@@ -83,7 +87,25 @@ fn parse_args() -> Result<Args, String> {
         return Err(format!("--database-url is required\n{USAGE}"));
     }
     a.out = out.unwrap_or_else(|| workspace_root().join("results").join("bench"));
+    a.logs = logs.unwrap_or_else(|| default_log_dir(&workspace_root(), &a.out));
     Ok(a)
+}
+
+/// Where run logs go when `--log-dir` is not given: under `target/bench-logs/`, mirroring
+/// the results folder's path below `results/` (so `results/bench-citus/one-1` logs to
+/// `target/bench-logs/bench-citus/one-1`), else its last component. Logs are not
+/// committed; reports and charts are.
+fn default_log_dir(root: &Path, out: &Path) -> PathBuf {
+    let logs = root.join("target").join("bench-logs");
+    let abs = if out.is_absolute() {
+        out.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(out)
+    };
+    match abs.strip_prefix(root.join("results")) {
+        Ok(rel) if !rel.as_os_str().is_empty() => logs.join(rel),
+        _ => logs.join(out.file_name().unwrap_or_else(|| "bench".as_ref())),
+    }
 }
 
 /// `--cells 64x10,8x1`: (consumers, batch) points of section 2 instead of its grid.
@@ -247,11 +269,13 @@ async fn run(args: Args) -> BResult<()> {
         database_url: args.database_url.clone(),
         quick: args.quick,
         out: args.out.clone(),
+        logs: args.logs.clone(),
         broker_bin: args.broker_bin.clone().unwrap_or_else(default_broker_bin),
         started: Instant::now(),
         cells: args.cells.clone(),
     };
     std::fs::create_dir_all(&ctx.out).map_err(|e| format!("{}: {e}", ctx.out.display()))?;
+    std::fs::create_dir_all(&ctx.logs).map_err(|e| format!("{}: {e}", ctx.logs.display()))?;
     progress(
         &ctx,
         "main",
@@ -344,5 +368,37 @@ async fn main() {
     if let Err(e) = run(args).await {
         eprintln!("queen-bench: {e}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_log_dir;
+    use std::path::Path;
+
+    #[test]
+    fn run_logs_mirror_the_results_path_under_target() {
+        let root = Path::new("/ws");
+        assert_eq!(
+            default_log_dir(root, Path::new("/ws/results/bench-citus/one-1")),
+            Path::new("/ws/target/bench-logs/bench-citus/one-1")
+        );
+        assert_eq!(
+            default_log_dir(root, Path::new("/ws/results/bench")),
+            Path::new("/ws/target/bench-logs/bench")
+        );
+    }
+
+    #[test]
+    fn run_logs_of_a_folder_outside_results_go_by_its_name() {
+        let root = Path::new("/ws");
+        assert_eq!(
+            default_log_dir(root, Path::new("/elsewhere/my-run")),
+            Path::new("/ws/target/bench-logs/my-run")
+        );
+        assert_eq!(
+            default_log_dir(root, Path::new("/ws/results")),
+            Path::new("/ws/target/bench-logs/results")
+        );
     }
 }

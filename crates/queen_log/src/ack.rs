@@ -1,4 +1,4 @@
-//! The ack decision procedure of contract §6 as pure functions over plain structs.
+//! The ack decision procedure of docs/contract.md §6 as pure functions over plain structs.
 //!
 //! The extension reads a cursor row and the sidecar rows, calls these functions, and
 //! writes back the state they return; the broker's fast paths are proven equal to them
@@ -8,7 +8,7 @@ use std::fmt;
 
 use crate::hash::{TxnHash, TxnHashMap};
 
-/// An ack element's status after normalisation (contract §6.1).
+/// An ack element's status after normalisation (docs/contract.md §6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Status {
     Completed,
@@ -210,7 +210,7 @@ fn new_committed(state: &CursorState, elements: &[Element], head: Option<i64>) -
         .max(state.committed)
 }
 
-/// The by-hash decision of contract §6.1, after resolution.
+/// The by-hash decision of docs/contract.md §6.1, after resolution.
 pub fn decide(state: &CursorState, elements: &[Element], policy: Policy) -> Decision {
     let head = head_signal(elements);
     let new = new_committed(state, elements, head.map(|h| h.0));
@@ -287,7 +287,7 @@ fn classify(elements: &[Element]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
     (noop, stale, unresolved)
 }
 
-/// Why a positional ack was refused (contract §6.2); the texts are interface facts.
+/// Why a positional ack was refused (docs/contract.md §6.2); the texts are interface facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PositionalError {
     NoLeasedBatch,
@@ -303,7 +303,7 @@ impl PositionalError {
     }
 }
 
-/// A positional ack up to `upto` (contract §6.2, p_ok true): returns the new state and the
+/// A positional ack up to `upto` (docs/contract.md §6.2, p_ok true): returns the new state and the
 /// number of positions retired. Never moves the cursor backward; always releases the lease.
 pub fn ack_upto(state: &CursorState, upto: i64) -> Result<(CursorState, i64), PositionalError> {
     let end = state.batch_end.ok_or(PositionalError::NoLeasedBatch)?;
@@ -328,14 +328,14 @@ pub fn release_only(state: &CursorState) -> (CursorState, bool) {
     (next, state.under_lease())
 }
 
-/// The partition's live offsets: segments hold `[log_start, last_offset]` (contract §2).
+/// The partition's live offsets: segments hold `[log_start, last_offset]` (docs/contract.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogBounds {
     pub log_start: i64,
     pub last_offset: i64,
 }
 
-/// Why a DLQ filing was refused (contract §7, §14); the texts are interface facts.
+/// Why a DLQ filing was refused (docs/contract.md §7, §14); the texts are interface facts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DlqRefusal {
     AlreadyCommitted,
@@ -353,7 +353,7 @@ impl DlqRefusal {
     }
 }
 
-/// DLQ filing (contract §7, §14): retires one real message the caller may retire — above
+/// DLQ filing (docs/contract.md §7, §14): retires one real message the caller may retire — above
 /// the cursor (so one poison frame is never filed twice), inside the log, and under a
 /// lease inside the leased batch. Anything else would move the cursor past messages that
 /// were never delivered (or past the end of the log, starving every later push).

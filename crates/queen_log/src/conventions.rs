@@ -26,7 +26,7 @@ pub fn queue_lease_time(lease_time: Option<i32>) -> i32 {
 }
 
 /// The lease a caller asked for, when it asked for one: only a positive number of seconds
-/// is a request (broker.md §1: `leaseSeconds` absent, 0 or negative means the queue's).
+/// is a request (docs/broker-contract.md §1: `leaseSeconds` absent, 0 or negative means the queue's).
 pub fn requested_lease(seconds: Option<i32>) -> Option<i32> {
     seconds.filter(|s| *s > 0)
 }

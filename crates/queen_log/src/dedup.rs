@@ -1,4 +1,4 @@
-//! The push dedup probe (contract §4) as a pure scan: which incoming hashes already occur
+//! The push dedup probe (docs/contract.md §4) as a pure scan: which incoming hashes already occur
 //! in the sidecar rows of the window, and at which MIN original offset.
 
 use crate::hash::{TxnHash, TxnHashMap};

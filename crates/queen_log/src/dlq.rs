@@ -6,8 +6,8 @@ use uuid::Uuid;
 use crate::ack::Status;
 use crate::frame::Frame;
 
-/// The error text of a DLQ row filed by an ack's dlq hand-off (broker.md §2 step 5,
-/// contract §9): the error of the head signal that chose the branch, else the first
+/// The error text of a DLQ row filed by an ack's dlq hand-off (docs/broker-contract.md §2 step 5,
+/// docs/contract.md §9): the error of the head signal that chose the branch, else the first
 /// signal (nack) that carries an error, else this default.
 pub const RETRIES_EXHAUSTED: &str = "Retries exhausted";
 

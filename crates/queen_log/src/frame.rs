@@ -1,4 +1,4 @@
-//! The frame codec of contract §3.
+//! The frame codec of docs/contract.md §3.
 //!
 //! A frame is little-endian: `u32 body_len`, then the body: `u8 flags`
 //! (1 = trace id present, 2 = producer subject present, 4 = payload encrypted),

@@ -1,4 +1,4 @@
-//! TransactionId hashes (contract §3): xxh3-128 with seed 0 over the id's UTF-8 bytes,
+//! TransactionId hashes (docs/contract.md §3): xxh3-128 with seed 0 over the id's UTF-8 bytes,
 //! stored big-endian (high half first) as 16 raw bytes, and written on the wire as
 //! 32 lowercase hex characters.
 //!

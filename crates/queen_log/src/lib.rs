@@ -2,13 +2,13 @@
 //!
 //! - [`conventions`]: the queue-mode group, the default tenant, the lease-time default.
 //! - [`hash`]: xxh3-128 transactionId hashes (big-endian, 16 bytes) and their hex tokens.
-//! - [`frame`]: the frame codec of contract §3.
+//! - [`frame`]: the frame codec of docs/contract.md §3.
 //! - [`segment`]: zstd segment blobs (one zstd frame over concatenated frames).
 //! - [`payload`]: how a stored payload reads back as JSON (one rule for every reader).
-//! - [`ack`]: the ack decision procedure of contract §6 as a pure function.
-//! - [`pop`]: the pop's decisions of contract §5 (seeding, slices, lease transitions).
-//! - [`dedup`]: the push dedup probe of contract §4 as a pure scan.
-//! - [`lifecycle`]: retention's rules of contract §13 (what goes, what a cursor loses).
+//! - [`ack`]: the ack decision procedure of docs/contract.md §6 as a pure function.
+//! - [`pop`]: the pop's decisions of docs/contract.md §5 (seeding, slices, lease transitions).
+//! - [`dedup`]: the push dedup probe of docs/contract.md §4 as a pure scan.
+//! - [`lifecycle`]: retention's rules of docs/contract.md §13 (what goes, what a cursor loses).
 //! - [`dlq`]: the error text a dead-lettered frame is filed with, and redrive's rules.
 //! - [`stats`]: lag and queue statistics rolled up with Queen's arithmetic.
 //! - [`order`]: the global lock order.

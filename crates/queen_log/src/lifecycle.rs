@@ -1,4 +1,4 @@
-//! Retention's decisions (contract §13) as pure functions: how many whole segments from
+//! Retention's decisions (docs/contract.md §13) as pure functions: how many whole segments from
 //! the low end of a partition the two rules let go, where the log then starts, and what a
 //! lagging cursor loses.
 //!
@@ -89,7 +89,7 @@ pub fn evict(state: &CursorState, log_start: i64) -> Option<(CursorState, i64)> 
     Some((next, floor - state.committed))
 }
 
-/// The sidecar purge's clock (contract §10, §13): hashes are kept for at least the
+/// The sidecar purge's clock (docs/contract.md §10, §13): hashes are kept for at least the
 /// largest of the dedup window, the completed retention and 900 s.
 pub fn purge_keep_seconds(dedup_window: i64, completed_retention: i64) -> i64 {
     dedup_window.max(completed_retention).max(900)

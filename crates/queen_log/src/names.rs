@@ -1,4 +1,4 @@
-//! Name rules of queues, partitions and consumer groups (contract §14), shared by the
+//! Name rules of queues, partitions and consumer groups (docs/contract.md §14), shared by the
 //! broker (400) and the extension (22023) so both refuse exactly the same names.
 //!
 //! Every name is at most [`MAX_NAME_BYTES`] bytes of UTF-8. Bytes, not characters:

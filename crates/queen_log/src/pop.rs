@@ -1,4 +1,4 @@
-//! The pop's decisions (contract §5) as pure functions: where a new cursor starts, which
+//! The pop's decisions (docs/contract.md §5) as pure functions: where a new cursor starts, which
 //! slices of which segments a budget serves, and the cursor state a lease or an auto-ack
 //! leaves. The extension loads rows, calls these and writes the claim.
 

@@ -1,4 +1,4 @@
-//! Segment blobs (contract §3): exactly one zstd frame over the concatenated frames,
+//! Segment blobs (docs/contract.md §3): exactly one zstd frame over the concatenated frames,
 //! plus the packed transactionId hashes stored alongside a segment.
 //!
 //! Decoding treats the blob as untrusted: zstd errors, bytes after the zstd frame and

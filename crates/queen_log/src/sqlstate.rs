@@ -23,8 +23,13 @@ pub enum ErrorClass {
 pub fn classify(sqlstate: &str) -> ErrorClass {
     match sqlstate {
         // 55000: the database's extension SQL is older than the library (run ALTER
-        // EXTENSION queen_ack UPDATE); nothing was written.
-        s if s.starts_with("08") || s.starts_with("53") || s.starts_with("57P") || s == "55000" => {
+        // EXTENSION queen_ack UPDATE); 58P01/58030: the server cannot read its own files
+        // (e.g. the extension's library is being reinstalled); nothing was written.
+        s if s.starts_with("08")
+            || s.starts_with("53")
+            || s.starts_with("57P")
+            || matches!(s, "55000" | "58P01" | "58030") =>
+        {
             ErrorClass::Unavailable
         }
         "57014" => ErrorClass::Retryable,
@@ -42,12 +47,12 @@ pub fn connection_lost(sqlstate: Option<&str>) -> bool {
     sqlstate.is_none_or(|s| s.starts_with("08") || s.starts_with("57P"))
 }
 
-/// Message prefixes of the transaction wire's refusals (contract §9).
+/// Message prefixes of the transaction wire's refusals (docs/contract.md §9).
 pub const QDUP: &str = "QDUP";
 pub const QTXN_ACK: &str = "QTXN ack";
 pub const QTXN_RESOLVED: &str = "QTXN resolved";
 
-/// Why the transaction wire refused, as the HTTP `reason` of broker.md §1.
+/// Why the transaction wire refused, as the HTTP `reason` of docs/broker-contract.md §1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WireRefusal {
     Duplicate,
@@ -87,7 +92,7 @@ mod tests {
     #[test]
     fn classes() {
         for s in [
-            "08006", "08001", "57P01", "57P03", "53300", "53200", "55000",
+            "08006", "08001", "57P01", "57P03", "53300", "53200", "55000", "58P01", "58030",
         ] {
             assert_eq!(classify(s), ErrorClass::Unavailable, "{s}");
         }

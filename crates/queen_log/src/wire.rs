@@ -3,7 +3,7 @@
 //! Every `jsonb` result of a SQL function that the broker reads has a type here. The
 //! extension builds the value and serialises it once; the broker deserialises it
 //! (`tokio_postgres::types::Json<T>`); neither side looks anything up by key. Field names
-//! are the contract's JSON keys (contract §4–§10, §13) and are interface facts: renaming a
+//! are the contract's JSON keys (docs/contract.md §4–§10, §13) and are interface facts: renaming a
 //! field here is a breaking change of the SQL API. Results built by SQL functions
 //! (configure, DLQ listing, renewal) have their types here too; a #[pg_test] per function
 //! proves the SQL still produces exactly this shape.
@@ -116,7 +116,7 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
-/// A push verdict (contract §4): one per segment, in input order for multi pushes.
+/// A push verdict (docs/contract.md §4): one per segment, in input order for multi pushes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
 pub enum PushVerdict {
@@ -150,7 +150,7 @@ pub struct Duplicate {
     pub id: Option<Uuid>,
 }
 
-/// `log_ack_by_hash_v1` done (contract §6.1), also an ack entry of the transaction wire.
+/// `log_ack_by_hash_v1` done (docs/contract.md §6.1), also an ack entry of the transaction wire.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HashAck {
@@ -191,7 +191,7 @@ pub struct HashAck {
     pub redeliver_at: Option<String>,
 }
 
-/// `log_ack_at_v1` / `log_ack_v1` done (contract §6.2), also a positional entry of the
+/// `log_ack_at_v1` / `log_ack_v1` done (docs/contract.md §6.2), also a positional entry of the
 /// transaction wire.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -205,7 +205,7 @@ pub struct PositionalAck {
     pub group: Option<String>,
 }
 
-/// `log_ack_multi_v1` (contract §6.2): one row per input position.
+/// `log_ack_multi_v1` (docs/contract.md §6.2): one row per input position.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MultiAck {
     pub ok: bool,
@@ -219,7 +219,7 @@ pub struct MultiRow {
     pub error: Option<String>,
 }
 
-/// `log_dlq_head_v1` done (contract §7).
+/// `log_dlq_head_v1` done (docs/contract.md §7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DlqFiled {
     pub id: Uuid,
@@ -234,7 +234,7 @@ pub enum WireAck {
     Positional(PositionalAck),
 }
 
-/// `log_transaction_wire_v1` (contract §9): all or nothing, so it is always `ok: true`
+/// `log_transaction_wire_v1` (docs/contract.md §9): all or nothing, so it is always `ok: true`
 /// and every ack entry is done (any refusal raises and rolls back).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TxnWire {
@@ -243,7 +243,7 @@ pub struct TxnWire {
     pub acks: Vec<Reply<WireAck>>,
 }
 
-/// `log_transaction_wire_v1`'s input (contract §9): built by the broker, read by the
+/// `log_transaction_wire_v1`'s input (docs/contract.md §9): built by the broker, read by the
 /// extension.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -303,7 +303,7 @@ pub struct WireHashElem {
     pub error: Option<String>,
 }
 
-/// `log_renew_lease_v1` / `log_renew_lease_tenant_v1` (contract §8).
+/// `log_renew_lease_v1` / `log_renew_lease_tenant_v1` (docs/contract.md §8).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Renewed {
@@ -445,7 +445,7 @@ pub struct MaintenanceReport {
     pub duration_ms: f64,
 }
 
-/// `log_txns_purge_step_v1` (contract §10, §13). `clamped`: the cutoff asked for was
+/// `log_txns_purge_step_v1` (docs/contract.md §10, §13). `clamped`: the cutoff asked for was
 /// later than the partition's clock allows, and the clock's cutoff was used instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PurgeStep {
@@ -455,7 +455,7 @@ pub struct PurgeStep {
     pub clamped: bool,
 }
 
-/// `log_retention_step_v1` (contract §13). `deleted` counts whole segments; `messages`
+/// `log_retention_step_v1` (docs/contract.md §13). `deleted` counts whole segments; `messages`
 /// the messages in them; `expired` the segments only rule 1 allowed (some group had not
 /// consumed them) and `expired_messages` the messages in those; `evicted` the messages
 /// cursors lost unconsumed.

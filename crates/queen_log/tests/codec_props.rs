@@ -1,4 +1,4 @@
-//! Property tests for the frame and segment codec (contract §3): every encodable frame
+//! Property tests for the frame and segment codec (docs/contract.md §3): every encodable frame
 //! list round-trips, and decoding arbitrary bytes returns `Ok` or `Err` without panicking.
 
 use proptest::prelude::*;

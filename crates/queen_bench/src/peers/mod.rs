@@ -470,7 +470,7 @@ async fn cost_run(env: &mut Env<'_>, sys: Sys, n: usize) -> BResult<CostOut> {
     let produce_secs = t.elapsed().as_secs_f64();
     let c1 = Counters::read(&env.db).await?;
     let full = cost::sizes(&env.db, schema).await?;
-    let broker_log = env.ctx.out.join("broker-peers-cost.log");
+    let broker_log = env.ctx.logs.join("broker-peers-cost.log");
     if sys == Sys::QueenBroker {
         env.broker = Some(start_broker(env, &broker_log).await?);
     }
@@ -822,7 +822,7 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
         url,
         broker: None,
     };
-    env.broker = Some(start_broker(&env, &ctx.out.join("broker-peers.log")).await?);
+    env.broker = Some(start_broker(&env, &ctx.logs.join("broker-peers.log")).await?);
     let dur = ctx.pick(1.5, 5.0);
     let points: Vec<(usize, usize)> = if ctx.quick {
         vec![(8, 1), (8, 10), (8, 100), (64, 10)]

@@ -1,0 +1,167 @@
+//! What a failed database call means to the client: the one SQLSTATE → [`ApiError`] rule
+//! of the broker (by queen_log::sqlstate's classes).
+//!
+//! | the failure                                                     | answer            |
+//! |-----------------------------------------------------------------|-------------------|
+//! | no connection (refused, closed, lost), pool wait timed out      | 503 + Retry-After |
+//! | class 08 (connection), 53 (resources), 57P01/02/03 (shutdown), 58P01/58030 (the server's files), 55000 (extension SQL older than its library) | 503 + Retry-After |
+//! | 57014 (statement timeout, cancel), 40001/40P01 (lost race)       | 503 + Retry-After |
+//! | class 22 (input the extension refused)                          | 400               |
+//! | anything else (23505 outside the wire, P0001, XX000, an unreadable answer) | 500    |
+//!
+//! A 503 always means the statement rolled back: nothing was written, retrying is safe.
+
+use queen_log::sqlstate::{classify, connection_lost, wire_refusal, ErrorClass, WireRefusal};
+
+use crate::error::ApiError;
+
+/// Why a database call failed.
+#[derive(Debug)]
+pub enum DbError {
+    /// The statement (or the connection under it) failed.
+    Pg(tokio_postgres::Error),
+    /// No pooled connection could be had.
+    Pool(deadpool_postgres::PoolError),
+    /// The extension answered something this broker cannot read: a bug (500).
+    Unreadable(String),
+}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        DbError::Pg(e)
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for DbError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(pg) => DbError::Pg(pg),
+            other => DbError::Pool(other),
+        }
+    }
+}
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DbError::Pg(e) => e.fmt(f),
+            DbError::Pool(e) => e.fmt(f),
+            DbError::Unreadable(m) => write!(f, "unreadable database answer: {m}"),
+        }
+    }
+}
+
+impl DbError {
+    /// The server's error, when the server sent one.
+    fn server(&self) -> Option<&tokio_postgres::error::DbError> {
+        match self {
+            DbError::Pg(e) => e.as_db_error(),
+            _ => None,
+        }
+    }
+
+    /// Whether the connection itself is gone (queen_log::sqlstate's rule): it must not
+    /// go back to the pool.
+    pub fn connection_lost(&self) -> bool {
+        match self {
+            DbError::Pg(_) => connection_lost(self.server().map(|d| d.code().code())),
+            _ => false,
+        }
+    }
+
+    /// The transaction wire's refusal (`reason`, message with its detail), or None when
+    /// the failure is the database's state (the caller answers it as an [`ApiError`]).
+    pub fn wire_refusal(&self) -> Option<(WireRefusal, String)> {
+        let db = self.server()?;
+        let msg = match db.detail() {
+            Some(d) => format!("{} ({d})", db.message()),
+            None => db.message().to_string(),
+        };
+        wire_refusal(db.code().code(), db.message()).map(|r| (r, msg))
+    }
+}
+
+impl From<DbError> for ApiError {
+    fn from(e: DbError) -> Self {
+        let pg = match e {
+            DbError::Pg(pg) => pg,
+            DbError::Pool(deadpool_postgres::PoolError::Timeout(
+                deadpool_postgres::TimeoutType::Wait,
+            )) => {
+                return ApiError::Unavailable(
+                    "database pool exhausted: no connection became free within \
+                     QUEEN_POOL_TIMEOUT_MS; retry later"
+                        .into(),
+                )
+            }
+            DbError::Pool(other) => {
+                return ApiError::Unavailable(format!("database unreachable: {other}"))
+            }
+            DbError::Unreadable(m) => return ApiError::Internal(m),
+        };
+        let Some(db) = pg.as_db_error() else {
+            // No server error: the connection itself failed or closed.
+            return ApiError::Unavailable(format!("database unreachable: {pg}"));
+        };
+        of_sqlstate(db.code().code(), db.message())
+    }
+}
+
+/// The answer to a server error with this SQLSTATE and message.
+fn of_sqlstate(code: &str, msg: &str) -> ApiError {
+    match classify(code) {
+        ErrorClass::Unavailable => {
+            ApiError::Unavailable(format!("database unavailable ({code}): {msg}"))
+        }
+        // A statement timeout (QUEEN_STATEMENT_TIMEOUT_MS), a cancel, a lost
+        // serialization or deadlock race: the transaction rolled back, retry is safe.
+        ErrorClass::Retryable => {
+            ApiError::Unavailable(format!("database retry later ({code}): {msg}"))
+        }
+        // Input errors the extension caught that our own validation let through.
+        ErrorClass::BadInput => ApiError::BadRequest(msg.to_string()),
+        ErrorClass::Duplicate | ErrorClass::Internal => {
+            ApiError::Internal(format!("database error {code}: {msg}"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: &str) -> u16 {
+        match of_sqlstate(code, "m") {
+            ApiError::BadRequest(_) => 400,
+            ApiError::Unavailable(_) => 503,
+            ApiError::Internal(_) => 500,
+            _ => 0,
+        }
+    }
+
+    /// The table of the module docs, row by row: every failure that is not the
+    /// client's fault and that a retry can cure is a 503.
+    #[test]
+    fn the_sqlstate_table() {
+        for code in [
+            "08000", "08001", "08003", "08006", "08P01", "53000", "53100", "53200", "53300",
+            "53400", "57P01", "57P02", "57P03", "58P01", "58030", "55000", "57014", "40001",
+            "40P01",
+        ] {
+            assert_eq!(status(code), 503, "{code}");
+        }
+        for code in ["22023", "22004", "22P02"] {
+            assert_eq!(status(code), 400, "{code}");
+        }
+        for code in ["23505", "P0001", "XX000", "42883", "42501"] {
+            assert_eq!(status(code), 500, "{code}");
+        }
+    }
+
+    #[test]
+    fn unreadable_answers_are_internal() {
+        let e: ApiError = DbError::Unreadable("column 0".into()).into();
+        assert!(matches!(e, ApiError::Internal(_)));
+        assert!(!DbError::Unreadable(String::new()).connection_lost());
+    }
+}

@@ -1,0 +1,16 @@
+//! The engine: process-local accelerators between the routes and the database client.
+//! None of it is durable; each falls back to the authority (the extension) when it
+//! cannot help (docs/broker-contract.md §3, §4).
+//!
+//! - `registry.rs`: what this process delivered on each leasing pop (the ack fast path);
+//! - `fusion.rs`: fast-path acks of concurrent requests flushed as one
+//!   `log_ack_multi_v1`, on `lanes.rs`;
+//! - `lanes.rs`: fire-on-idle batching lanes with a bounded number of flushes in flight;
+//! - `push_fusion.rs`: push rounds of concurrent requests in one `log_push_multi_v1`;
+//! - `dedup.rs`: per-partition dedup watermarks, so a push probes only what it must.
+
+pub mod dedup;
+pub mod fusion;
+pub mod lanes;
+pub mod push_fusion;
+pub mod registry;

@@ -1,0 +1,430 @@
+//! The items of request bodies, read once, by one reader each, for every route that takes
+//! them: push items (`/push` and the transaction's push operations) and acks (`/ack`,
+//! `/ack/batch` and the transaction's ack operations). Items stay raw JSON until read
+//! here: payloads are stored as the client wrote them (never rebuilt into a `Value`, so
+//! a 30-digit integer survives), and nothing builds a `Value` tree per item.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use queen_log::ack::Status;
+use queen_log::frame::Frame;
+use queen_log::hash::{txn_hash, TxnHash};
+use queen_log::names::NameKind;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use crate::error::{ApiError, ApiResult};
+use crate::http::input::{check_name, parse_uuid};
+use crate::util::group_or_queue_mode;
+
+/// One validated push item.
+pub struct PushItem {
+    pub queue: String,
+    pub partition: String,
+    pub txn: String,
+    pub trace: Option<[u8; 16]>,
+    /// The payload's JSON text, as written.
+    pub payload: Vec<u8>,
+    /// Minted here; replaced by the original's id when the item turns out duplicate.
+    pub message_id: Uuid,
+    /// Earlier item of this request with the same (queue, partition, transactionId).
+    pub dup_of: Option<usize>,
+}
+
+impl PushItem {
+    /// The frame this item is stored as.
+    pub fn frame(&self) -> Frame {
+        Frame {
+            message_id: *self.message_id.as_bytes(),
+            trace_id: self.trace,
+            transaction_id: self.txn.clone(),
+            producer_sub: None,
+            encrypted: false,
+            payload: self.payload.clone(),
+        }
+    }
+}
+
+/// The fields of a push item that push reads; a JSON null reads as absent.
+#[derive(Deserialize)]
+struct RawPushItem<'a> {
+    #[serde(borrow, default)]
+    queue: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    partition: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "transactionId")]
+    transaction_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "traceId")]
+    trace_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    payload: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+}
+
+/// A string-or-absent field of a push item.
+enum Field<'a> {
+    Absent,
+    Str(Cow<'a, str>),
+    Other,
+}
+
+impl<'a> Field<'a> {
+    fn of(v: Option<&'a RawValue>) -> Self {
+        let Some(raw) = v else { return Field::Absent };
+        match raw.get() {
+            s if !s.starts_with('"') => Field::Other,
+            // Borrowed unless the string has escapes.
+            s => match serde_json::from_str::<&str>(s) {
+                Ok(s) => Field::Str(Cow::Borrowed(s)),
+                Err(_) => serde_json::from_str::<String>(s)
+                    .map_or(Field::Other, |s| Field::Str(Cow::Owned(s))),
+            },
+        }
+    }
+}
+
+/// `QUEEN_MAX_PUSH_ITEMS`: one request may carry at most `max` items.
+pub fn check_item_count(n: usize, max: usize) -> ApiResult<()> {
+    if n > max {
+        return Err(ApiError::bad(format!(
+            "too many items: {n} (at most {max} per request, QUEEN_MAX_PUSH_ITEMS); split the push"
+        )));
+    }
+    Ok(())
+}
+
+/// Item `i` of a push (or of a transaction's push operation).
+pub fn read_push_item(i: usize, v: &RawValue) -> ApiResult<PushItem> {
+    let bad = |m: &str| ApiError::bad(format!("items[{i}]: {m}"));
+    if !v.get().starts_with('{') {
+        return Err(bad("must be an object"));
+    }
+    let raw: RawPushItem<'_> = serde_json::from_str(v.get()).map_err(|e| bad(&e.to_string()))?;
+    // `payload` wins over its alias `data` (a JSON null reads as absent, so a null
+    // payload gives way to data); neither pops as data:null.
+    let payload = match (raw.payload, raw.data) {
+        (Some(p), _) => p.get(),
+        (None, Some(d)) => d.get(),
+        (None, None) => "null",
+    };
+    let queue = match Field::of(raw.queue) {
+        Field::Str(s) => s.into_owned(),
+        _ => return Err(bad("queue must be a non-empty string")),
+    };
+    check_name(NameKind::Queue, &queue).map_err(|e| bad(&e.to_string()))?;
+    let partition = match Field::of(raw.partition) {
+        Field::Absent => "Default".to_string(),
+        Field::Str(s) if s.is_empty() => "Default".to_string(),
+        Field::Str(s) => s.into_owned(),
+        Field::Other => return Err(bad("partition must be a string")),
+    };
+    check_name(NameKind::Partition, &partition).map_err(|e| bad(&e.to_string()))?;
+    let message_id = Uuid::now_v7();
+    let txn = match Field::of(raw.transaction_id) {
+        Field::Absent => message_id.to_string(),
+        Field::Str(s) if s.is_empty() => message_id.to_string(),
+        Field::Str(s) if s.len() <= usize::from(u16::MAX) => s.into_owned(),
+        Field::Str(_) => return Err(bad("transactionId longer than 65535 bytes")),
+        Field::Other => return Err(bad("transactionId must be a string")),
+    };
+    let trace = match Field::of(raw.trace_id) {
+        Field::Absent => None,
+        Field::Str(s) if s.is_empty() => None,
+        Field::Str(s) => Some(
+            *Uuid::parse_str(&s)
+                .map_err(|_| bad("traceId must be a UUID"))?
+                .as_bytes(),
+        ),
+        Field::Other => return Err(bad("traceId must be a UUID string")),
+    };
+    Ok(PushItem {
+        queue,
+        partition,
+        txn,
+        trace,
+        payload: payload.as_bytes().to_vec(),
+        message_id,
+        dup_of: None,
+    })
+}
+
+/// A transactionId repeated inside one request for the same partition: the first wins,
+/// the later ones are duplicates of it.
+pub fn mark_request_duplicates<'a>(items: impl Iterator<Item = &'a mut PushItem>) {
+    let mut first: HashMap<(String, String, String), usize> = HashMap::new();
+    for (i, it) in items.enumerate() {
+        let key = (it.queue.clone(), it.partition.clone(), it.txn.clone());
+        match first.get(&key) {
+            Some(&f) => it.dup_of = Some(f),
+            None => {
+                first.insert(key, i);
+            }
+        }
+    }
+}
+
+/// The items to push, one segment per (queue, partition) in order of first appearance:
+/// (queue, partition, item indexes). In-request duplicates are not pushed.
+pub fn group_by_partition(items: &[PushItem]) -> Vec<(&str, &str, Vec<usize>)> {
+    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut groups: Vec<(&str, &str, Vec<usize>)> = Vec::new();
+    for (i, it) in items
+        .iter()
+        .enumerate()
+        .filter(|(_, it)| it.dup_of.is_none())
+    {
+        let key = (it.queue.as_str(), it.partition.as_str());
+        let gi = *index.entry(key).or_insert_with(|| {
+            groups.push((key.0, key.1, Vec::new()));
+            groups.len() - 1
+        });
+        groups[gi].2.push(i);
+    }
+    groups
+}
+
+/// One validated ack.
+pub struct AckItem {
+    pub txn: String,
+    pub hash: TxnHash,
+    pub pid: Uuid,
+    pub status: Status,
+    pub error: Option<String>,
+    pub group: String,
+    pub lease: Option<String>,
+    /// `delaySeconds`, validated (failed or retry only, 0..=i32::MAX).
+    pub delay: Option<i32>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawAck {
+    transaction_id: String,
+    partition_id: String,
+    status: Option<String>,
+    error: Option<String>,
+    consumer_group: Option<String>,
+    lease_id: Option<String>,
+    /// A nack's delay (our addition): the batch is redelivered no earlier than this many
+    /// seconds from now. Only with status failed or retry.
+    delay_seconds: Option<i64>,
+}
+
+/// Ack `i` of a request; `top_group` (an ack batch's consumerGroup) overrides the item's.
+/// Statuses are read by the contract's one rule (queen_log::ack::Status): an unknown one
+/// is a 400 for the whole request, never a silent "failed".
+pub fn read_ack_item(i: usize, v: &RawValue, top_group: Option<&str>) -> ApiResult<AckItem> {
+    let a: RawAck = serde_json::from_str(v.get())
+        .map_err(|e| ApiError::bad(format!("acknowledgment at index {i}: {e}")))?;
+    let status = Status::parse(a.status.as_deref()).map_err(|_| {
+        ApiError::bad(format!(
+            "unknown status \"{}\" at index {i}",
+            a.status.as_deref().unwrap_or_default()
+        ))
+    })?;
+    let pid = parse_uuid(&a.partition_id, "partitionId")
+        .map_err(|e| ApiError::bad(format!("{e} at index {i}")))?;
+    let delay = match a.delay_seconds {
+        None => None,
+        Some(_) if !matches!(status, Status::Failed | Status::Retry) => {
+            return Err(ApiError::bad(format!(
+                "delaySeconds is only allowed with status failed or retry (index {i})"
+            )))
+        }
+        Some(d) => Some(i32::try_from(d).ok().filter(|d| *d >= 0).ok_or_else(|| {
+            ApiError::bad(format!(
+                "delaySeconds must be an integer from 0 to {} (index {i}), got {d}",
+                i32::MAX
+            ))
+        })?),
+    };
+    let group = group_or_queue_mode(top_group.or(a.consumer_group.as_deref())).to_string();
+    check_name(NameKind::ConsumerGroup, &group)?;
+    Ok(AckItem {
+        hash: txn_hash(&a.transaction_id),
+        txn: a.transaction_id,
+        pid,
+        status,
+        error: a.error.filter(|e| !e.is_empty()),
+        group,
+        lease: a.lease_id.filter(|l| !l.is_empty()),
+        delay,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push_item(src: &str) -> ApiResult<PushItem> {
+        read_push_item(3, serde_json::from_str(src).unwrap())
+    }
+
+    /// What a reader made of an item: (queue, partition, trace, payload) or the error.
+    type Read = Result<(String, String, Option<[u8; 16]>, String), String>;
+
+    fn fields(r: &ApiResult<PushItem>) -> Read {
+        match r {
+            Ok(it) => Ok((
+                it.queue.clone(),
+                it.partition.clone(),
+                it.trace,
+                String::from_utf8(it.payload.clone()).unwrap(),
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn push_item_rules() {
+        let ok = |src: &str, q: &str, p: &str, payload: &str| {
+            let (gq, gp, _, gpayload) = fields(&push_item(src)).unwrap();
+            assert_eq!(
+                (gq.as_str(), gp.as_str(), gpayload.as_str()),
+                (q, p, payload),
+                "{src}"
+            );
+        };
+        ok(
+            r#"{"queue":"q","payload":{"a":[1,2]}}"#,
+            "q",
+            "Default",
+            r#"{"a":[1,2]}"#,
+        );
+        ok(
+            r#"{"queue":"q","partition":"p\u00e9","payload":1}"#,
+            "q",
+            "pé",
+            "1",
+        );
+        ok(
+            r#"{"queue":"q","partition":null,"payload":null,"data":{"d":true}}"#,
+            "q",
+            "Default",
+            r#"{"d":true}"#,
+        );
+        ok(
+            r#"{"queue":"q","partition":"","transactionId":"","traceId":""}"#,
+            "q",
+            "Default",
+            "null",
+        );
+        ok(
+            r#"{"queue":"q","traceId":"0190d6a8-8b2c-7cc1-9b1e-3f3c0a6a1e01","extra":[1]}"#,
+            "q",
+            "Default",
+            "null",
+        );
+        for bad in [
+            r#"{"payload":1}"#,
+            r#"{"queue":7}"#,
+            r#"{"queue":""}"#,
+            r#"{"queue":"q","partition":5}"#,
+            r#"{"queue":"q","transactionId":{"x":1}}"#,
+            r#"{"queue":"q","traceId":"not-a-uuid"}"#,
+            r#"{"queue":"q","traceId":12}"#,
+            r#"[1,2]"#,
+            r#""q""#,
+        ] {
+            let e = push_item(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{bad} must be refused"))
+                .to_string();
+            assert!(e.starts_with("items[3]: "), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn push_payload_is_stored_as_written() {
+        let it = push_item(r#"{"queue":"q","transactionId":"t","payload":{"big":123456789012345678901234567890, "f": 1.50}}"#).unwrap();
+        assert_eq!(it.txn, "t");
+        assert_eq!(
+            std::str::from_utf8(&it.payload).unwrap(),
+            r#"{"big":123456789012345678901234567890, "f": 1.50}"#,
+            "no float rounding, no re-encoding"
+        );
+        let minted = push_item(r#"{"queue":"q"}"#).unwrap();
+        assert_eq!(
+            minted.txn,
+            minted.message_id.to_string(),
+            "transactionId defaults to the message id"
+        );
+    }
+
+    #[test]
+    fn later_repeats_of_a_transaction_id_are_duplicates_of_the_first() {
+        let mut items: Vec<PushItem> = [
+            r#"{"queue":"q","transactionId":"a"}"#,
+            r#"{"queue":"q","transactionId":"a"}"#,
+            r#"{"queue":"q","partition":"p","transactionId":"a"}"#,
+        ]
+        .iter()
+        .map(|s| push_item(s).unwrap())
+        .collect();
+        mark_request_duplicates(items.iter_mut());
+        assert_eq!(
+            items.iter().map(|i| i.dup_of).collect::<Vec<_>>(),
+            vec![None, Some(0), None]
+        );
+    }
+
+    fn ack(src: &str, top: Option<&str>) -> ApiResult<AckItem> {
+        read_ack_item(2, serde_json::from_str(src).unwrap(), top)
+    }
+
+    #[test]
+    fn ack_item_rules() {
+        let pid = "0190d6a8-8b2c-7cc1-9b1e-3f3c0a6a1e01";
+        let a = ack(
+            &format!(
+                r#"{{"transactionId":"t","partitionId":"{pid}","status":"ok","consumerGroup":"g"}}"#
+            ),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (a.status, a.group.as_str(), a.hash),
+            (Status::Completed, "g", txn_hash("t"))
+        );
+        let b = ack(
+            &format!(r#"{{"transactionId":"t","partitionId":"{pid}","consumerGroup":"g"}}"#),
+            Some("top"),
+        )
+        .unwrap();
+        assert_eq!(b.group, "top", "the batch's group wins");
+        let q = ack(
+            &format!(r#"{{"transactionId":"t","partitionId":"{pid}","leaseId":""}}"#),
+            None,
+        )
+        .unwrap();
+        assert_eq!((q.group.as_str(), q.lease), ("__QUEUE_MODE__", None));
+        let e = ack(
+            &format!(r#"{{"transactionId":"t","partitionId":"{pid}","status":"Failed"}}"#),
+            None,
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.to_string(), "unknown status \"Failed\" at index 2");
+        let d = ack(
+            &format!(
+                r#"{{"transactionId":"t","partitionId":"{pid}","status":"ok","delaySeconds":5}}"#
+            ),
+            None,
+        )
+        .err()
+        .unwrap();
+        assert!(d.to_string().starts_with("delaySeconds is only allowed"));
+        let f = ack(
+            &format!(
+                r#"{{"transactionId":"t","partitionId":"{pid}","status":"retry","delaySeconds":5}}"#
+            ),
+            None,
+        )
+        .unwrap();
+        assert_eq!(f.delay, Some(5));
+        assert!(ack(r#"{"transactionId":"t","partitionId":"nope"}"#, None).is_err());
+    }
+}

@@ -1,0 +1,151 @@
+//! The HTTP room: the router and its middleware (request counting, the body limit and
+//! read deadline, authentication and tenancy of the `/api/v1` routes, JSON bodies on every
+//! error; docs/broker-contract.md §1), the connection loop (`server.rs`), request parsing
+//! (`input.rs`, `items.rs`), how an `ApiError` answers (`response.rs`), and the routes
+//! (`routes/`).
+
+pub mod auth;
+pub mod body_timeout;
+mod dlq_ops;
+pub mod input;
+pub mod items;
+mod known_queue;
+mod response;
+pub mod routes;
+pub mod server;
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{delete, get, post};
+use axum::Router;
+use serde_json::json;
+
+use crate::state::AppState;
+use routes::{
+    ack, configure, dlq, dlq_admin, health, lease, messages, pop, push, queues, resources, status,
+    transaction,
+};
+
+/// Every route, with request counting, the configurable body limit, authentication of
+/// the `/api/v1` routes (tenancy) and JSON bodies on every error.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config.body_limit_bytes();
+    let api = Router::new()
+        .route("/api/v1/configure", post(configure::configure))
+        .route("/api/v1/push", post(push::push))
+        .route("/api/v1/pop/queue/{queue}", get(pop::pop_queue))
+        .route(
+            "/api/v1/pop/queue/{queue}/partition/{partition}",
+            get(pop::pop_partition),
+        )
+        .route("/api/v1/ack", post(ack::ack_one))
+        .route("/api/v1/ack/batch", post(ack::ack_batch))
+        .route("/api/v1/lease/{lease_id}/extend", post(lease::extend))
+        .route("/api/v1/transaction", post(transaction::transaction))
+        .route("/api/v1/dlq", get(dlq::list).delete(dlq_admin::purge))
+        .route(
+            "/api/v1/resources/queues/{queue}",
+            get(resources::get_queue).delete(queues::delete_queue),
+        )
+        .merge(admin_routes())
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ));
+    Router::new()
+        .merge(api)
+        .route("/health", get(health::health))
+        .route("/metrics", get(health::metrics))
+        // Inside the request count, so a body timeout is counted as the 408 it answers.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::http::body_timeout::body_deadline,
+        ))
+        // route_layer: runs after routing, so the matched route template is known.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_requests,
+        ))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(json_errors))
+        .with_state(state)
+}
+
+/// Operating a queue: Queen's admin views, DLQ redrive and deletion.
+fn admin_routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/resources/queues", get(resources::list_queues))
+        .route(
+            "/api/v1/resources/queues/{queue}/depth",
+            get(resources::queue_depth),
+        )
+        .route("/api/v1/resources/partitions", get(resources::partitions))
+        .route("/api/v1/resources/overview", get(resources::overview))
+        .route("/api/v1/status/queues", get(status::queues))
+        .route("/api/v1/status/queues/{queue}", get(status::queue_detail))
+        .route("/api/v1/consumer-groups", get(status::groups))
+        .route("/api/v1/consumer-groups/lagging", get(status::lagging))
+        .route("/api/v1/consumer-groups/{group}", get(status::group))
+        .route(
+            "/api/v1/messages/{partition_id}/{transaction_id}",
+            delete(messages::delete_message),
+        )
+        .route(
+            "/api/v1/messages/{partition_id}/{transaction_id}/retry",
+            post(messages::retry),
+        )
+        .route("/api/v1/dlq/redrive", post(dlq_admin::redrive_many))
+        .route("/api/v1/dlq/{id}", delete(dlq_admin::delete_one))
+        .route("/api/v1/dlq/{id}/replay", post(dlq_admin::replay))
+}
+
+/// Error bodies are JSON everywhere (docs/broker-contract.md §1): axum's own rejections
+/// (413 body too large, 404, 405, a malformed query string) answer in plain text, so they
+/// are wrapped as `{"error": <text>}` with the same status.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let error = match (text.is_empty(), status) {
+        (false, _) => text,
+        (true, StatusCode::NOT_FOUND) => "not found".to_string(),
+        (true, s) => s.canonical_reason().unwrap_or("error").to_lowercase(),
+    };
+    let body = json!({ "error": error }).to_string();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, Body::from(body))
+}
+
+/// Counts each answered request by method, route template and status.
+async fn count_requests(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+    let method = req.method().to_string();
+    let started = std::time::Instant::now();
+    let resp = next.run(req).await;
+    state
+        .metrics
+        .observe(&method, &route, resp.status().as_u16(), started.elapsed());
+    resp
+}

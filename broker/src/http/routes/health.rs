@@ -1,0 +1,94 @@
+//! `GET /health` and `GET /metrics`.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::db::EXTENSION_VERSION;
+use crate::ops::exposition;
+use crate::state::AppState;
+
+/// 200 when a round trip to the database works, else 503 with the reason. The round trip
+/// reads the extension's installed version, so the answer also says whether it is the
+/// SQL this broker speaks (a database not yet `ALTER EXTENSION queen_ack UPDATE`d answers
+/// its requests 503 until it is).
+pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
+    let probe = async {
+        let version = state.db.conn().await?.extension_version().await?;
+        Ok::<_, crate::error::ApiError>(version)
+    };
+    match probe.await {
+        Ok(installed) => (StatusCode::OK, Json(healthy(installed.as_deref()))),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "status": "unhealthy",
+                "database": "disconnected",
+                "error": e.to_string(),
+                "brokerVersion": BROKER_VERSION,
+                "expectedExtensionVersion": EXTENSION_VERSION,
+            })),
+        ),
+    }
+}
+
+/// The healthy answer for the extension version the database has installed (None: the
+/// extension is not created in this database).
+fn healthy(installed: Option<&str>) -> Value {
+    let matches = installed == Some(EXTENSION_VERSION);
+    let mut v = json!({
+        "status": "healthy",
+        "database": "connected",
+        "service": "queen-broker",
+        "version": BROKER_VERSION,
+        "brokerVersion": BROKER_VERSION,
+        "extensionVersion": installed,
+        "expectedExtensionVersion": EXTENSION_VERSION,
+        "sqlVersionMatches": matches,
+    });
+    if !matches {
+        v["warning"] = json!(format!(
+            "this broker speaks the queen_ack {EXTENSION_VERSION} SQL but the database has {}; \
+             run ALTER EXTENSION queen_ack UPDATE (or install the matching extension)",
+            installed.unwrap_or("no queen_ack extension")
+        ));
+    }
+    v
+}
+
+/// The broker crate's own version.
+const BROKER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let mut text = exposition::render(&state.metric_sources());
+    let max = state.config.metrics_queue_series;
+    text.push_str(&exposition::queue_gauges(&state.db, &state.metrics, max).await);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_says_when_the_sql_versions_differ() {
+        let same = healthy(Some(EXTENSION_VERSION));
+        assert_eq!(same["sqlVersionMatches"], true);
+        assert_eq!(same["extensionVersion"], EXTENSION_VERSION);
+        assert!(same.get("warning").is_none());
+        for installed in [Some("0.1.0"), None] {
+            let v = healthy(installed);
+            assert_eq!(v["sqlVersionMatches"], false, "{v}");
+            assert_eq!(v["status"], "healthy", "the database is reachable: {v}");
+            assert_eq!(v["expectedExtensionVersion"], EXTENSION_VERSION);
+            assert!(
+                v["warning"].as_str().unwrap().contains("ALTER EXTENSION"),
+                "{v}"
+            );
+        }
+        assert_eq!(healthy(Some("0.1.0"))["extensionVersion"], "0.1.0");
+        assert!(healthy(None)["extensionVersion"].is_null());
+    }
+}

@@ -1,0 +1,17 @@
+//! One module per endpoint family (docs/broker-contract.md §1); the router is
+//! `http/mod.rs`. A route uses the database client, the engine's public types, the
+//! operations room and the shared request parsing of `http/`, never another route.
+
+pub mod ack;
+pub mod configure;
+pub mod dlq;
+pub mod dlq_admin;
+pub mod health;
+pub mod lease;
+pub mod messages;
+pub mod pop;
+pub mod push;
+pub mod queues;
+pub mod resources;
+pub mod status;
+pub mod transaction;

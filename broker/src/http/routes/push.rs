@@ -1,0 +1,392 @@
+//! `POST /api/v1/push`: encode frames, zstd and hashes here with the shared codec, push
+//! one segment per (queue, partition) through `log_push_multi_v1`, answer per item.
+//!
+//! The SQL push writes nothing for a segment in which any frame is a duplicate, so the
+//! non-duplicate rest of such a segment is pushed again in a further round. Items are
+//! read by crate::http::items; the dedup watermarks come from crate::engine::dedup. A round reaches
+//! the database through crate::engine::push_fusion (fused with the rounds of concurrent pushes,
+//! `QUEEN_PUSH_FUSION`) or on the request's own connection; either way through
+//! the database client's `log_push_multi` (crate::db).
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use queen_log::frame::Frame;
+use queen_log::hash::{split_hashes, TxnHash};
+use queen_log::segment::{encode_segment, segment_hashes};
+use queen_log::wire::PushVerdict;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use crate::db::{Conn, PushSegment as Segment};
+use crate::engine::dedup::DedupCache;
+use crate::engine::push_fusion::PushFusion;
+use crate::error::{ApiError, ApiResult};
+use crate::http::auth::Tenant;
+use crate::http::input::parse_json;
+use crate::http::items::{
+    check_item_count, group_by_partition, mark_request_duplicates, read_push_item, PushItem,
+};
+use crate::ops::metrics::Metrics;
+use crate::state::AppState;
+
+/// The body with each item left as raw JSON (read by crate::http::items).
+#[derive(Deserialize)]
+struct PushBody<'a> {
+    #[serde(borrow)]
+    items: Vec<&'a RawValue>,
+}
+
+/// What happened to an item.
+#[derive(Clone, Copy, Default)]
+struct Outcome {
+    queued: bool,
+    offset: Option<i64>,
+    /// Offset of the original when the database reported a duplicate.
+    original_off: Option<i64>,
+}
+
+/// The items of one (queue, partition) still to be pushed, and its id once known.
+struct Group {
+    queue: String,
+    partition: String,
+    pending: Vec<usize>,
+    pid: Option<Uuid>,
+}
+
+pub async fn push(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let body: PushBody<'_> = parse_json(&body)?;
+    check_item_count(body.items.len(), state.config.max_push_items)?;
+    let mut items = body
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| read_push_item(i, v))
+        .collect::<ApiResult<Vec<_>>>()?;
+    if items.is_empty() {
+        return Ok((StatusCode::CREATED, Json(Vec::<Pushed<'_>>::new())).into_response());
+    }
+    mark_request_duplicates(items.iter_mut());
+    let mut groups = group_items(&items);
+    let mut outcomes = vec![Outcome::default(); items.len()];
+    let db = state.db.conn().await?;
+    let windows = known_partitions(&db, tenant, &mut groups).await?;
+    let cached = dedup_targets(&db, &state.dedup, &groups, &windows).await?;
+    // A push waiting for a fused flush holds no connection (the flush needs one).
+    let via = match &state.push_fusion {
+        Some(f) => {
+            drop(db);
+            Via::Fused(f)
+        }
+        None => Via::Alone(Box::new(db)),
+    };
+    // Each round retires at least one item, so this terminates.
+    for _ in 0..=items.len() {
+        if groups.iter().all(|g| g.pending.is_empty()) {
+            break;
+        }
+        let dedup = (&state.dedup, &cached);
+        push_round(&via, tenant, &mut items, &mut groups, &mut outcomes, dedup).await?;
+    }
+    drop(via);
+    copy_request_duplicates(&mut items);
+    wake_and_count(&state, tenant, &items, &outcomes);
+    let answer = render(&items, &outcomes, &groups);
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
+}
+
+/// One group per (queue, partition), by crate::http::items::group_by_partition.
+fn group_items(items: &[PushItem]) -> Vec<Group> {
+    group_by_partition(items)
+        .into_iter()
+        .map(|(queue, partition, pending)| Group {
+            queue: queue.to_string(),
+            partition: partition.to_string(),
+            pending,
+            pid: None,
+        })
+        .collect()
+}
+
+/// The id of every group whose partition exists already, and its queue's dedup window
+/// now (the cache checks it, engine/dedup.rs): one call per request, before pushing. Returns
+/// the windows by group.
+async fn known_partitions(
+    db: &Conn,
+    tenant: Uuid,
+    groups: &mut [Group],
+) -> ApiResult<HashMap<usize, i32>> {
+    let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
+    let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
+    let found = db.partitions_lookup(tenant, &qs, &ps).await?;
+    let mut windows = HashMap::new();
+    for f in found {
+        let g = groups.get_mut(f.index).ok_or_else(|| {
+            ApiError::Internal(format!("partitions_lookup_v1 answered index {}", f.index))
+        })?;
+        g.pid = Some(f.partition_id);
+        windows.insert(f.index, f.dedup_window);
+    }
+    Ok(windows)
+}
+
+/// Known partitions with a dedup window, each loaded into the dedup cache if it was not
+/// (see engine/dedup.rs). New partitions and window-0 queues are not cached: their pushes
+/// probe with -1, which is cheap for them.
+async fn dedup_targets(
+    db: &Conn,
+    cache: &DedupCache,
+    groups: &[Group],
+    windows: &HashMap<usize, i32>,
+) -> ApiResult<HashMap<usize, Uuid>> {
+    if !cache.enabled() {
+        return Ok(HashMap::new());
+    }
+    let mut out = HashMap::new();
+    for (&g, &window) in windows.iter().filter(|(_, w)| **w > 0) {
+        let pid = groups[g]
+            .pid
+            .expect("a windowed group is a known partition");
+        if cache.wants_load(pid, window) {
+            cache.load_window(db, pid).await?;
+        }
+        out.insert(g, pid);
+    }
+    Ok(out)
+}
+
+/// One encoded segment of a round.
+struct Encoded {
+    blob: Vec<u8>,
+    hashes: Vec<u8>,
+    count: i32,
+}
+
+/// zstd over several MiB is CPU work: kept off the async workers.
+async fn encode(frames: Vec<Vec<Frame>>) -> ApiResult<Vec<Encoded>> {
+    tokio::task::spawn_blocking(move || {
+        frames
+            .iter()
+            .map(|f| {
+                Ok(Encoded {
+                    blob: encode_segment(f)?,
+                    hashes: segment_hashes(f),
+                    count: f.len() as i32,
+                })
+            })
+            .collect::<Result<Vec<_>, queen_log::frame::CodecError>>()
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("encoder task failed: {e}")))?
+    .map_err(ApiError::from)
+}
+
+/// How a round reaches the database.
+enum Via<'a> {
+    /// The request's own connection (push fusion off).
+    Alone(Box<Conn>),
+    /// Push fusion: alone when its lane is idle, else fused with concurrent rounds.
+    Fused(&'a PushFusion),
+}
+
+impl Via<'_> {
+    async fn push(&self, segs: Vec<Segment>) -> ApiResult<Vec<PushVerdict>> {
+        match self {
+            Via::Alone(db) => Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?),
+            Via::Fused(f) => f.push(segs).await,
+        }
+    }
+}
+
+/// Pushes every group with pending items as one multi call and records the verdicts.
+async fn push_round(
+    via: &Via<'_>,
+    tenant: Uuid,
+    items: &mut [PushItem],
+    groups: &mut [Group],
+    outcomes: &mut [Outcome],
+    (cache, cached): (&DedupCache, &HashMap<usize, Uuid>),
+) -> ApiResult<()> {
+    let live: Vec<usize> = (0..groups.len())
+        .filter(|&g| !groups[g].pending.is_empty())
+        .collect();
+    let frames: Vec<Vec<Frame>> = live
+        .iter()
+        .map(|&g| {
+            groups[g]
+                .pending
+                .iter()
+                .map(|&i| items[i].frame())
+                .collect()
+        })
+        .collect();
+    let encoded = encode(frames).await?;
+    let incoming: Vec<Vec<TxnHash>> = encoded
+        .iter()
+        .map(|e| split_hashes(&e.hashes).expect("16 bytes per frame"))
+        .collect();
+    let verified: Vec<i64> = live
+        .iter()
+        .zip(&incoming)
+        .map(|(g, hs)| {
+            cached
+                .get(g)
+                .and_then(|pid| cache.watermark(*pid, hs))
+                .unwrap_or(-1)
+        })
+        .collect();
+    let segs = live
+        .iter()
+        .zip(encoded)
+        .zip(verified)
+        .map(|((&g, e), verified)| Segment {
+            tenant,
+            queue: groups[g].queue.clone(),
+            partition: groups[g].partition.clone(),
+            count: e.count,
+            hashes: e.hashes,
+            blob: e.blob,
+            verified,
+        })
+        .collect();
+    let verdicts = via.push(segs).await?;
+    for ((&g, verdict), hs) in live.iter().zip(verdicts).zip(incoming) {
+        if let (Some(pid), PushVerdict::Queued { base_offset, .. }) = (cached.get(&g), &verdict) {
+            cache.record(*pid, *base_offset, hs);
+        }
+        apply_verdict(&mut groups[g], verdict, items, outcomes)?;
+    }
+    Ok(())
+}
+
+/// Queued: every pending item gets its offset. Duplicate: the named frames are retired
+/// as duplicates of the originals (whose ids the verdict carries) and the rest stays
+/// pending for the next round.
+fn apply_verdict(
+    group: &mut Group,
+    verdict: PushVerdict,
+    items: &mut [PushItem],
+    outcomes: &mut [Outcome],
+) -> ApiResult<()> {
+    match verdict {
+        PushVerdict::Queued {
+            base_offset,
+            partition_id,
+            ..
+        } => {
+            group.pid = Some(partition_id);
+            for (k, &i) in group.pending.iter().enumerate() {
+                outcomes[i] = Outcome {
+                    queued: true,
+                    offset: Some(base_offset + k as i64),
+                    original_off: None,
+                };
+            }
+            group.pending.clear();
+        }
+        PushVerdict::Duplicate { dups, partition_id } => {
+            group.pid = Some(partition_id);
+            let mut gone = vec![false; group.pending.len()];
+            for d in &dups {
+                let i = *group.pending.get(d.i).ok_or_else(|| {
+                    ApiError::Internal(format!("duplicate verdict names frame {}", d.i))
+                })?;
+                outcomes[i].original_off = Some(d.off);
+                if let Some(id) = d.id {
+                    items[i].message_id = id;
+                }
+                gone[d.i] = true;
+            }
+            if !gone.contains(&true) {
+                return Err(ApiError::Internal(
+                    "duplicate verdict names no frame".into(),
+                ));
+            }
+            let mut k = 0;
+            group.pending.retain(|_| {
+                k += 1;
+                !gone[k - 1]
+            });
+        }
+    }
+    Ok(())
+}
+
+/// In-request duplicates answer with whatever their first item ended up with.
+fn copy_request_duplicates(items: &mut [PushItem]) {
+    for i in 0..items.len() {
+        if let Some(f) = items[i].dup_of {
+            items[i].message_id = items[f].message_id;
+        }
+    }
+}
+
+/// Wakes the long-polls each queued partition can serve; counts pushed and duplicates.
+fn wake_and_count(state: &AppState, tenant: Uuid, items: &[PushItem], outcomes: &[Outcome]) {
+    let mut woken = std::collections::HashSet::new();
+    let mut queued = 0u64;
+    for (it, _) in items.iter().zip(outcomes).filter(|(_, o)| o.queued) {
+        queued += 1;
+        if woken.insert((it.queue.as_str(), it.partition.as_str())) {
+            state.wake(tenant, &it.queue, &it.partition);
+        }
+    }
+    Metrics::add(&state.metrics.messages_pushed, queued);
+    Metrics::add(
+        &state.metrics.messages_duplicate,
+        items.len() as u64 - queued,
+    );
+}
+
+/// One item of the push answer.
+#[derive(Serialize)]
+struct Pushed<'a> {
+    index: usize,
+    message_id: Uuid,
+    transaction_id: &'a str,
+    #[serde(rename = "queueName")]
+    queue_name: &'a str,
+    partition_id: Option<Uuid>,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<i64>,
+}
+
+fn render<'a>(items: &'a [PushItem], outcomes: &[Outcome], groups: &[Group]) -> Vec<Pushed<'a>> {
+    let pid_of: HashMap<(&str, &str), Option<Uuid>> = groups
+        .iter()
+        .map(|g| ((g.queue.as_str(), g.partition.as_str()), g.pid))
+        .collect();
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, it)| {
+            let o = outcomes[it.dup_of.unwrap_or(i)];
+            Pushed {
+                index: i,
+                message_id: it.message_id,
+                transaction_id: &it.txn,
+                queue_name: &it.queue,
+                partition_id: pid_of
+                    .get(&(it.queue.as_str(), it.partition.as_str()))
+                    .copied()
+                    .flatten(),
+                status: if outcomes[i].queued {
+                    "queued"
+                } else {
+                    "duplicate"
+                },
+                offset: o.offset.or(o.original_off),
+            }
+        })
+        .collect()
+}

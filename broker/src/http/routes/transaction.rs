@@ -1,0 +1,414 @@
+//! `POST /api/v1/transaction`: pushes and acks in one database transaction through
+//! `log_transaction_wire_v1`, all or nothing (docs/broker-contract.md §1).
+//!
+//! Pushes are encoded here exactly as for `/push`. Acks are grouped by (partitionId,
+//! group); a group goes in positional form when this process served its pop and the
+//! registry's fast-path conditions hold (the entry is consumed), else in hash form.
+
+use std::collections::HashSet;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine;
+use queen_log::ack::Status;
+use queen_log::hash::{hash_hex, TxnHash};
+use queen_log::segment::{encode_segment, segment_hashes};
+use queen_log::wire::{Reply, TxnWire, TxnWireRequest, WireAck, WireAckOp, WireHashElem, WirePush};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use crate::db::Conn;
+use crate::error::{ApiError, ApiResult};
+use crate::http::auth::{owned_partitions, Tenant};
+use crate::http::input::parse_json;
+use crate::http::items::{
+    check_item_count, group_by_partition, mark_request_duplicates, read_ack_item, read_push_item,
+    AckItem, PushItem,
+};
+use crate::state::AppState;
+
+/// The body: operations stay raw JSON until read (crate::http::items), as for /push and /ack.
+#[derive(Deserialize)]
+struct Body<'a> {
+    #[serde(borrow)]
+    operations: Option<&'a RawValue>,
+    #[serde(borrow, rename = "requiredLeases")]
+    required_leases: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct OpHead<'a> {
+    #[serde(rename = "type")]
+    kind: Option<&'a str>,
+    #[serde(borrow)]
+    items: Option<&'a RawValue>,
+}
+
+/// The request, read: its push items (with the operation each came from), its acks
+/// (with theirs), and the requiredLeases.
+struct Parsed {
+    /// Operation index per entry, in operation order.
+    order: Vec<Op>,
+    pushes: Vec<PushItem>,
+    acks: Vec<AckItem>,
+    required: Vec<String>,
+}
+
+/// An operation's entries in `Parsed`: push items `pushes[first..first + n]`, or ack
+/// `acks[i]`.
+enum Op {
+    Push {
+        index: usize,
+        first: usize,
+        n: usize,
+    },
+    Ack {
+        index: usize,
+        ack: usize,
+    },
+}
+
+/// A failed transaction: nothing was written.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Failure<'a> {
+    transaction_id: &'a str,
+    success: bool,
+    reason: &'a str,
+    error: &'a str,
+    results: [(); 0],
+}
+
+fn failure(status: StatusCode, txn: &str, reason: &str, error: &str) -> Response {
+    let body = Failure {
+        transaction_id: txn,
+        success: false,
+        reason,
+        error,
+        results: [],
+    };
+    (status, Json(body)).into_response()
+}
+
+pub async fn transaction(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let txn = Uuid::now_v7().to_string();
+    let mut p = match parse(&body, state.config.max_push_items) {
+        Ok(p) => p,
+        Err(e) => {
+            return Ok(failure(
+                StatusCode::BAD_REQUEST,
+                &txn,
+                "bad_request",
+                &e.to_string(),
+            ))
+        }
+    };
+    mark_request_duplicates(p.pushes.iter_mut());
+    let pushes = encode_pushes(&p.pushes).await?;
+    // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
+    // wire itself then refuses it exactly like a nonexistent one (docs/contract.md §9 step 1).
+    let owned = owned_partitions(&state, tenant, p.acks.iter().map(|a| a.pid)).await?;
+    let db = state.db.conn().await?;
+    let mut acks = Vec::new();
+    for g in ack_groups(&p.acks) {
+        let items: Vec<&AckItem> = g.iter().map(|&i| &p.acks[i]).collect();
+        let foreign = owned.as_ref().is_some_and(|o| !o.contains(&items[0].pid));
+        acks.push(ack_op(&state, &db, &p, &items, foreign).await?);
+    }
+    let wire = TxnWireRequest {
+        pushes,
+        acks,
+        tenant: Some(tenant.to_string()),
+    };
+    match db.log_transaction_wire(&wire).await {
+        Ok(r) => {
+            let queues: HashSet<&str> = p.pushes.iter().map(|i| i.queue.as_str()).collect();
+            for q in queues {
+                state.wake_queue(tenant, q);
+            }
+            copy_request_duplicates(&mut p.pushes);
+            let results = render(&p, &r);
+            Ok(Json(Done {
+                transaction_id: &txn,
+                success: true,
+                results,
+            })
+            .into_response())
+        }
+        // The wire's refusal (nothing was written) is a 200 with the reason; a database
+        // that is down or busy is the ApiError crate::db::error says (503).
+        Err(e) => match e.wire_refusal() {
+            Some((reason, msg)) => Ok(failure(StatusCode::OK, &txn, reason.as_str(), &msg)),
+            None => Err(e.into()),
+        },
+    }
+}
+
+fn parse(body: &[u8], max_items: usize) -> ApiResult<Parsed> {
+    let b: Body<'_> = parse_json(body)?;
+    let ops: Vec<&RawValue> = b
+        .operations
+        .and_then(|o| serde_json::from_str(o.get()).ok())
+        .ok_or_else(|| ApiError::bad("operations must be an array"))?;
+    let required: Vec<String> = match b.required_leases.map(RawValue::get) {
+        None | Some("null") => Vec::new(),
+        Some(r) => serde_json::from_str(r)
+            .map_err(|_| ApiError::bad("requiredLeases must be an array of strings"))?,
+    };
+    let mut p = Parsed {
+        order: Vec::new(),
+        pushes: Vec::new(),
+        acks: Vec::new(),
+        required,
+    };
+    for (i, op) in ops.into_iter().enumerate() {
+        parse_op(i, op, &mut p)?;
+    }
+    check_item_count(p.pushes.len(), max_items)?;
+    Ok(p)
+}
+
+fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
+    let bad_type = || ApiError::bad(format!("operations[{i}]: type must be \"push\" or \"ack\""));
+    let head: OpHead<'_> = serde_json::from_str(op.get()).map_err(|_| bad_type())?;
+    match head.kind {
+        Some("push") => {
+            let items: Vec<&RawValue> = head
+                .items
+                .and_then(|v| serde_json::from_str(v.get()).ok())
+                .ok_or_else(|| ApiError::bad(format!("operations[{i}]: items must be an array")))?;
+            let first = p.pushes.len();
+            for (k, it) in items.into_iter().enumerate() {
+                let item = read_push_item(k, it)
+                    .map_err(|e| ApiError::bad(format!("operations[{i}]: {e}")))?;
+                p.pushes.push(item);
+            }
+            let n = p.pushes.len() - first;
+            p.order.push(Op::Push { index: i, first, n });
+        }
+        // Unknown statuses keep the /ack wording: `unknown status "x" at index <op>`.
+        Some("ack") => {
+            let it = read_ack_item(i, op, None)?;
+            if it.delay.is_some() {
+                return Err(ApiError::bad(format!(
+                    "operations[{i}]: delaySeconds is not supported in a transaction"
+                )));
+            }
+            p.order.push(Op::Ack {
+                index: i,
+                ack: p.acks.len(),
+            });
+            p.acks.push(it);
+        }
+        _ => return Err(bad_type()),
+    }
+    Ok(())
+}
+
+/// One segment per (queue, partition); a transactionId repeated inside the request for
+/// the same partition is a duplicate of its first occurrence and is not pushed.
+async fn encode_pushes(items: &[PushItem]) -> ApiResult<Vec<WirePush>> {
+    let segments: Vec<(String, String, Vec<queen_log::frame::Frame>)> = group_by_partition(items)
+        .into_iter()
+        .map(|(q, p, idx)| {
+            (
+                q.to_string(),
+                p.to_string(),
+                idx.iter().map(|&i| items[i].frame()).collect(),
+            )
+        })
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        segments
+            .into_iter()
+            .map(|(queue, partition, frames)| {
+                let blob = encode_segment(&frames)?;
+                Ok(WirePush {
+                    queue,
+                    partition,
+                    count: frames.len() as i32,
+                    hashes_hex: hash_hex(&segment_hashes(&frames)),
+                    blob_b64: base64::engine::general_purpose::STANDARD.encode(blob),
+                    verified: None,
+                })
+            })
+            .collect::<Result<Vec<_>, queen_log::frame::CodecError>>()
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("encoder task failed: {e}")))?
+    .map_err(ApiError::from)
+}
+
+/// Ack indexes per (partition, group), in order of first appearance.
+fn ack_groups(acks: &[AckItem]) -> Vec<Vec<usize>> {
+    let mut index: std::collections::HashMap<(Uuid, &str), usize> = Default::default();
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for (i, it) in acks.iter().enumerate() {
+        let gi = *index.entry((it.pid, it.group.as_str())).or_insert_with(|| {
+            out.push(Vec::new());
+            out.len() - 1
+        });
+        out[gi].push(i);
+    }
+    out
+}
+
+/// One wire ack op for a group: positional when the registry grants it, else by hash.
+async fn ack_op(
+    state: &AppState,
+    db: &Conn,
+    p: &Parsed,
+    items: &[&AckItem],
+    foreign: bool,
+) -> ApiResult<WireAckOp> {
+    let first = items[0];
+    let mut op = WireAckOp {
+        partition_id: first.pid.to_string(),
+        group: Some(first.group.clone()),
+        ..Default::default()
+    };
+    if foreign {
+        op.acks = Some(hash_acks(items));
+        return Ok(op);
+    }
+    op.worker = worker_for(db, p, items).await?;
+    if let Some(w) = op.worker.as_deref() {
+        if items.iter().all(|it| it.status == Status::Completed) {
+            let set: HashSet<TxnHash> = items.iter().map(|it| it.hash).collect();
+            if let Some(end) = state
+                .registry
+                .take_if_match(first.pid, &first.group, w, &set)
+            {
+                op.upto_off = Some(end);
+                return Ok(op);
+            }
+        }
+        state.registry.evict_if_worker(first.pid, &first.group, w);
+    }
+    op.acks = Some(hash_acks(items));
+    Ok(op)
+}
+
+/// The hash form of a group's acks.
+fn hash_acks(items: &[&AckItem]) -> Vec<WireHashElem> {
+    items
+        .iter()
+        .map(|it| WireHashElem {
+            h: hash_hex(&it.hash),
+            status: Some(it.status.as_str().to_string()),
+            ok: None,
+            error: it.error.clone(),
+        })
+        .collect()
+}
+
+/// The group's worker: its own leaseId; else, when any leaseId was sent, the partition's
+/// current worker; else the single unambiguous requiredLeases entry; else lease-less.
+async fn worker_for(db: &Conn, p: &Parsed, items: &[&AckItem]) -> ApiResult<Option<String>> {
+    if let Some(l) = items.iter().find_map(|it| it.lease.clone()) {
+        return Ok(Some(l));
+    }
+    if p.acks.iter().any(|it| it.lease.is_some()) {
+        return Ok(db.cursor_worker(items[0].pid, &items[0].group).await?);
+    }
+    let distinct: HashSet<&String> = p.required.iter().filter(|l| !l.is_empty()).collect();
+    Ok(match distinct.len() {
+        1 => distinct.into_iter().next().cloned(),
+        _ => None,
+    })
+}
+
+/// In-request duplicates answer with their first item's message id.
+fn copy_request_duplicates(items: &mut [PushItem]) {
+    for i in 0..items.len() {
+        if let Some(f) = items[i].dup_of {
+            items[i].message_id = items[f].message_id;
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Done<'a> {
+    transaction_id: &'a str,
+    success: bool,
+    results: Vec<OpResult<'a>>,
+}
+
+/// One result: per pushed item, per ack.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum OpResult<'a> {
+    #[serde(rename_all = "camelCase")]
+    Push {
+        index: usize,
+        #[serde(rename = "type")]
+        kind: &'static str,
+        success: bool,
+        transaction_id: &'a str,
+        message_id: Uuid,
+        queue_name: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        duplicate: bool,
+    },
+    #[serde(rename_all = "camelCase")]
+    Ack {
+        index: usize,
+        #[serde(rename = "type")]
+        kind: &'static str,
+        success: bool,
+        transaction_id: &'a str,
+        error: Option<()>,
+        dlq: bool,
+    },
+}
+
+/// Results in operation order: one per pushed item, one per ack.
+fn render<'a>(p: &'a Parsed, r: &TxnWire) -> Vec<OpResult<'a>> {
+    let dlq_groups: HashSet<(Uuid, &str)> = r
+        .acks
+        .iter()
+        .filter_map(|a| match a {
+            Reply::Done(WireAck::Hash(h)) if h.dlq => Some((h.partition_id?, h.group.as_deref()?)),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    for op in &p.order {
+        match *op {
+            Op::Push { index, first, n } => {
+                for it in &p.pushes[first..first + n] {
+                    out.push(OpResult::Push {
+                        index,
+                        kind: "push",
+                        success: true,
+                        transaction_id: &it.txn,
+                        message_id: it.message_id,
+                        queue_name: &it.queue,
+                        duplicate: it.dup_of.is_some(),
+                    });
+                }
+            }
+            Op::Ack { index, ack } => {
+                let it = &p.acks[ack];
+                out.push(OpResult::Ack {
+                    index,
+                    kind: "ack",
+                    success: true,
+                    transaction_id: &it.txn,
+                    error: None,
+                    dlq: dlq_groups.contains(&(it.pid, it.group.as_str())),
+                });
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The SQL behaviour tests: tests/pg_regress/sql/NAME.sql, typed as a reader types them in
+# psql, and their expected output tests/pg_regress/expected/NAME.out (pg_regress's layout,
+# the one `cargo pgrx regress` uses), run by PostgreSQL's own pg_regress against a
+# running test cluster (tests/cluster.sh, or tests/citus.sh's coordinator):
+#   tests/regress.sh <postgres-url> [NAME...]
+# Every file gets a fresh empty database and creates the extension itself. With
+# QUEEN_TEST_CITUS=1 the databases are made on every node of the Citus cluster
+# (tests/testdb.sh), the files install the extension distributed, and the citus_*.sql
+# files run too (only there). An output that differs on Citus has its own expected file
+# NAME_1.out: pg_regress accepts whichever alternative matches.
+# Prints one cargo-style line per file (the diff under a failure) and a result line.
+# Results land in target/regress[-citus]/NAME/ (results/NAME.out, regression.diffs).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+URL=${1:?usage: tests/regress.sh <postgres-url> [NAME...]}
+shift
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+# What a reader sees in psql too: no NOTICEs of IF EXISTS and the like in the outputs.
+export PGOPTIONS="-c client_min_messages=warning"
+PG_REGRESS=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress
+if [ ! -x "$PG_REGRESS" ]; then
+    echo "regress: no pg_regress at $PG_REGRESS (Debian's postgresql-client-15 ships it)"
+    echo "test result: FAILED. 0 passed; 1 failed"
+    exit 1
+fi
+DIR=tests/pg_regress
+OUT=$PWD/target/regress${QUEEN_TEST_CITUS:+-citus}
+. tests/testdb.sh
+read -r host port user < <(python3 -c 'import sys, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+print(u.hostname or "127.0.0.1", u.port or 5432, u.username or "postgres")' "$URL")
+
+if (($#)); then
+    names=("$@")
+else
+    names=()
+    for f in "$DIR"/sql/*.sql; do
+        n=$(basename "$f" .sql)
+        [[ $n == citus_* && -z ${QUEEN_TEST_CITUS:-} ]] && continue
+        names+=("$n")
+    done
+fi
+
+passed=0 failed=0
+for name in "${names[@]}"; do
+    db=regress_$name
+    out=$OUT/$name
+    rm -rf "$out"
+    mkdir -p "$out"
+    testdb_create "$URL" "$db"
+    if "$PG_REGRESS" --use-existing --bindir="$("$PG_CONFIG" --bindir)" \
+        --host="$host" --port="$port" --user="$user" --dbname="$db" \
+        --inputdir="$DIR" --outputdir="$out" "$name" >"$out/pg_regress.log" 2>&1; then
+        passed=$((passed + 1))
+        echo "test regress::$name ... ok"
+    else
+        failed=$((failed + 1))
+        echo "test regress::$name ... FAILED"
+        # The diff against the expected output (or pg_regress's own complaint).
+        if [ ! -e "$DIR/expected/$name.out" ]; then
+            echo "no $DIR/expected/$name.out: read $out/results/$name.out and, if right, copy it there"
+        elif [ -s "$out/regression.diffs" ]; then
+            cat "$out/regression.diffs"
+        else
+            cat "$out/pg_regress.log"
+        fi
+    fi
+    testdb_drop "$URL" "$db"
+done
+echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"
+[ $failed -eq 0 ]
