@@ -3,6 +3,25 @@
 -- it moves, delete rows, and report. Every function is scoped to a tenant: another
 -- tenant's rows behave exactly like rows that do not exist.
 
+-- The DLQ rows of a queue that the by-queue redrive and delete act on: the tenant's rows
+-- of queue p_queue (NULL group = every group), oldest failure first, at most p_limit
+-- (NULL = all). One selection for both. PL/pgSQL: Citus plans no multi-shard join with
+-- parameters inside a LANGUAGE sql function.
+CREATE FUNCTION queen.dlq_queue_ids(p_queue text, p_group text, p_limit int, p_tenant uuid)
+RETURNS uuid[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN ARRAY(
+        SELECT d.id FROM queen.log_dlq d
+          JOIN queen.log_partitions p ON p.id = d.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.tenant_id = p_tenant AND q.name = p_queue
+           AND (p_group IS NULL OR d.consumer_group = p_group)
+         ORDER BY d.failed_at, d.id LIMIT p_limit);
+END $$;
+
 -- Redrive up to p_limit DLQ rows of a queue (NULL group = every group), oldest failure
 -- first, through queen.dlq_redrive_v1.
 CREATE FUNCTION queen.dlq_redrive_queue_v1(p_queue text, p_group text, p_limit int,
@@ -20,13 +39,7 @@ BEGIN
         RAISE EXCEPTION 'dlq_redrive_queue_v1: p_limit must be >= 1, got %', p_limit
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    RETURN queen.dlq_redrive_v1(ARRAY(
-        SELECT d.id FROM queen.log_dlq d
-          JOIN queen.log_partitions p ON p.id = d.partition_id
-          JOIN queen.queues q ON q.id = p.queue_id
-         WHERE q.tenant_id = p_tenant AND q.name = p_queue
-           AND (p_group IS NULL OR d.consumer_group = p_group)
-         ORDER BY d.failed_at, d.id LIMIT p_limit), p_tenant);
+    RETURN queen.dlq_redrive_v1(queen.dlq_queue_ids(p_queue, p_group, p_limit, p_tenant), p_tenant);
 END $$;
 
 -- The DLQ rows of one message address (partition id, transactionId), newest failure
@@ -88,13 +101,7 @@ BEGIN
         RAISE EXCEPTION 'dlq_delete_queue_v1: p_limit must be >= 1, got %', p_limit
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    RETURN queen.dlq_delete_v1(ARRAY(
-        SELECT d.id FROM queen.log_dlq d
-          JOIN queen.log_partitions p ON p.id = d.partition_id
-          JOIN queen.queues q ON q.id = p.queue_id
-         WHERE q.tenant_id = p_tenant AND q.name = p_queue
-           AND (p_group IS NULL OR d.consumer_group = p_group)
-         ORDER BY d.failed_at, d.id LIMIT p_limit), p_tenant);
+    RETURN queen.dlq_delete_v1(queen.dlq_queue_ids(p_queue, p_group, p_limit, p_tenant), p_tenant);
 END $$;
 
 -- The tenant's queues (all, or one by name) with their settings, newest first. A NULL

@@ -94,13 +94,15 @@ BEGIN
 END $$;
 
 -- Queue settings the broker needs at pop time; NULL when the queue does not exist.
+-- leaseTime is the lease a pop grants when asked for none, by the extension's one rule
+-- (queen.effective_lease_time: NULL means 60, at least 1).
 CREATE FUNCTION queen.queue_info_v1(p_queue text,
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT jsonb_build_object('queueId', q.id, 'leaseTime', COALESCE(q.lease_time, 60),
+    SELECT jsonb_build_object('queueId', q.id, 'leaseTime', queen.effective_lease_time(q.lease_time),
                               'retryLimit', COALESCE(q.retry_limit, 3))
       FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = p_queue
 $$;
@@ -116,9 +118,10 @@ AS $$
 $$;
 
 -- Lease renewal gated by tenancy: renews only when the worker holds a live lease on a
--- partition of the caller's tenant. A foreign lease answers exactly like an unknown one.
--- The instant is a value, as in log_renew_lease_v1; the tenancy proof is a statement of
--- its own (Citus plans no subquery over distributed tables inside a multi-shard UPDATE).
+-- partition of the caller's tenant, by log_renew_lease_v1 (the one renewal). A foreign
+-- lease answers exactly like an unknown one. The tenancy proof is a statement of its own
+-- (Citus plans no subquery over distributed tables inside a multi-shard UPDATE); the
+-- instant is a value, as in log_renew_lease_v1.
 CREATE FUNCTION queen.log_renew_lease_tenant_v1(p_worker text, p_seconds int, p_tenant uuid)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -126,24 +129,15 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
-    v_until timestamptz := v_now + make_interval(secs => GREATEST(COALESCE(p_seconds, 1), 1));
-    v_renewed bigint := 0;
-    v_min timestamptz;
 BEGIN
     IF EXISTS (SELECT 1 FROM queen.log_leases l
                  JOIN queen.partition_names n ON n.id = l.partition_id
                  JOIN queen.queues q ON q.id = n.queue_id
                 WHERE l.worker_id = p_worker AND l.lease_expires_at > v_now
                   AND q.tenant_id = p_tenant) THEN
-        UPDATE queen.log_leases
-           SET lease_expires_at = GREATEST(lease_expires_at, v_until)
-         WHERE worker_id = p_worker AND lease_expires_at > v_now;
-        GET DIAGNOSTICS v_renewed = ROW_COUNT;
-        -- The renewed rows are exactly the worker's live ones now (renewal never shortens).
-        SELECT min(lease_expires_at) INTO v_min FROM queen.log_leases
-         WHERE worker_id = p_worker AND lease_expires_at > v_now;
+        RETURN queen.log_renew_lease_v1(p_worker, p_seconds);
     END IF;
-    RETURN jsonb_build_object('renewed', v_renewed, 'expiresAt', queen.iso_utc(v_min));
+    RETURN jsonb_build_object('renewed', 0, 'expiresAt', NULL::text);
 END $$;
 
 -- The DLQ listing, newest failure first, with the frame's producer subject and created_at

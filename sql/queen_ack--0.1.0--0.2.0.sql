@@ -1244,3 +1244,102 @@ REVOKE ALL ON FUNCTION queen.log_ack_by_hash_v2(uuid, text, text, bytea[], text[
                        queen.ack(uuid, text, text[], text[], text, text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.log_ack_by_hash_v2(uuid, text, text, bytea[], text[], text[], int),
                           queen.ack(uuid, text, text[], text[], text, text[]) TO queen_broker;
+
+
+-- One pop request, one lease rule, one renewal, one DLQ selection. --------------------
+
+-- The lease a pop grants when asked for none, by the one rule (queen_log::conventions,
+-- src/broker_api.rs); queue_info_v1 reports it, so leaseTime now floors at 1 as pops do.
+CREATE FUNCTION queen.effective_lease_time(
+    "p_lease_time" INT
+) RETURNS INT
+IMMUTABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'effective_lease_time_wrapper';
+REVOKE ALL ON FUNCTION queen.effective_lease_time(int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.effective_lease_time(int) TO queen_broker;
+
+CREATE OR REPLACE FUNCTION queen.queue_info_v1(p_queue text,
+                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object('queueId', q.id, 'leaseTime', queen.effective_lease_time(q.lease_time),
+                              'retryLimit', COALESCE(q.retry_limit, 3))
+      FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = p_queue
+$$;
+
+-- The tenant-gated renewal renews through log_renew_lease_v1 (one renewal body).
+CREATE OR REPLACE FUNCTION queen.log_renew_lease_tenant_v1(p_worker text, p_seconds int, p_tenant uuid)
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    IF EXISTS (SELECT 1 FROM queen.log_leases l
+                 JOIN queen.partition_names n ON n.id = l.partition_id
+                 JOIN queen.queues q ON q.id = n.queue_id
+                WHERE l.worker_id = p_worker AND l.lease_expires_at > v_now
+                  AND q.tenant_id = p_tenant) THEN
+        RETURN queen.log_renew_lease_v1(p_worker, p_seconds);
+    END IF;
+    RETURN jsonb_build_object('renewed', 0, 'expiresAt', NULL::text);
+END $$;
+
+-- One selection for the by-queue DLQ redrive and delete.
+CREATE FUNCTION queen.dlq_queue_ids(p_queue text, p_group text, p_limit int, p_tenant uuid)
+RETURNS uuid[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN ARRAY(
+        SELECT d.id FROM queen.log_dlq d
+          JOIN queen.log_partitions p ON p.id = d.partition_id
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.tenant_id = p_tenant AND q.name = p_queue
+           AND (p_group IS NULL OR d.consumer_group = p_group)
+         ORDER BY d.failed_at, d.id LIMIT p_limit);
+END $$;
+REVOKE ALL ON FUNCTION queen.dlq_queue_ids(text, text, int, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.dlq_queue_ids(text, text, int, uuid) TO queen_broker;
+
+CREATE OR REPLACE FUNCTION queen.dlq_redrive_queue_v1(p_queue text, p_group text, p_limit int,
+                                           p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_limit IS NULL THEN
+        RAISE EXCEPTION 'dlq_redrive_queue_v1: p_queue and p_limit must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_limit < 1 THEN
+        RAISE EXCEPTION 'dlq_redrive_queue_v1: p_limit must be >= 1, got %', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN queen.dlq_redrive_v1(queen.dlq_queue_ids(p_queue, p_group, p_limit, p_tenant), p_tenant);
+END $$;
+
+CREATE OR REPLACE FUNCTION queen.dlq_delete_queue_v1(p_queue text, p_group text, p_limit int,
+                                          p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL THEN
+        RAISE EXCEPTION 'dlq_delete_queue_v1: p_queue must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_limit < 1 THEN
+        RAISE EXCEPTION 'dlq_delete_queue_v1: p_limit must be >= 1, got %', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN queen.dlq_delete_v1(queen.dlq_queue_ids(p_queue, p_group, p_limit, p_tenant), p_tenant);
+END $$;

@@ -124,6 +124,17 @@ fn frame_hashes(client: &SpiClient<'_>, pid: Uuid, lo: i64, hi: i64) -> Vec<(i64
     .collect()
 }
 
+/// Where an ack's elements are looked up: the ackable span `lo..=hi` (hi None: open),
+/// the bounded window below the cursor (the below-cursor test, `below_window`), and the
+/// purged part of a leased batch, read from its frames.
+#[derive(Clone, Copy)]
+struct Ranges {
+    lo: i64,
+    hi: Option<i64>,
+    below_window: (i64, i64),
+    purged: Option<(i64, i64)>,
+}
+
 /// Resolve every element: in-span minimum offset (from the sidecar, and from the frames
 /// for a purged part of a leased batch), and the below-cursor test only for those that
 /// did not resolve.
@@ -132,11 +143,14 @@ fn resolve(
     pid: Uuid,
     hashes: &[TxnHash],
     statuses: &[Status],
-    lo: i64,
-    hi: Option<i64>,
-    below_window: (i64, i64),
-    purged: Option<(i64, i64)>,
+    at: &Ranges,
 ) -> Vec<Element> {
+    let Ranges {
+        lo,
+        hi,
+        below_window,
+        purged,
+    } = *at;
     if hashes.is_empty() {
         return Vec::new();
     }
@@ -221,9 +235,13 @@ pub fn ack_by_hash(client: &mut SpiClient<'_>, call: &HashAckCall<'_>) -> Reply<
         Err(e) => return Reply::Refused(e.into()),
     };
     let (lo, hi) = ackable_span(&cur.state, cur.txns_start);
-    let purged = purged_span(&cur.state, cur.txns_start);
-    let below = below_window(cur.state.committed, cur.txns_start);
-    let elements = resolve(client, pid, hashes, statuses, lo, hi, below, purged);
+    let ranges = Ranges {
+        lo,
+        hi,
+        below_window: below_window(cur.state.committed, cur.txns_start),
+        purged: purged_span(&cur.state, cur.txns_start),
+    };
+    let elements = resolve(client, pid, hashes, statuses, &ranges);
     let policy = Policy {
         retry_limit: cur.retry_limit,
         dlq_enabled: cur.dlq_enabled,
@@ -468,23 +486,31 @@ fn log_ack_at_v1(
     }))
 }
 
+/// A partition by names: (tenant, queue name, partition name).
+#[derive(Clone, Copy)]
+pub struct PartitionName<'a> {
+    pub tenant: Uuid,
+    pub queue: &'a str,
+    pub partition: &'a str,
+}
+
 /// Positional ack by names; an unknown partition is ok:false "partition not found".
 pub fn ack_by_name(
     client: &mut SpiClient<'_>,
-    tenant: Uuid,
-    queue: &str,
-    partition: &str,
+    at: PartitionName<'_>,
     group: &str,
     worker: Option<&str>,
     upto: Option<i64>,
     ok: bool,
 ) -> Reply<PositionalAck> {
-    match find_partition(client, tenant, queue, partition) {
+    match find_partition(client, at.tenant, at.queue, at.partition) {
         Some(pid) => ack_at(client, pid, group, worker, upto, ok),
         None => Reply::Refused("partition not found".into()),
     }
 }
 
+// The SQL signature (compatibility: docs/contract.md §6) fixes the argument list.
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_ack_v1(
@@ -504,7 +530,12 @@ fn log_ack_v1(
     let tenant = p_tenant.unwrap_or_else(default_tenant);
     let ok = p_ok.unwrap_or(false);
     jsonb(&Spi::connect_mut(|c| {
-        ack_by_name(c, tenant, queue, partition, group, p_worker, p_upto, ok)
+        let at = PartitionName {
+            tenant,
+            queue,
+            partition,
+        };
+        ack_by_name(c, at, group, p_worker, p_upto, ok)
     }))
 }
 

@@ -5,13 +5,18 @@
 use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 
-use crate::db::{default_tenant, find_partition_by_id, required};
-use crate::pop::{max_partitions, pop_named, pop_resolved, request, rows, PopRequest, Target};
+use queen_log::conventions::queue_lease_time;
 
-/// The broker's pop (docs/broker-contract.md §1): a partition pop when `p_partition` is given, else a
-/// queue-level pop of up to `p_max_partitions` ready partitions. `p_lease_seconds` NULL or
+use crate::db::required;
+use crate::pop::{max_partitions, pop, LeaseRule, PopRequest, PopRow, Target};
+
+/// The broker's pop (docs/broker-contract.md §1): a partition pop when `p_partition` is
+/// given, else a queue-level pop of up to `p_max_partitions` ready partitions. `p_lease_seconds` NULL or
 /// below 1 means the queue's lease_time. Each row carries the delivery attempt of its
 /// partition's lease (1 under auto-ack), so the broker needs no second statement.
+// The SQL signature (compatibility) fixes the argument list and the set-returning type,
+// which pgrx needs spelled inline (its macro cannot see through a type alias).
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn broker_pop_v1(
@@ -40,64 +45,41 @@ fn broker_pop_v1(
         name!(r_attempt, i32),
     ),
 > {
-    let tenant = p_tenant.unwrap_or_else(default_tenant);
-    let target = match p_partition {
-        Some(name) => Target::Partition(name),
-        None => Target::Queue {
-            max_partitions: max_partitions(p_max_partitions),
-        },
+    let target = match (p_queue, p_partition) {
+        (Some(queue), Some(partition)) => Target::Partition { queue, partition },
+        (queue, None) => {
+            let max_partitions = max_partitions(p_max_partitions);
+            queue.map_or(Target::Nothing, |queue| Target::Queue {
+                queue,
+                max_partitions,
+            })
+        }
+        (None, Some(_)) => Target::Nothing,
     };
-    let req = |queue_lease: i32| {
-        broker_request(
-            queue_lease,
-            p_group,
-            p_budget,
-            p_lease_seconds,
-            p_worker,
-            p_auto_ack,
-            p_sub_mode,
-            p_sub_from,
-        )
-    };
-    req(1); // bad arguments are refused whether or not the queue exists
-    let Some(queue) = p_queue else {
-        return TableIterator::new(Vec::new());
-    };
-    TableIterator::new(rows(Spi::connect_mut(|c| {
-        pop_named(c, tenant, queue, target, req)
-    })))
+    let rows = pop(&PopRequest {
+        tenant: p_tenant,
+        target,
+        group: p_group,
+        budget: p_budget,
+        lease_seconds: p_lease_seconds,
+        lease_rule: LeaseRule::QueueUnlessPositive,
+        worker: p_worker,
+        auto_ack: p_auto_ack,
+        sub_mode: p_sub_mode,
+        sub_from: p_sub_from,
+        conflate: false,
+    });
+    TableIterator::new(rows.into_iter().map(PopRow::columns))
 }
 
-/// The arguments of a broker pop, checked; the lease is the queue's lease time unless a
-/// positive one was asked for.
-fn broker_request<'a>(
-    queue_lease: i32,
-    group: Option<&'a str>,
-    budget: Option<i32>,
-    lease_seconds: Option<i32>,
-    worker: Option<&'a str>,
-    auto_ack: Option<bool>,
-    sub_mode: Option<&'a str>,
-    sub_from: Option<&'a str>,
-) -> PopRequest<'a> {
-    let lease = lease_seconds.filter(|s| *s >= 1).unwrap_or(queue_lease);
-    request(
-        group,
-        budget,
-        Some(lease),
-        worker,
-        auto_ack,
-        sub_mode,
-        sub_from,
-        false,
-    )
-}
-
-/// A partition pop addressed by partition id (pushed down to the partition's worker on Citus, docs/citus.md): broker_pop_v1's partition pop
-/// and its rows, for a caller that knows the id. It touches that partition's rows only,
-/// so on a Citus cluster it is delegated to the worker holding the partition
-/// (`queen.distribute()` registers it with p_partition_id as the distribution argument).
-/// A partition that does not exist or belongs to another tenant serves nothing.
+/// A partition pop addressed by partition id: broker_pop_v1's partition pop and its rows,
+/// for a caller that knows the id. It touches that partition's rows only, so on a Citus
+/// cluster it is delegated to the worker holding the partition (`queen.distribute()`
+/// registers it with p_partition_id as the distribution argument; docs/citus.md). A
+/// partition that does not exist or belongs to another tenant serves nothing.
+// The SQL signature (compatibility) fixes the argument list and the set-returning type,
+// which pgrx needs spelled inline (its macro cannot see through a type alias).
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_pop_at_v1(
@@ -125,24 +107,28 @@ fn log_pop_at_v1(
     ),
 > {
     let pid = required(p_partition_id, "p_partition_id");
-    let tenant = p_tenant.unwrap_or_else(default_tenant);
-    let req = |queue_lease: i32| {
-        broker_request(
-            queue_lease,
-            p_group,
-            p_budget,
-            p_lease_seconds,
-            p_worker,
-            p_auto_ack,
-            p_sub_mode,
-            p_sub_from,
-        )
-    };
-    req(1); // bad arguments are refused whether or not the partition exists
-    TableIterator::new(rows(Spi::connect_mut(|c| {
-        match find_partition_by_id(c, tenant, pid) {
-            Some((p, name)) => pop_resolved(c, &p, name, req),
-            None => Vec::new(),
-        }
-    })))
+    let rows = pop(&PopRequest {
+        tenant: p_tenant,
+        target: Target::PartitionId(pid),
+        group: p_group,
+        budget: p_budget,
+        lease_seconds: p_lease_seconds,
+        lease_rule: LeaseRule::QueueUnlessPositive,
+        worker: p_worker,
+        auto_ack: p_auto_ack,
+        sub_mode: p_sub_mode,
+        sub_from: p_sub_from,
+        conflate: false,
+    });
+    TableIterator::new(rows.into_iter().map(PopRow::columns))
+}
+
+/// `queen.effective_lease_time(lease_time)`: the lease a pop of a queue whose
+/// `queues.lease_time` is `p_lease_time` grants when asked for none (NULL means 60, at
+/// least 1). The one rule (`queen_log::conventions::queue_lease_time`), also for SQL:
+/// queue_info_v1 reports it.
+#[pg_extern(immutable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn effective_lease_time(p_lease_time: Option<i32>) -> i32 {
+    queue_lease_time(p_lease_time)
 }

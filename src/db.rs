@@ -12,8 +12,8 @@ use pgrx::pg_sys::PgOid;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiHeapTupleData, SpiResult, SpiTupleTable};
 use queen_log::ack::{CursorState, LogBounds};
 
-pub const DEFAULT_TENANT: &str = "00000000-0000-0000-0000-000000000001";
-pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
+pub use queen_log::conventions::QUEUE_MODE;
+use queen_log::conventions::{queue_lease_time, DEFAULT_TENANT};
 
 thread_local! {
     /// Plans prepared once per backend, keyed by the address of their SQL text. They are
@@ -120,7 +120,7 @@ pub fn required<T>(v: Option<T>, name: &str) -> T {
 }
 
 pub fn default_tenant() -> Uuid {
-    parse_uuid(DEFAULT_TENANT).expect("valid default tenant")
+    Uuid::from_bytes(*DEFAULT_TENANT.as_bytes())
 }
 
 pub fn parse_uuid(s: &str) -> Option<Uuid> {
@@ -376,7 +376,7 @@ pub fn write_cursor(
 pub struct QueueRef {
     pub id: Uuid,
     pub tenant: Uuid,
-    /// COALESCE(queues.lease_time, 60), at least 1.
+    /// The lease a pop grants when asked for none (`queen_log::conventions::queue_lease_time`).
     pub lease_time: i32,
     /// `delayedProcessing`: seconds a message stays invisible after its push (0 = none).
     pub delay: i32,
@@ -398,7 +398,7 @@ pub fn find_partition_ref(
 ) -> Option<PartitionRef> {
     q(
         client,
-        "SELECT p.id, q.id, GREATEST(COALESCE(q.lease_time, 60), 1), q.delayed_processing
+        "SELECT p.id, q.id, q.lease_time, q.delayed_processing
                FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
         &[tenant.into(), queue.into(), partition.into()],
@@ -410,7 +410,7 @@ pub fn find_partition_ref(
         queue: QueueRef {
             id: col(&row, 2, "queues.id"),
             tenant,
-            lease_time: col(&row, 3, "lease time"),
+            lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
             delay: col(&row, 4, "queues.delayed_processing"),
         },
     })
@@ -425,7 +425,7 @@ pub fn find_partition_by_id(
 ) -> Option<(PartitionRef, String)> {
     q(
         client,
-        "SELECT p.name, q.id, GREATEST(COALESCE(q.lease_time, 60), 1), q.delayed_processing
+        "SELECT p.name, q.id, q.lease_time, q.delayed_processing
                FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
               WHERE p.id = $1 AND q.tenant_id = $2",
         &[pid.into(), tenant.into()],
@@ -436,7 +436,7 @@ pub fn find_partition_by_id(
         let queue = QueueRef {
             id: col(&row, 2, "queues.id"),
             tenant,
-            lease_time: col(&row, 3, "lease time"),
+            lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
             delay: col(&row, 4, "queues.delayed_processing"),
         };
         (
@@ -460,7 +460,7 @@ pub fn find_partition(
 pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<QueueRef> {
     q(
         client,
-        "SELECT id, GREATEST(COALESCE(lease_time, 60), 1), delayed_processing FROM queen.queues
+        "SELECT id, lease_time, delayed_processing FROM queen.queues
           WHERE tenant_id = $1 AND name = $2",
         &[tenant.into(), queue.into()],
     )
@@ -469,7 +469,7 @@ pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<Q
     .map(|row| QueueRef {
         id: col(&row, 1, "queues.id"),
         tenant,
-        lease_time: col(&row, 2, "lease time"),
+        lease_time: queue_lease_time(row.get::<i32>(2).or_raise()),
         delay: col(&row, 3, "queues.delayed_processing"),
     })
 }

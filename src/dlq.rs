@@ -140,6 +140,8 @@ pub fn dlq_head(
     })
 }
 
+// The SQL signature (compatibility) fixes the argument list.
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_dlq_head_v1(

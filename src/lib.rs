@@ -5,10 +5,6 @@
 //! results. Decisions (hashing, the frame codec, the ack procedure) live in the pure
 //! `queen_log` crate, so they are tested without a server and shared with the broker.
 
-// pgrx needs set-returning signatures spelled inline (its macro cannot see through a
-// type alias), and the contract fixes the argument lists of the SQL functions.
-#![allow(clippy::type_complexity, clippy::too_many_arguments)]
-
 use pgrx::prelude::*;
 
 mod ack;
@@ -50,7 +46,7 @@ extension_sql_file!(
 extension_sql_file!(
     "../sql/broker_api.sql",
     name = "broker_api",
-    requires = ["sql_functions"]
+    requires = ["sql_functions", broker_api::effective_lease_time]
 );
 extension_sql_file!(
     "../sql/lifecycle.sql",

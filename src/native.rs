@@ -4,17 +4,20 @@
 use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 use pgrx::JsonB;
+use queen_log::conventions::QUEUE_MODE;
 use queen_log::frame::Frame;
 use queen_log::hash::{hash_hex, txn_hash};
 use queen_log::payload;
-use queen_log::segment::{decode_segment, decode_slice, encode_segment, segment_hashes};
+use queen_log::segment::{
+    decode_segment, decode_served, encode_segment, segment_hashes, ServedSlice,
+};
 use queen_log::wire::PushVerdict;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::ack::{ack_by_hash, HashAckCall};
-use crate::db::{bad_param, default_tenant, jsonb, required, QUEUE_MODE};
-use crate::pop::{pop_named, request, Slice, Target};
+use crate::db::{bad_param, default_tenant, jsonb, required};
+use crate::pop::{LeaseRule, PopRequest, PopRow, Target};
 use crate::push::{push_one, SegmentIn};
 
 #[pg_extern(immutable, parallel_safe)]
@@ -36,6 +39,9 @@ fn decode_or_raise(blob: &[u8]) -> Vec<Frame> {
     decode_segment(blob).unwrap_or_else(|e| bad_param(e.to_string()))
 }
 
+// The set-returning type names its columns, which pgrx needs spelled inline (its macro
+// cannot see through a type alias).
+#[allow(clippy::type_complexity)]
 #[pg_extern(immutable, parallel_safe)]
 fn decode_segment_v1(
     p_blob: &[u8],
@@ -186,6 +192,7 @@ struct NativeMessage<'a> {
     offset: Option<i64>,
 }
 
+/// One decoded message of `queen.pop`: its SQL columns.
 type Decoded = (
     i64,
     Uuid,
@@ -196,27 +203,24 @@ type Decoded = (
     String,
 );
 
-fn decode_slices(pid: Uuid, lease: &str, slices: Vec<Slice>, out: &mut Vec<Decoded>) {
-    for s in slices {
-        let frames = decode_slice(
-            &s.blob,
-            s.msg_count as usize,
-            s.start_idx as usize,
-            s.take as usize,
-        )
-        .unwrap_or_else(|e| bad_param(e.to_string()));
-        for (k, f) in frames {
-            out.push((
-                s.base + k as i64,
+/// The messages of a pop's rows, by the one decode loop (`queen_log::segment`).
+fn decoded(rows: &[PopRow], lease: &str) -> Vec<Decoded> {
+    decode_served(
+        rows,
+        |r| ServedSlice::of(r.base, r.start_idx, r.take, r.msg_count, &r.blob),
+        |r, offset, f| {
+            (
+                offset,
                 Uuid::from_bytes(f.message_id),
                 f.transaction_id.clone(),
                 payload_jsonb(&f),
-                s.created_at,
-                pid,
+                r.created_at,
+                r.partition_id,
                 lease.to_string(),
-            ));
-        }
-    }
+            )
+        },
+    )
+    .unwrap_or_else(|e| bad_param(e.to_string()))
 }
 
 /// Plain-SQL leasing pop returning decoded messages. No partition = queue-level pop of
@@ -244,35 +248,32 @@ fn pop(
     ),
 > {
     let queue = required(p_queue, "p_queue");
-    let tenant = p_tenant.unwrap_or_else(default_tenant);
     let lease_id = if p_auto_ack == Some(true) {
         String::new()
     } else {
         uuid::Uuid::new_v4().to_string()
     };
-    let group = p_group.or(Some(QUEUE_MODE));
-    // NULL lease = the queue's lease_time.
-    let req = |queue_lease: i32| {
-        let lease = p_lease_seconds.or(Some(queue_lease));
-        request(
-            group,
-            p_batch,
-            lease,
-            Some(&lease_id),
-            p_auto_ack,
-            None,
-            None,
-            false,
-        )
+    let target = match p_partition {
+        Some(partition) => Target::Partition { queue, partition },
+        None => Target::Queue {
+            queue,
+            max_partitions: 1,
+        },
     };
-    req(1); // bad arguments are refused whether or not the queue exists
-    let target = p_partition.map_or(Target::Queue { max_partitions: 1 }, Target::Partition);
-    let popped = Spi::connect_mut(|c| pop_named(c, tenant, queue, target, req));
-    let mut out = Vec::new();
-    for p in popped {
-        decode_slices(p.partition_id, &lease_id, p.served.slices, &mut out);
-    }
-    TableIterator::new(out)
+    let rows = crate::pop::pop(&PopRequest {
+        tenant: p_tenant,
+        target,
+        group: p_group,
+        budget: p_batch,
+        lease_seconds: p_lease_seconds,
+        lease_rule: LeaseRule::QueueWhenNull,
+        worker: Some(&lease_id),
+        auto_ack: p_auto_ack,
+        sub_mode: None,
+        sub_from: None,
+        conflate: false,
+    });
+    TableIterator::new(decoded(&rows, &lease_id))
 }
 
 /// Plain-SQL ack by transactionId: hashes natively, then runs the authority. A dlq

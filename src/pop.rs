@@ -13,23 +13,114 @@ use queen_log::pop::{
 };
 
 use crate::db::{
-    bad_param, col, default_tenant, ensure_leases, find_partition_ref, find_queue, micros, now,
-    plus_seconds, q, raise, read_locked, write_cursor, OrRaise, PartitionRef, QueueRef, QUEUE_MODE,
+    bad_param, col, default_tenant, ensure_leases, find_partition_by_id, find_partition_ref,
+    find_queue, micros, now, plus_seconds, q, raise, read_locked, write_cursor, OrRaise,
+    PartitionRef, QueueRef,
 };
+use queen_log::conventions::{pop_lease, QUEUE_MODE};
 
-/// What the caller asked for, validated.
+/// How a pop call's lease time is read.
 #[derive(Clone, Copy)]
-pub struct PopRequest<'a> {
-    pub group: &'a str,
-    pub budget: i32,
-    pub lease_seconds: i32,
-    pub worker: &'a str,
-    pub auto_ack: bool,
-    /// Where a new cursor starts when the group has no subscription record.
-    pub start: Start<&'a str>,
+pub enum LeaseRule {
+    /// As given (log_pop_v1, log_pop_queue_v1): NULL or below 1 is 22023 when leasing.
+    AsGiven,
+    /// NULL means the queue's lease time; below 1 is 22023 (queen.pop).
+    QueueWhenNull,
+    /// NULL or below 1 means the queue's lease time (broker_pop_v1, log_pop_at_v1;
+    /// docs/broker-contract.md §1).
+    QueueUnlessPositive,
 }
 
-/// One served slice of a segment, as log_pop_v1 returns it.
+/// Where a pop goes.
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    /// One partition, by names.
+    Partition { queue: &'a str, partition: &'a str },
+    /// Up to `max_partitions` ready partitions of a queue, the budget a global cap.
+    Queue { queue: &'a str, max_partitions: i32 },
+    /// One partition by id (log_pop_at_v1): it touches that partition's rows only.
+    PartitionId(Uuid),
+    /// A NULL queue or partition name: the arguments are checked, nothing is served.
+    Nothing,
+}
+
+/// One pop call, as every pop entry point (log_pop_v1, log_pop_queue_v1, broker_pop_v1,
+/// log_pop_at_v1, queen.pop) receives it, NULLs included. [`pop`] checks and serves it.
+#[derive(Clone, Copy)]
+pub struct PopRequest<'a> {
+    pub tenant: Option<Uuid>,
+    pub target: Target<'a>,
+    /// NULL means queue mode.
+    pub group: Option<&'a str>,
+    pub budget: Option<i32>,
+    pub lease_seconds: Option<i32>,
+    pub lease_rule: LeaseRule,
+    pub worker: Option<&'a str>,
+    pub auto_ack: Option<bool>,
+    pub sub_mode: Option<&'a str>,
+    pub sub_from: Option<&'a str>,
+    pub conflate: bool,
+}
+
+/// One served slice of one partition: the one row type of every pop entry point (each
+/// returns the columns its SQL signature names).
+pub struct PopRow {
+    pub partition_id: Uuid,
+    pub partition: String,
+    pub base: i64,
+    pub start_idx: i32,
+    pub take: i32,
+    pub msg_count: i32,
+    pub created_at: TimestampWithTimeZone,
+    pub blob: Vec<u8>,
+    /// The delivery attempt of the partition's lease (1 under auto-ack).
+    pub attempt: i32,
+}
+
+/// A pop row as columns, in the order of broker_pop_v1's result (`r_partition_id,
+/// r_partition, r_base, r_start_idx, r_take, r_msg_count, r_created_at, r_blob,
+/// r_attempt`); the other entry points return a part of it.
+pub type PopColumns = (
+    Uuid,
+    String,
+    i64,
+    i32,
+    i32,
+    i32,
+    TimestampWithTimeZone,
+    Vec<u8>,
+    i32,
+);
+
+impl PopRow {
+    pub fn columns(self) -> PopColumns {
+        (
+            self.partition_id,
+            self.partition,
+            self.base,
+            self.start_idx,
+            self.take,
+            self.msg_count,
+            self.created_at,
+            self.blob,
+            self.attempt,
+        )
+    }
+}
+
+/// What a pop of one partition does, checked: the request with its lease resolved.
+#[derive(Clone, Copy)]
+struct Checked<'a> {
+    group: &'a str,
+    budget: i32,
+    lease_seconds: i32,
+    worker: &'a str,
+    auto_ack: bool,
+    /// Where a new cursor starts when the group has no subscription record.
+    start: Start<&'a str>,
+}
+
+/// One served slice of a segment.
 pub struct Slice {
     pub base: i64,
     pub start_idx: i32,
@@ -50,60 +141,87 @@ impl Slice {
 }
 
 /// Frames served by some slices.
-pub fn frames(slices: &[Slice]) -> i64 {
+fn frames(slices: &[Slice]) -> i64 {
     slices.iter().map(|s| i64::from(s.take)).sum()
 }
 
 /// What a pop served from one partition, and the delivery attempt it counts as.
-pub struct Served {
+struct Served {
     pub slices: Vec<Slice>,
     pub attempt: i32,
 }
 
-/// Validate the pop arguments (docs/contract.md §5): budget and lease below 1 are 22023, a
-/// leasing pop needs a worker, conflation is 0A000. NULL group means queue mode.
-pub fn request<'a>(
-    group: Option<&'a str>,
-    budget: Option<i32>,
-    lease: Option<i32>,
-    worker: Option<&'a str>,
-    auto_ack: Option<bool>,
-    sub_mode: Option<&'a str>,
-    sub_from: Option<&'a str>,
-    conflate: bool,
-) -> PopRequest<'a> {
-    if conflate {
-        raise(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            "p_conflate is not supported by queen_ack",
-        );
+impl PopRequest<'_> {
+    /// The lease a pop of a queue whose lease time is `queue_lease` asks for.
+    fn lease(&self, queue_lease: i32) -> Option<i32> {
+        match self.lease_rule {
+            LeaseRule::AsGiven => self.lease_seconds,
+            LeaseRule::QueueWhenNull => Some(self.lease_seconds.unwrap_or(queue_lease)),
+            LeaseRule::QueueUnlessPositive => Some(pop_lease(self.lease_seconds, queue_lease)),
+        }
     }
-    let auto_ack = auto_ack.unwrap_or(false);
-    let budget = budget.unwrap_or(0);
-    if budget < 1 {
-        bad_param(format!("p_budget must be >= 1, got {budget}"));
+
+    /// Validate the pop arguments (docs/contract.md §5) for a queue whose lease time is
+    /// `queue_lease`: budget and lease below 1 are 22023, a leasing pop needs a worker,
+    /// conflation is 0A000.
+    fn checked(&self, queue_lease: i32) -> Checked<'_> {
+        if self.conflate {
+            raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "p_conflate is not supported by queen_ack",
+            );
+        }
+        let auto_ack = self.auto_ack.unwrap_or(false);
+        let budget = self.budget.unwrap_or(0);
+        if budget < 1 {
+            bad_param(format!("p_budget must be >= 1, got {budget}"));
+        }
+        let lease_seconds = self.lease(queue_lease).unwrap_or(0);
+        let worker = self.worker.unwrap_or("");
+        if !auto_ack && lease_seconds < 1 {
+            bad_param(format!(
+                "p_lease_seconds must be >= 1 when leasing, got {lease_seconds}"
+            ));
+        }
+        if !auto_ack && worker.is_empty() {
+            bad_param("p_worker must be a non-empty lease id when leasing");
+        }
+        if let Some(g) = self.group {
+            crate::names::check(NameKind::ConsumerGroup, g);
+        }
+        Checked {
+            group: self.group.unwrap_or(QUEUE_MODE),
+            budget,
+            lease_seconds,
+            worker,
+            auto_ack,
+            start: requested_start(self.sub_mode.unwrap_or("all"), self.sub_from.unwrap_or("")),
+        }
     }
-    let lease_seconds = lease.unwrap_or(0);
-    let worker = worker.unwrap_or("");
-    if !auto_ack && lease_seconds < 1 {
-        bad_param(format!(
-            "p_lease_seconds must be >= 1 when leasing, got {lease_seconds}"
-        ));
-    }
-    if !auto_ack && worker.is_empty() {
-        bad_param("p_worker must be a non-empty lease id when leasing");
-    }
-    if let Some(g) = group {
-        crate::names::check(NameKind::ConsumerGroup, g);
-    }
-    PopRequest {
-        group: group.unwrap_or(QUEUE_MODE),
-        budget,
-        lease_seconds,
-        worker,
-        auto_ack,
-        start: requested_start(sub_mode.unwrap_or("all"), sub_from.unwrap_or("")),
-    }
+}
+
+/// Serve a pop call: check its arguments (refused whether or not its queue exists; a
+/// queue's lease time is at least 1, so 1 stands in for it), resolve its target, pop. An
+/// unknown queue or partition, or another tenant's, serves nothing.
+pub fn pop(req: &PopRequest<'_>) -> Vec<PopRow> {
+    req.checked(1);
+    let tenant = req.tenant.unwrap_or_else(default_tenant);
+    let served = Spi::connect_mut(|c| match req.target {
+        Target::Partition { queue, partition } => find_partition_ref(c, tenant, queue, partition)
+            .map(|p| pop_resolved(c, &p, partition.to_string(), req))
+            .unwrap_or_default(),
+        Target::PartitionId(pid) => find_partition_by_id(c, tenant, pid)
+            .map(|(p, name)| pop_resolved(c, &p, name, req))
+            .unwrap_or_default(),
+        Target::Queue {
+            queue,
+            max_partitions,
+        } => find_queue(c, tenant, queue)
+            .map(|q| pop_queue(c, &q, max_partitions, &req.checked(q.lease_time)))
+            .unwrap_or_default(),
+        Target::Nothing => Vec::new(),
+    });
+    rows(served)
 }
 
 /// A claimed cursor row: its state and the partition's last offset when claimed.
@@ -155,7 +273,7 @@ fn claim(
     client: &mut SpiClient<'_>,
     pid: Uuid,
     queue: &QueueRef,
-    req: &PopRequest<'_>,
+    req: &Checked<'_>,
     visible_before: Option<TimestampWithTimeZone>,
 ) -> Option<Claim> {
     for _ in 0..2 {
@@ -223,7 +341,7 @@ fn recorded(
 
 /// The pop's own start with its timestamp parsed by PostgreSQL (so every input format
 /// timestamptz accepts works); one that does not parse means 'all'.
-fn own_start(client: &SpiClient<'_>, req: &PopRequest<'_>) -> Start<TimestampWithTimeZone> {
+fn own_start(client: &SpiClient<'_>, req: &Checked<'_>) -> Start<TimestampWithTimeZone> {
     parsed(req.start, |text| {
         q(client, "SELECT queen.try_timestamptz($1)", &[text.into()])
             .or_raise()
@@ -250,7 +368,7 @@ fn create_cursor(
     pid: Uuid,
     queue_id: Uuid,
     tenant: Uuid,
-    req: &PopRequest<'_>,
+    req: &Checked<'_>,
 ) -> Option<Claim> {
     let start =
         recorded(client, tenant, req.group, queue_id).unwrap_or_else(|| own_start(client, req));
@@ -378,7 +496,7 @@ pub fn serve(
 }
 
 /// Write a lease of `[first, last]` to the worker.
-fn write_lease(client: &mut SpiClient<'_>, pid: Uuid, req: &PopRequest<'_>, next: &CursorState) {
+fn write_lease(client: &mut SpiClient<'_>, pid: Uuid, req: &Checked<'_>, next: &CursorState) {
     let at = now();
     q(
         client,
@@ -402,11 +520,11 @@ fn write_lease(client: &mut SpiClient<'_>, pid: Uuid, req: &PopRequest<'_>, next
 
 /// Pop one partition: claim, serve, lease (or auto-ack). None when nothing was claimed
 /// or served. Under the queue's `delayedProcessing` only visible messages are served.
-pub fn pop_partition(
+fn pop_partition(
     client: &mut SpiClient<'_>,
     pid: Uuid,
     queue: &QueueRef,
-    req: &PopRequest<'_>,
+    req: &Checked<'_>,
 ) -> Option<Served> {
     let visible_before = visibility_deadline(queue);
     let claim = claim(client, pid, queue, req, visible_before)?;
@@ -442,6 +560,8 @@ pub fn pop_partition(
     Some(Served { slices, attempt })
 }
 
+// The SQL signature (compatibility: docs/contract.md §5) fixes the argument list.
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_pop_v1(
@@ -469,70 +589,37 @@ fn log_pop_v1(
     ),
 > {
     let _ = p_skip_window_debounce; // accepted for compatibility: there is no window debounce here
-    let req = request(
-        p_group,
-        p_budget,
-        p_lease_seconds,
-        p_worker,
-        p_auto_ack,
-        p_sub_mode,
-        p_sub_from,
-        p_conflate.unwrap_or(false),
-    );
-    let tenant = p_tenant.unwrap_or_else(default_tenant);
-    let (Some(queue), Some(partition)) = (p_queue, p_partition) else {
-        return TableIterator::new(Vec::new());
+    let target = match (p_queue, p_partition) {
+        (Some(queue), Some(partition)) => Target::Partition { queue, partition },
+        _ => Target::Nothing,
     };
-    let popped =
-        Spi::connect_mut(|c| pop_named(c, tenant, queue, Target::Partition(partition), |_| req));
-    TableIterator::new(
-        rows(popped)
-            .into_iter()
-            .map(|r| (r.2, r.3, r.4, r.5, r.6, r.7)),
-    )
+    let rows = pop(&PopRequest {
+        tenant: p_tenant,
+        target,
+        group: p_group,
+        budget: p_budget,
+        lease_seconds: p_lease_seconds,
+        lease_rule: LeaseRule::AsGiven,
+        worker: p_worker,
+        auto_ack: p_auto_ack,
+        sub_mode: p_sub_mode,
+        sub_from: p_sub_from,
+        conflate: p_conflate.unwrap_or(false),
+    });
+    TableIterator::new(rows.into_iter().map(|r| {
+        let (_, _, base, start_idx, take, msg_count, created_at, blob, _) = r.columns();
+        (base, start_idx, take, msg_count, created_at, blob)
+    }))
 }
 
-/// Where a pop by names goes: one partition, or up to `max_partitions` ready ones.
-#[derive(Clone, Copy)]
-pub enum Target<'a> {
-    Partition(&'a str),
-    Queue { max_partitions: i32 },
-}
-
-/// Pop by names: resolve the queue (and partition), build the request once the queue's
-/// lease time is known (`request` gets it), pop. An unknown queue or partition serves
-/// nothing.
-pub fn pop_named<'a>(
-    client: &mut SpiClient<'_>,
-    tenant: Uuid,
-    queue: &str,
-    target: Target<'_>,
-    request: impl Fn(i32) -> PopRequest<'a>,
-) -> Vec<QueueServed> {
-    match target {
-        Target::Partition(name) => {
-            let Some(p) = find_partition_ref(client, tenant, queue, name) else {
-                return Vec::new();
-            };
-            pop_resolved(client, &p, name.to_string(), request)
-        }
-        Target::Queue { max_partitions } => {
-            let Some(queue) = find_queue(client, tenant, queue) else {
-                return Vec::new();
-            };
-            pop_queue(client, &queue, max_partitions, &request(queue.lease_time))
-        }
-    }
-}
-
-/// Pop one resolved partition, with the request built from its queue's lease time.
-pub fn pop_resolved<'a>(
+/// Pop one resolved partition, with the request checked against its queue's lease time.
+fn pop_resolved(
     client: &mut SpiClient<'_>,
     p: &PartitionRef,
     name: String,
-    request: impl Fn(i32) -> PopRequest<'a>,
+    req: &PopRequest<'_>,
 ) -> Vec<QueueServed> {
-    pop_partition(client, p.id, &p.queue, &request(p.queue.lease_time))
+    pop_partition(client, p.id, &p.queue, &req.checked(p.queue.lease_time))
         .map(|served| QueueServed {
             partition_id: p.id,
             partition: name,
@@ -542,38 +629,22 @@ pub fn pop_resolved<'a>(
         .collect()
 }
 
-/// One served slice as a row: (partition id, partition, base, start_idx, take, msg_count,
-/// created_at, blob, delivery attempt).
-pub type ServedRow = (
-    Uuid,
-    String,
-    i64,
-    i32,
-    i32,
-    i32,
-    TimestampWithTimeZone,
-    Vec<u8>,
-    i32,
-);
-
 /// The rows of what a pop served, partition by partition.
-pub fn rows(popped: Vec<QueueServed>) -> Vec<ServedRow> {
+fn rows(popped: Vec<QueueServed>) -> Vec<PopRow> {
     popped
         .into_iter()
         .flat_map(|p| {
             let (pid, name, attempt) = (p.partition_id, p.partition, p.served.attempt);
-            p.served.slices.into_iter().map(move |s| {
-                (
-                    pid,
-                    name.clone(),
-                    s.base,
-                    s.start_idx,
-                    s.take,
-                    s.msg_count,
-                    s.created_at,
-                    s.blob,
-                    attempt,
-                )
+            p.served.slices.into_iter().map(move |s| PopRow {
+                partition_id: pid,
+                partition: name.clone(),
+                base: s.base,
+                start_idx: s.start_idx,
+                take: s.take,
+                msg_count: s.msg_count,
+                created_at: s.created_at,
+                blob: s.blob,
+                attempt,
             })
         })
         .collect()
@@ -603,7 +674,7 @@ fn queue_row_lock(client: &SpiClient<'_>) -> &'static str {
 /// (ON CONFLICT DO NOTHING) and, when this call wrote it, seed every partition's cursor
 /// from it. The record of a start: 'all' with no instant, 'new' with the registration
 /// instant, 'timestamp' with the parsed one.
-fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req: &PopRequest<'_>) {
+fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req: &Checked<'_>) {
     if req.group == QUEUE_MODE {
         return;
     }
@@ -750,7 +821,7 @@ fn candidates(
 }
 
 /// What a queue-level pop served from one partition.
-pub struct QueueServed {
+struct QueueServed {
     pub partition_id: Uuid,
     pub partition: String,
     pub served: Served,
@@ -758,11 +829,11 @@ pub struct QueueServed {
 
 /// Pop across a queue: claim up to `max_partitions` ready partitions under one worker,
 /// with the budget as a global cap.
-pub fn pop_queue(
+fn pop_queue(
     client: &mut SpiClient<'_>,
     queue: &QueueRef,
     max_partitions: i32,
-    req: &PopRequest<'_>,
+    req: &Checked<'_>,
 ) -> Vec<QueueServed> {
     register_group(client, queue.id, queue.tenant, req);
     let mut out = Vec::new();
@@ -771,7 +842,7 @@ pub fn pop_queue(
         if out.len() >= max_partitions as usize || budget.is_spent() {
             break;
         }
-        let part_req = PopRequest {
+        let part_req = Checked {
             budget: budget.left() as i32,
             ..*req
         };
@@ -797,6 +868,9 @@ pub fn max_partitions(p: Option<i32>) -> i32 {
     n
 }
 
+// The SQL signature (compatibility) fixes the argument list and the set-returning type,
+// which pgrx needs spelled inline (its macro cannot see through a type alias).
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_pop_queue_v1(
@@ -823,27 +897,28 @@ fn log_pop_queue_v1(
         name!(r_blob, Vec<u8>),
     ),
 > {
-    let req = request(
-        p_group,
-        p_budget,
-        p_lease_seconds,
-        p_worker,
-        p_auto_ack,
-        p_sub_mode,
-        p_sub_from,
-        false,
-    );
-    let target = Target::Queue {
-        max_partitions: max_partitions(p_max_partitions),
-    };
-    let tenant = p_tenant.unwrap_or_else(default_tenant);
-    let Some(queue) = p_queue else {
-        return TableIterator::new(Vec::new());
-    };
-    let popped = Spi::connect_mut(|c| pop_named(c, tenant, queue, target, |_| req));
-    TableIterator::new(
-        rows(popped)
-            .into_iter()
-            .map(|r| (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7)),
-    )
+    let max_partitions = max_partitions(p_max_partitions);
+    let target = p_queue.map_or(Target::Nothing, |queue| Target::Queue {
+        queue,
+        max_partitions,
+    });
+    let rows = pop(&PopRequest {
+        tenant: p_tenant,
+        target,
+        group: p_group,
+        budget: p_budget,
+        lease_seconds: p_lease_seconds,
+        lease_rule: LeaseRule::AsGiven,
+        worker: p_worker,
+        auto_ack: p_auto_ack,
+        sub_mode: p_sub_mode,
+        sub_from: p_sub_from,
+        conflate: false,
+    });
+    TableIterator::new(rows.into_iter().map(|r| {
+        let (pid, name, base, start_idx, take, msg_count, created_at, blob, _) = r.columns();
+        (
+            pid, name, base, start_idx, take, msg_count, created_at, blob,
+        )
+    }))
 }

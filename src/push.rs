@@ -376,6 +376,8 @@ pub fn push_one(
     push_resolved(client, pid, window.unwrap_or(queue_window), seg)
 }
 
+// The SQL signature (compatibility: docs/contract.md §4) fixes the argument list.
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_push_one_v1(

@@ -14,7 +14,7 @@ use queen_log::wire::{
     WireHashElem, WirePush,
 };
 
-use crate::ack::{ack_by_hash, ack_by_name, HashAckCall};
+use crate::ack::{ack_by_hash, ack_by_name, HashAckCall, PartitionName};
 use crate::db::{
     bad_param, col, default_tenant, jsonb, parse_uuid, q, raise, raise_detail, raise_q, required,
     OrRaise, QUEUE_MODE,
@@ -199,11 +199,14 @@ fn run_positional_ack(
         raise_q(format!("QTXN ack references unknown partition {pid}"));
     };
     let ok = op.ok.unwrap_or(true);
+    let at = PartitionName {
+        tenant,
+        queue: &queue,
+        partition: &partition,
+    };
     let r = ack_by_name(
         client,
-        tenant,
-        &queue,
-        &partition,
+        at,
         group_of(op),
         op.worker.as_deref(),
         op.upto_off,

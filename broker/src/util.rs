@@ -3,11 +3,10 @@
 
 use chrono::{DateTime, Utc};
 
-/// The queue-mode consumer group (docs/contract.md, conventions).
-pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
-
-/// The default tenant (docs/contract.md, conventions): every request's tenant while tenancy is off.
-pub const DEFAULT_TENANT: uuid::Uuid = uuid::Uuid::from_u128(1);
+/// The queue-mode consumer group and the default tenant (every request's tenant while
+/// tenancy is off): the contract's conventions (docs/contract.md), defined once in
+/// queen_log.
+pub use queen_log::conventions::{DEFAULT_TENANT, QUEUE_MODE};
 
 /// Heap bytes of a std `HashMap`/`HashSet` table whose `capacity()` is `capacity`, with
 /// `slot` bytes per entry: hashbrown allocates a power-of-two number of buckets (7/8 of

@@ -112,3 +112,51 @@ fn names_over_255_bytes_are_refused_with_22023_wherever_they_would_be_stored() {
     assert!(sqlstate_of("SELECT queen.check_name_v1('topic', 'x')").starts_with("22023: p_kind must be"));
     assert_eq!(sqlstate_of("SELECT queen.check_name_v1('queue', '')"), "22023: queue name must not be empty");
 }
+
+/// The one lease-time rule (queen_log::conventions::queue_lease_time) is what SQL reads
+/// through queen.effective_lease_time: NULL means 60, zero and negative mean 1.
+#[pg_test]
+fn effective_lease_time_is_queen_logs_rule() {
+    for v in [None, Some(0), Some(-1), Some(i32::MIN), Some(1), Some(60), Some(86_400)] {
+        let arg = v.map_or("NULL".to_string(), |n| n.to_string());
+        let sql = i64_of(&format!("SELECT queen.effective_lease_time(({arg})::int)::bigint"));
+        assert_eq!(sql, i64::from(queen_log::conventions::queue_lease_time(v)), "lease_time {arg}");
+    }
+}
+
+/// queue_info_v1's leaseTime is the lease a broker pop asked for none (leaseSeconds 0)
+/// really grants, whatever the queue's lease_time: NULL, 0, negative or positive. (It
+/// said 0 for a queue with lease_time 0 while the pop granted 1 second.)
+#[pg_test]
+fn queue_info_lease_time_is_the_lease_a_broker_pop_grants() {
+    for (i, lease_time) in ["NULL", "0", "-7", "3"].into_iter().enumerate() {
+        let q = format!("lq{i}");
+        push_n(&q, "Default", "t", 1);
+        Spi::run(&format!("UPDATE queen.queues SET lease_time = {lease_time} WHERE name = '{q}'")).unwrap();
+        let served = i64_of(&format!(
+            "SELECT count(*) FROM queen.broker_pop_v1(NULL, '{q}', 'Default', 'g', 1, 0, 'w{i}')"
+        ));
+        assert_eq!(served, 1, "lease_time {lease_time}");
+        let granted = i64_of(&format!(
+            "SELECT extract(epoch FROM l.lease_expires_at - l.lease_acquired_at)::bigint
+               FROM queen.log_leases l JOIN queen.log_partitions p ON p.id = l.partition_id
+               JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = '{q}'"
+        ));
+        let reported = j(&format!("SELECT queen.queue_info_v1('{q}')"))["leaseTime"].as_i64();
+        assert_eq!(reported, Some(granted), "lease_time {lease_time}");
+    }
+}
+
+/// The tenant-gated renewal is log_renew_lease_v1 behind the gate: the same answer for
+/// the caller's own lease, and the answer of an unknown lease for a foreign one.
+#[pg_test]
+fn renew_with_tenant_gate_answers_as_the_plain_renewal() {
+    leased_batch(1);
+    let own = j("SELECT queen.log_renew_lease_tenant_v1('w', 600, '00000000-0000-0000-0000-000000000001')");
+    let plain = j("SELECT queen.log_renew_lease_v1('w', 1)"); // never shortens: same expiry
+    assert_eq!(own, plain);
+    assert!(own["expiresAt"].is_string());
+    let foreign = j("SELECT queen.log_renew_lease_tenant_v1('w', 600, '00000000-0000-0000-0000-000000000002')");
+    assert_eq!(foreign, j("SELECT queen.log_renew_lease_v1('never-issued', 600)"));
+    assert_eq!(foreign, serde_json::json!({"renewed": 0, "expiresAt": null}));
+}

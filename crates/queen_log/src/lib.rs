@@ -1,5 +1,6 @@
 //! Pure core of queen_ack: everything that needs no PostgreSQL.
 //!
+//! - [`conventions`]: the queue-mode group, the default tenant, the lease-time default.
 //! - [`hash`]: xxh3-128 transactionId hashes (big-endian, 16 bytes) and their hex tokens.
 //! - [`frame`]: the frame codec of docs/contract.md §3.
 //! - [`segment`]: zstd segment blobs (one zstd frame over concatenated frames).
@@ -19,6 +20,7 @@
 //! encode, hash, decide and read results exactly alike.
 
 pub mod ack;
+pub mod conventions;
 pub mod dedup;
 pub mod dlq;
 pub mod frame;

@@ -138,13 +138,64 @@ pub fn decode_slice(
     take: usize,
 ) -> Result<impl Iterator<Item = (usize, Frame)>, CodecError> {
     let frames = decode_segment_exact(blob, msg_count)?;
-    if start + take > frames.len() {
+    if start.saturating_add(take) > frames.len() {
         return Err(CodecError::FrameCountMismatch {
-            expected: start + take,
+            expected: start.saturating_add(take),
             found: frames.len(),
         });
     }
     Ok(frames.into_iter().enumerate().skip(start).take(take))
+}
+
+/// One served slice as a pop row carries it (`r_base, r_start_idx, r_take, r_msg_count,
+/// r_blob`): frames `start_idx .. start_idx + take` of a segment of `msg_count` frames
+/// whose first offset is `base`.
+#[derive(Debug, Clone, Copy)]
+pub struct ServedSlice<'a> {
+    pub blob: &'a [u8],
+    pub msg_count: i32,
+    pub base: i64,
+    pub start_idx: i32,
+    pub take: i32,
+}
+
+impl<'a> ServedSlice<'a> {
+    /// A pop row's slice, from its columns in the rows' order (`r_base, r_start_idx,
+    /// r_take, r_msg_count, r_blob`).
+    pub fn of(base: i64, start_idx: i32, take: i32, msg_count: i32, blob: &'a [u8]) -> Self {
+        Self {
+            blob,
+            msg_count,
+            base,
+            start_idx,
+            take,
+        }
+    }
+}
+
+/// The messages of served slices, in order: `item(row, offset, frame)` for every frame
+/// each row's slice serves, `view` saying where a row keeps its slice. A segment that does
+/// not hold the frames its row says is corrupt: an error, never a silently shorter batch.
+/// The one decode loop of a pop's rows (`queen.pop` and the broker's pop route).
+pub fn decode_served<S, T>(
+    rows: &[S],
+    view: impl Fn(&S) -> ServedSlice<'_>,
+    mut item: impl FnMut(&S, i64, Frame) -> T,
+) -> Result<Vec<T>, CodecError> {
+    // A negative count is a corrupt row: as usize::MAX it fails decode_slice's checks.
+    let count = |n: i32| usize::try_from(n).unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    for row in rows {
+        let v = view(row);
+        let frames = decode_slice(
+            v.blob,
+            count(v.msg_count),
+            count(v.start_idx),
+            count(v.take),
+        )?;
+        out.extend(frames.map(|(k, frame)| item(row, v.base + k as i64, frame)));
+    }
+    Ok(out)
 }
 
 /// The packed hashes of a segment: `txn_hash` of each frame's transactionId, 16 bytes
@@ -232,6 +283,42 @@ mod tests {
         assert_eq!(got, vec![1]);
         assert!(decode_slice(&blob, frames.len(), 1, frames.len()).is_err());
         assert!(decode_slice(&blob, frames.len() + 3, 0, 1).is_err());
+    }
+
+    /// A test row: (base, start_idx, take, msg_count, blob).
+    struct Row<'a>(i64, i32, i32, i32, &'a [u8]);
+
+    fn view<'r>(r: &'r Row<'_>) -> ServedSlice<'r> {
+        ServedSlice::of(r.0, r.1, r.2, r.3, r.4)
+    }
+
+    #[test]
+    fn served_slices_decode_in_order_with_their_offsets() {
+        let frames = sample();
+        let n = frames.len() as i32;
+        let blob = encode_segment(&frames).unwrap();
+        // Two slices of one segment, as two pop rows.
+        let rows = [Row(100, 1, n - 1, n, &blob), Row(100, 0, 1, n, &blob)];
+        let got = decode_served(&rows, view, |r, off, f| (r.1, off, f.transaction_id)).unwrap();
+        let want: Vec<_> = (1..n)
+            .map(|k| {
+                (
+                    1,
+                    100 + i64::from(k),
+                    frames[k as usize].transaction_id.clone(),
+                )
+            })
+            .chain([(0, 100, frames[0].transaction_id.clone())])
+            .collect();
+        assert_eq!(got, want);
+        // A row that asks for more frames than its segment holds, or a negative count, is
+        // corrupt: an error, not a shorter batch (and no panic).
+        for (start, take, count) in [(0, n + 1, n), (-1, 1, n), (0, -1, n), (0, 1, -1)] {
+            assert!(matches!(
+                decode_served(&[Row(0, start, take, count, &blob)], view, |_, off, _| off),
+                Err(CodecError::FrameCountMismatch { .. })
+            ));
+        }
     }
 
     #[test]

@@ -4,8 +4,7 @@
 //! the SQL rows into these types and renders Queen's shapes and the Prometheus gauges
 //! from the same roll-ups, so every view counts alike.
 
-/// The queue-mode consumer group (contract conventions).
-pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
+use crate::conventions::QUEUE_MODE;
 
 /// One (partition, group) cursor as `queue_stats_v1` reports it.
 #[derive(Debug, Clone, PartialEq, Default)]

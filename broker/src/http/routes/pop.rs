@@ -12,8 +12,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::{DateTime, Utc};
+use queen_log::conventions::requested_lease;
 use queen_log::payload;
-use queen_log::segment::decode_slice;
+use queen_log::segment::{decode_served, ServedSlice};
 use serde::Serialize;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -121,7 +122,7 @@ fn parse(
         sub_mode: get("subscriptionMode").unwrap_or("all").to_string(),
         sub_from: get("subscriptionFrom").unwrap_or("").to_string(),
         // ≤ 0 or absent → the queue's lease_time, looked up in the pop statement.
-        lease_seconds: lease_seconds.filter(|s| *s > 0),
+        lease_seconds: requested_lease(lease_seconds),
         max_partitions,
         lease_id: if auto_ack {
             String::new()
@@ -199,29 +200,20 @@ struct Msg {
     frame: queen_log::frame::Frame,
 }
 
-/// The served slices' frames; a segment that does not hold the frames its row says is
-/// corrupt (an error, never a silently shorter batch).
+/// The served slices' frames, by the extension's decode loop (`queen_log::segment`).
 fn decode(slices: Vec<Slice>) -> ApiResult<Vec<Msg>> {
-    let mut out = Vec::new();
-    for s in slices {
-        let frames = decode_slice(
-            &s.blob,
-            s.msg_count as usize,
-            s.start_idx as usize,
-            s.take as usize,
-        )?;
-        for (k, frame) in frames {
-            out.push(Msg {
-                pid: s.pid,
-                partition: s.partition.clone(),
-                offset: s.base + k as i64,
-                created_at: s.created_at,
-                attempt: s.attempt,
-                frame,
-            });
-        }
-    }
-    Ok(out)
+    Ok(decode_served(
+        &slices,
+        |s| ServedSlice::of(s.base, s.start_idx, s.take, s.msg_count, &s.blob),
+        |s, offset, frame| Msg {
+            pid: s.pid,
+            partition: s.partition.clone(),
+            offset,
+            created_at: s.created_at,
+            attempt: s.attempt,
+            frame,
+        },
+    )?)
 }
 
 async fn respond(state: &AppState, req: &PopReq, slices: Vec<Slice>) -> ApiResult<Response> {
