@@ -1,4 +1,4 @@
-//! Strict bodies (docs/notes-strict-bodies.md): every route with a JSON body refuses, with
+//! Strict bodies (docs/http-api.md, "Strict bodies"): every route with a JSON body refuses, with
 //! a 400 that names the field, each key and value it does not implement — an unknown key
 //! anywhere, a configure option asking for behaviour this broker lacks, a transaction
 //! rider (`kv`, `timers`) or operation type other than push and ack — and changes nothing

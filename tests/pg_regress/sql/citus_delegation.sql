@@ -5,7 +5,7 @@
 -- PL/pgSQL). Then first contact with a subscription mode, and a delayed queue (their
 -- statements carry a segment probe, which on Citus must name the partition itself).
 -- Each "-- citus::NAME" comment names one check of the former shell suite
--- (docs/notes-regress.md). Node ports differ per run: the plans' ports are piped through
+-- (docs/operations.md, "The test suites"). Node ports differ per run: the plans' ports are piped through
 -- sed, which names the holder's.
 \set VERBOSITY terse
 \set SHOW_CONTEXT never

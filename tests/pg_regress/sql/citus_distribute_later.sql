@@ -1,6 +1,6 @@
 -- Citus only: a database that already holds rows (and a live lease), distributed
 -- afterwards; then DROP EXTENSION leaves nothing on any node. Each "-- citus::NAME"
--- comment names one check of the former shell suite (docs/notes-regress.md).
+-- comment names one check of the former shell suite (docs/operations.md, "The test suites").
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
 CREATE EXTENSION queen_ack;

@@ -3,7 +3,7 @@
 -- or reference tables on every node; shards on the workers, none on the coordinator; the
 -- per-partition functions registered with their partition argument; idempotent; refused
 -- on a worker. Each "-- citus::NAME" comment names one check of the former shell suite
--- (docs/notes-regress.md). Node ports differ per run: they are compared, never shown.
+-- (docs/operations.md, "The test suites"). Node ports differ per run: they are compared, never shown.
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
 CREATE EXTENSION queen_ack;

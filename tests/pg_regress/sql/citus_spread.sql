@@ -3,7 +3,7 @@
 -- Queue-level pop, lease renewal, multi ack, the transaction wire (all or nothing),
 -- multi push, DLQ listed / redriven / deleted, stats and views, the broker role through
 -- the coordinator, delete_queue. Each "-- citus::NAME" comment names one check of the
--- former shell suite (docs/notes-regress.md); names and ids vary per run: compared, not
+-- former shell suite (docs/operations.md, "The test suites"); names and ids vary per run: compared, not
 -- shown.
 \set VERBOSITY terse
 \set SHOW_CONTEXT never

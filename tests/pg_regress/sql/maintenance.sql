@@ -1,7 +1,7 @@
 -- CALL queen.run_maintenance() as an operator (or pg_cron) calls it: it commits between
 -- steps, so it runs here, at the top level of a session, not inside a #[pg_test]
 -- transaction (docs/operations.md). Each "-- maintenance::NAME" comment names one check
--- (docs/notes-regress.md maps the old shell suite). What needs two sessions at once or
+-- (docs/operations.md, "The test suites" maps the old shell suite). What needs two sessions at once or
 -- pg_cron's clock stays in tests/maintenance.sh.
 \set VERBOSITY terse
 \set SHOW_CONTEXT never

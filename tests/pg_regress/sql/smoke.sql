@@ -1,6 +1,6 @@
 -- The README's psql walk-through, typed as a reader would, and CREATE/DROP EXTENSION
 -- leaving nothing behind. Each "-- smoke::NAME" comment names one check (the map from the
--- old shell suite: docs/notes-regress.md). tests/regress.sh gives this file a fresh empty
+-- old shell suite: docs/operations.md, "The test suites"). tests/regress.sh gives this file a fresh empty
 -- database; on Citus that database has citus and its workers, and the extension is
 -- distributed right after CREATE EXTENSION, as an operator does.
 \set VERBOSITY terse

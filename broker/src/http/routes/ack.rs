@@ -38,7 +38,7 @@ const FLUSH_FAILED: &str = "ack flush failed; lease will expire and redeliver";
 const NOT_FOUND: &str = "consumer not found";
 
 /// Each acknowledgment stays raw JSON until crate::http::items reads it: no `Value` tree.
-/// Any other top-level key is refused naming it (docs/notes-strict-bodies.md).
+/// Any other top-level key is refused naming it (docs/http-api.md, "Strict bodies").
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct BatchIn<'a> {

@@ -22,7 +22,7 @@ struct ConfigureBody {
 }
 
 /// What configure does with an option key. Every key is enforced or refused, never
-/// stored and ignored (docs/notes-strict-bodies.md has the table and the reasons).
+/// stored and ignored (docs/http-api.md, "Strict bodies", has the table and the reasons).
 #[derive(Clone, Copy, PartialEq)]
 enum Rule {
     /// Read by `queen.configure_queue_v1` and enforced: an integer >= 0.

@@ -33,7 +33,7 @@ use crate::http::items::{
 use crate::state::AppState;
 
 /// The body: operations stay raw JSON until read (crate::http::items), as for /push and /ack.
-/// Any other key is refused naming it (docs/notes-strict-bodies.md).
+/// Any other key is refused naming it (docs/http-api.md, "Strict bodies").
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Body<'a> {
