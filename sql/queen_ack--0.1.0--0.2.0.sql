@@ -1184,7 +1184,8 @@ GRANT EXECUTE ON FUNCTION queen.provision_partition(uuid, text),
                           queen.distributed_functions() TO queen_broker;
 
 -- ---------------------------------------------------------------------------------
--- DLQ filed in the ack's own call (src/ack.rs, src/native.rs; docs/notes-ack-dlq.md).
+-- DLQ filed in the ack's own call (src/ack.rs, src/native.rs; docs/decisions.md,
+-- "Dead-letter filing").
 -- log_ack_by_hash_v2: the by-hash ack whose dlq verdict files the DLQ row in the same
 -- statement, its error text from p_errors; v1 and delay_v1 keep their hand-off answer.
 CREATE FUNCTION queen.log_ack_by_hash_v2(

@@ -74,7 +74,8 @@ fn span_rows(client: &SpiClient<'_>, pid: Uuid, lo: i64, hi: Option<i64>) -> Vec
 
 /// Sidecar rows overlapping the below-cursor window `[from, committed]`: only read when
 /// some hash did not resolve in span, and never more than the window (a bogus ack of
-/// unknown hashes costs what a real one costs, docs/notes-ack-dlq.md).
+/// unknown hashes costs what a real one costs: docs/decisions.md, "Acks of unknown
+/// hashes").
 fn below_rows(
     client: &SpiClient<'_>,
     pid: Uuid,

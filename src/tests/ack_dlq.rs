@@ -1,6 +1,6 @@
 // #[pg_test]s for a dlq verdict filed in the ack's own call (log_ack_by_hash_v2,
 // queen.ack), what each element is told, and the bounded below-cursor test
-// (docs/notes-ack-dlq.md).
+// (docs/decisions.md, "Dead-letter filing" and "Acks of unknown hashes").
 
 /// `log_ack_by_hash_v2` of queue `q`, group `g`: statuses and errors as SQL literals.
 fn ack_v2(worker: &str, txns: &[&str], statuses: &[&str], errors: &str) -> Value {

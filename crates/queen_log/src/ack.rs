@@ -419,7 +419,7 @@ pub fn redelivered(elements: &[Element], committed: i64, lease_released: bool) -
 /// default) and late acks of messages up to that many positions behind; a hash farther
 /// down answers unresolved instead of noop/stale (it changes nothing either way). Without
 /// the bound, a bogus ack of unknown hashes would read the partition's whole sidecar
-/// window (docs/notes-ack-dlq.md).
+/// window (docs/decisions.md, "Acks of unknown hashes"; docs/contract.md §12).
 pub const BELOW_WINDOW: i64 = 16_384;
 
 /// The offsets `[from, committed]` the noop/stale test reads (see [`BELOW_WINDOW`]).
