@@ -198,8 +198,8 @@ pub struct HashAck {
     /// to). Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redelivered_hashes: Vec<String>,
-    /// `log_ack_by_hash_delay_v1` only: a nack's delay held the redelivery back until
-    /// this instant (UTC with microseconds).
+    /// `log_ack_by_hash_delay_v1` and `log_ack_by_hash_v2`: a nack's delay held the
+    /// redelivery back until this instant (UTC with microseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redeliver_at: Option<String>,
 }

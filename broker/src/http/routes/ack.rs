@@ -32,9 +32,9 @@ const UNRESOLVED: &str = "unresolvable: transaction not in the ack window (hash 
 const STALE: &str = "already committed: the cursor moved past this message before this ack";
 const DLQ_REJECTED: &str = "dlq rejected";
 const FLUSH_FAILED: &str = "ack flush failed; lease will expire and redeliver";
-/// What `log_ack_by_hash_v1` answers for a partition without a cursor row: also the answer
-/// for a partition of another tenant (docs/broker-contract.md §2 step 3), so the two cannot
-/// be told apart.
+/// What the by-hash ack (`log_ack_by_hash_v2`) answers for a partition without a cursor
+/// row: also the answer for a partition of another tenant (docs/broker-contract.md §2
+/// step 3), so the two cannot be told apart.
 const NOT_FOUND: &str = "consumer not found";
 
 /// Each acknowledgment stays raw JSON until crate::http::items reads it: no `Value` tree.
