@@ -241,10 +241,19 @@ fn since_of(start: &Start<TimestampWithTimeZone>) -> Option<TimestampWithTimeZon
     }
 }
 
+/// The partition row lock a pop takes before it creates a cursor there. FOR SHARE
+/// conflicts with a retention step's (and a push's) NO KEY UPDATE and a deletion's
+/// UPDATE, so a cursor is seeded either before a step (which then sees and evicts it) or
+/// from the log start the step left; KEY SHARE (what the foreign key check takes) let a
+/// cursor be seeded below a retention step's new log start and lose messages uncounted.
+/// One row per statement: on Citus a row lock names one partition.
+/// docs/notes-hardening.md (lock order).
+const PARTITION_SHARE: &str = "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR SHARE";
+
 /// First contact: seed from the group's subscription record if it has one for this queue,
-/// else from the pop's own mode. The partition row is KEY SHARE locked first, so a
-/// concurrent DELETE either finished (no row: nothing is created, the pop serves nothing
-/// as for an unknown queue) or waits for this pop.
+/// else from the pop's own mode. The partition row is locked first (PARTITION_SHARE), so
+/// a concurrent DELETE either finished (no row: nothing is created, the pop serves nothing
+/// as for an unknown queue) or waits for this pop, and the seed is read after the lock.
 fn create_cursor(
     client: &mut SpiClient<'_>,
     pid: Uuid,
@@ -254,6 +263,12 @@ fn create_cursor(
 ) -> Option<Claim> {
     let start =
         recorded(client, tenant, req.group, queue_id).unwrap_or_else(|| own_start(client, req));
+    if q(client, PARTITION_SHARE, &[pid.into()])
+        .or_raise()
+        .is_empty()
+    {
+        return None;
+    }
     let row = q(
         client,
         "SELECT p.log_start, p.last_offset,
@@ -261,8 +276,7 @@ fn create_cursor(
                     (SELECT s.base_offset FROM queen.log_segments s
                       WHERE s.partition_id = $1 AND s.created_at >= $2
                       ORDER BY s.base_offset LIMIT 1) END
-           FROM queen.log_partitions p WHERE p.id = $1
-            FOR KEY SHARE OF p",
+           FROM queen.log_partitions p WHERE p.id = $1",
         &[pid.into(), since_of(&start).into()],
     )
     .or_raise()
@@ -645,6 +659,20 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
         return;
     }
     let start = recorded_start(mode, ts);
+    // Every partition row of the queue locked (PARTITION_SHARE) in ascending id before the
+    // seeds are read, as in create_cursor; a partition created after this list gets its
+    // cursor on first contact.
+    let ids: Vec<Uuid> = q(
+        client,
+        "SELECT id FROM queen.log_partitions WHERE queue_id = $1 ORDER BY id",
+        &[queue_id.into()],
+    )
+    .or_raise()
+    .map(|r| col::<Uuid>(&r, 1, "log_partitions.id"))
+    .collect();
+    for id in &ids {
+        q(client, PARTITION_SHARE, &[(*id).into()]).or_raise();
+    }
     let rows = q(
         client,
         "SELECT p.id, p.log_start, p.last_offset,
@@ -652,8 +680,8 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
                     (SELECT s.base_offset FROM queen.log_segments s
                       WHERE s.partition_id = p.id AND s.created_at >= $2
                       ORDER BY s.base_offset LIMIT 1) END
-           FROM queen.log_partitions p WHERE p.queue_id = $1 ORDER BY p.id",
-        &[queue_id.into(), since_of(&start).into()],
+           FROM queen.log_partitions p WHERE p.queue_id = $1 AND p.id = ANY($3) ORDER BY p.id",
+        &[queue_id.into(), since_of(&start).into(), ids.into()],
     )
     .or_raise();
     let (ids, seeds): (Vec<Uuid>, Vec<i64>) = rows
@@ -694,7 +722,7 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
 /// Partitions of the queue that may have work for the group, hold no live lease and no
 /// pending nack delay, least recently leased first (fairness); more than needed, since
 /// some will be locked.
-const CANDIDATES: &str = "SELECT p.id, p.name FROM queen.log_partitions p
+const CANDIDATES: &str = "SELECT p.id, p.name, c.partition_id IS NULL FROM queen.log_partitions p
    LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
    LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
   WHERE p.queue_id = $1
@@ -709,7 +737,7 @@ const CANDIDATES: &str = "SELECT p.id, p.name FROM queen.log_partitions p
 /// ($5 = now − delay; one index probe each). Without it, partitions holding only young
 /// messages, never leased and so first in line, would fill the candidate list and starve
 /// the ready ones behind them until their delay passed.
-const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name FROM queen.log_partitions p
+const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name, c.partition_id IS NULL FROM queen.log_partitions p
    LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
    LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
   WHERE p.queue_id = $1
@@ -724,12 +752,10 @@ const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name FROM queen.log_partitions 
   ORDER BY l.lease_acquired_at NULLS FIRST, p.id
   LIMIT $3";
 
-fn candidates(
-    client: &SpiClient<'_>,
-    queue: &QueueRef,
-    group: &str,
-    want: i32,
-) -> Vec<(Uuid, String)> {
+/// A candidate partition: id, name, and whether the group has no cursor there yet.
+type Candidate = (Uuid, String, bool);
+
+fn candidates(client: &SpiClient<'_>, queue: &QueueRef, group: &str, want: i32) -> Vec<Candidate> {
     let limit = i64::from(want).saturating_mul(4).saturating_add(8);
     let args = [queue.id.into(), group.into(), limit.into(), now().into()];
     match visibility_deadline(queue) {
@@ -744,9 +770,27 @@ fn candidates(
         (
             col(&r, 1, "log_partitions.id"),
             col(&r, 2, "log_partitions.name"),
+            col(&r, 3, "no cursor yet"),
         )
     })
     .collect()
+}
+
+/// First contact with every candidate that has no cursor yet, in ascending id, before any
+/// lease row is claimed: a pop then takes partition rows before lease rows, as every
+/// other statement does (docs/notes-hardening.md, lock order); a cursor created in the
+/// claim loop, after a claim elsewhere, could deadlock with a queue deletion.
+fn first_contacts(
+    client: &mut SpiClient<'_>,
+    queue: &QueueRef,
+    req: &PopRequest<'_>,
+    cands: &[Candidate],
+) {
+    let mut fresh: Vec<Uuid> = cands.iter().filter(|c| c.2).map(|c| c.0).collect();
+    fresh.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    for pid in fresh {
+        create_cursor(client, pid, queue.id, queue.tenant, req);
+    }
 }
 
 /// What a queue-level pop served from one partition.
@@ -767,7 +811,9 @@ pub fn pop_queue(
     register_group(client, queue.id, queue.tenant, req);
     let mut out = Vec::new();
     let mut budget = Budget::new(i64::from(req.budget));
-    for (pid, name) in candidates(client, queue, req.group, max_partitions) {
+    let cands = candidates(client, queue, req.group, max_partitions);
+    first_contacts(client, queue, req, &cands);
+    for (pid, name, _) in cands {
         if out.len() >= max_partitions as usize || budget.is_spent() {
             break;
         }

@@ -470,6 +470,9 @@ pub struct RetentionStep {
     pub new_log_start: Option<i64>,
     pub evicted: i64,
     pub done: bool,
+    /// A cutoff asked for more than the queue's retention policy allows and was clamped.
+    #[serde(default)]
+    pub clamped: bool,
 }
 
 #[cfg(test)]
