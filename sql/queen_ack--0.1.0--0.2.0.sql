@@ -1182,3 +1182,46 @@ GRANT EXECUTE ON FUNCTION queen.provision_partition(uuid, text),
                           queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid),
                           queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid),
                           queen.distributed_functions() TO queen_broker;
+
+
+-- Hardening (one lock order with queue deletion; retention counts every eviction): ----
+-- delete_queue_v1 locks the partition rows in ascending id before the lease rows.
+-- Delete a queue with everything hanging off it (partitions, segments, cursors by FK;
+-- the FK-less sidecar and DLQ rows explicitly). Locks in the one lock order of every
+-- statement that takes more than one of these rows (docs/notes-hardening.md): the queue
+-- row, then the partition rows in ascending id (as a multi-partition push and a retention
+-- step take them; the cascade alone took them in no fixed order and deadlocked with
+-- both), then the lease rows (as every ack path, before the cursor rows the cascade
+-- deletes first). One statement per partition: on Citus a row lock names one partition.
+-- The FK-less rows go AFTER the cascade: it waits for a DLQ filing that holds a cursor
+-- row, so a row that filing inserted is committed and visible by then.
+CREATE OR REPLACE FUNCTION queen.delete_queue_v1(p_queue text,
+                                      p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id uuid;
+    v_pids uuid[];
+    v_pid uuid;
+BEGIN
+    SELECT id INTO v_id FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue FOR UPDATE;
+    IF v_id IS NULL THEN
+        RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', false);
+    END IF;
+    -- From the registry: on Citus a multi-shard read of the distributed log_partitions
+    -- here would forbid the write to the (reference) queues table in the same transaction.
+    v_pids := ARRAY(SELECT id FROM queen.partition_names WHERE queue_id = v_id ORDER BY id);
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.log_partitions WHERE id = v_pid FOR UPDATE;
+    END LOOP;
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.log_leases WHERE partition_id = v_pid
+          ORDER BY consumer_group COLLATE "C" FOR UPDATE;
+    END LOOP;
+    DELETE FROM queen.queues WHERE id = v_id;
+    DELETE FROM queen.log_txns WHERE partition_id = ANY(v_pids);
+    DELETE FROM queen.log_dlq WHERE partition_id = ANY(v_pids);
+    RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', true);
+END $$;
