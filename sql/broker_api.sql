@@ -59,11 +59,13 @@ END $$;
 
 -- Delete a queue with everything hanging off it (partitions, segments, cursors by FK;
 -- the FK-less sidecar and DLQ rows explicitly). Locks in the one lock order of every
--- statement that takes more than one of these rows (docs/notes-hardening.md): the queue
--- row, then the partition rows in ascending id (as a multi-partition push and a retention
--- step take them; the cascade alone took them in no fixed order and deadlocked with
--- both), then the lease rows (as every ack path, before the cursor rows the cascade
--- deletes first). One statement per partition: on Citus a row lock names one partition.
+-- statement that waits for more than one of these rows (docs/notes-hardening.md): the
+-- queue row, then the lease rows (as every ack path, before the cursor rows the cascade
+-- deletes first and the partition row a cursor update's foreign key check locks), then
+-- the partition rows in ascending id (as a multi-partition push; the cascade alone took
+-- them in creation order and deadlocked with such pushes). A retention step, which holds
+-- a partition row, takes lease rows only with SKIP LOCKED. One statement per partition:
+-- on Citus a row lock names one partition.
 -- The FK-less rows go AFTER the cascade: it waits for a DLQ filing that holds a cursor
 -- row, so a row that filing inserted is committed and visible by then.
 CREATE FUNCTION queen.delete_queue_v1(p_queue text,
@@ -85,11 +87,11 @@ BEGIN
     -- here would forbid the write to the (reference) queues table in the same transaction.
     v_pids := ARRAY(SELECT id FROM queen.partition_names WHERE queue_id = v_id ORDER BY id);
     FOREACH v_pid IN ARRAY v_pids LOOP
-        PERFORM 1 FROM queen.log_partitions WHERE id = v_pid FOR UPDATE;
-    END LOOP;
-    FOREACH v_pid IN ARRAY v_pids LOOP
         PERFORM 1 FROM queen.log_leases WHERE partition_id = v_pid
           ORDER BY consumer_group COLLATE "C" FOR UPDATE;
+    END LOOP;
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.log_partitions WHERE id = v_pid FOR UPDATE;
     END LOOP;
     DELETE FROM queen.queues WHERE id = v_id;
     DELETE FROM queen.log_txns WHERE partition_id = ANY(v_pids);

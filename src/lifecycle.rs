@@ -13,7 +13,7 @@ use queen_log::pop::{recorded_start, seed_offset, Start};
 use queen_log::wire::RetentionStep;
 
 use crate::db::{
-    bad_param, col, ensure_leases, jsonb, lock_cursor, micros, now, q, required, write_cursor,
+    bad_param, col, ensure_leases, jsonb, micros, now, q, read_locked, required, write_cursor,
     OrRaise,
 };
 
@@ -25,10 +25,10 @@ struct Locked {
     completed_retention: i64,
 }
 
-/// Lock the partition's row: the first lock of a step, as of a push, of a pop's cursor
-/// creation (FOR SHARE, which conflicts with this) and of a queue deletion (after its
-/// queue row), so a cursor is created either before the step (which then sees and
-/// evicts it) or after it (seeded from the new log start). docs/notes-hardening.md.
+/// Lock the partition's row, the step's first lock: a pop's cursor creation takes
+/// FOR SHARE there, which conflicts, so a cursor is created either before the step (which
+/// then sees and evicts it) or after it (seeded from the new log start). Lease rows come
+/// after it only with SKIP LOCKED (lock_behind). docs/notes-hardening.md (lock order).
 fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> Option<Locked> {
     q(
         client,
@@ -180,30 +180,50 @@ fn evict_pending(
     lost
 }
 
-/// Cursors left below the new log start move up, their lease rows locked in the global
-/// lock order (group bytewise); returns the messages they lost.
-fn evict_cursors(client: &mut SpiClient<'_>, pid: Uuid, log_start: i64) -> i64 {
-    let groups = || {
-        q(
-            client,
-            "SELECT consumer_group FROM queen.log_consumers
-              WHERE partition_id = $1 AND committed < $2 - 1
-              ORDER BY consumer_group COLLATE \"C\"",
-            &[pid.into(), log_start.into()],
-        )
-        .or_raise()
-        .map(|r| col::<String>(&r, 1, "log_consumers.consumer_group"))
-        .collect::<Vec<String>>()
-    };
-    let behind = groups();
+/// The groups whose cursors a new log start leaves behind, their lease rows locked FOR
+/// UPDATE SKIP LOCKED in the global order (group bytewise): None when one is locked
+/// elsewhere (an ack or a pop in flight, or a queue deletion, which takes lease rows
+/// before partition rows). The step holds the partition row, so it never waits for a
+/// lease row (docs/notes-hardening.md, lock order); it tries again on the next run.
+fn lock_behind(client: &mut SpiClient<'_>, pid: Uuid, log_start: i64) -> Option<Vec<String>> {
+    let behind: Vec<String> = q(
+        client,
+        "SELECT consumer_group FROM queen.log_consumers
+          WHERE partition_id = $1 AND committed < $2 - 1
+          ORDER BY consumer_group COLLATE \"C\"",
+        &[pid.into(), log_start.into()],
+    )
+    .or_raise()
+    .map(|r| col::<String>(&r, 1, "log_consumers.consumer_group"))
+    .collect();
     if behind.is_empty() {
-        return 0;
+        return Some(behind);
     }
     let names: Vec<&str> = behind.iter().map(String::as_str).collect();
     ensure_leases(client, pid, &names);
+    let locked = q(
+        client,
+        "SELECT count(*) FROM (SELECT 1 FROM queen.log_leases
+                                WHERE partition_id = $1 AND consumer_group = ANY($2)
+                                ORDER BY consumer_group COLLATE \"C\"
+                                FOR UPDATE SKIP LOCKED) l",
+        &[pid.into(), names.into()],
+    )
+    .or_raise()
+    .first()
+    .get_one::<i64>()
+    .or_raise()
+    .unwrap_or(0);
+    (locked == behind.len() as i64).then_some(behind)
+}
+
+/// The locked cursors left below the new log start move up; returns the messages they
+/// lost.
+fn evict_cursors(client: &mut SpiClient<'_>, pid: Uuid, log_start: i64, behind: &[String]) -> i64 {
     let mut lost = 0;
-    for group in &behind {
-        let Some(cur) = lock_cursor(client, pid, group) else {
+    for group in behind {
+        // Read after the lock: the state the last holder committed.
+        let Some(cur) = read_locked(client, pid, group) else {
             continue;
         };
         let Some((next, n)) = evict(&cur.state, log_start) else {
@@ -220,6 +240,22 @@ fn evict_cursors(client: &mut SpiClient<'_>, pid: Uuid, log_start: i64) -> i64 {
         lost += n;
     }
     lost
+}
+
+/// A step that found a lease row it needs locked: nothing deleted, the partition left for
+/// the next run (`busy`).
+fn busy(log_start: i64, clamped: bool) -> RetentionStep {
+    RetentionStep {
+        deleted: 0,
+        messages: 0,
+        expired: 0,
+        expired_messages: 0,
+        new_log_start: Some(log_start),
+        evicted: 0,
+        done: true,
+        clamped,
+        busy: true,
+    }
 }
 
 /// One retention step (contract §13), its cutoffs clamped to the queue's policy.
@@ -240,6 +276,7 @@ fn step(
             evicted: 0,
             done: true,
             clamped: false,
+            busy: false,
         };
     };
     let (log_start, last_offset) = (part.log_start, part.last_offset);
@@ -261,6 +298,15 @@ fn step(
     let prefix = retention_prefix(&segs, rules, max_rows as usize);
     let gone = &segs[..prefix.len];
     let count = |s: &[SegmentAge]| s.iter().map(|s| s.end - s.base + 1).sum::<i64>();
+    let start = new_log_start(&segs, prefix.len, log_start, last_offset);
+    let behind = if gone.is_empty() {
+        Vec::new()
+    } else {
+        match lock_behind(client, pid, start) {
+            Some(b) => b,
+            None => return busy(log_start, all_clamped || done_clamped),
+        }
+    };
     if let Some(last) = gone.last() {
         q(
             client,
@@ -269,7 +315,6 @@ fn step(
         )
         .or_raise();
     }
-    let start = new_log_start(&segs, prefix.len, log_start, last_offset);
     if start != log_start {
         q(
             client,
@@ -281,7 +326,7 @@ fn step(
     let evicted = if gone.is_empty() {
         0
     } else {
-        evict_cursors(client, pid, start) + evict_pending(client, pid, start, &pending)
+        evict_cursors(client, pid, start, &behind) + evict_pending(client, pid, start, &pending)
     };
     RetentionStep {
         deleted: gone.len() as i64,
@@ -293,6 +338,7 @@ fn step(
         evicted,
         done: prefix.len < max_rows as usize,
         clamped: all_clamped || done_clamped,
+        busy: false,
     }
 }
 

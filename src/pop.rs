@@ -722,7 +722,7 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
 /// Partitions of the queue that may have work for the group, hold no live lease and no
 /// pending nack delay, least recently leased first (fairness); more than needed, since
 /// some will be locked.
-const CANDIDATES: &str = "SELECT p.id, p.name, c.partition_id IS NULL FROM queen.log_partitions p
+const CANDIDATES: &str = "SELECT p.id, p.name FROM queen.log_partitions p
    LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
    LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
   WHERE p.queue_id = $1
@@ -737,7 +737,7 @@ const CANDIDATES: &str = "SELECT p.id, p.name, c.partition_id IS NULL FROM queen
 /// ($5 = now − delay; one index probe each). Without it, partitions holding only young
 /// messages, never leased and so first in line, would fill the candidate list and starve
 /// the ready ones behind them until their delay passed.
-const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name, c.partition_id IS NULL FROM queen.log_partitions p
+const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name FROM queen.log_partitions p
    LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
    LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
   WHERE p.queue_id = $1
@@ -752,10 +752,12 @@ const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name, c.partition_id IS NULL FR
   ORDER BY l.lease_acquired_at NULLS FIRST, p.id
   LIMIT $3";
 
-/// A candidate partition: id, name, and whether the group has no cursor there yet.
-type Candidate = (Uuid, String, bool);
-
-fn candidates(client: &SpiClient<'_>, queue: &QueueRef, group: &str, want: i32) -> Vec<Candidate> {
+fn candidates(
+    client: &SpiClient<'_>,
+    queue: &QueueRef,
+    group: &str,
+    want: i32,
+) -> Vec<(Uuid, String)> {
     let limit = i64::from(want).saturating_mul(4).saturating_add(8);
     let args = [queue.id.into(), group.into(), limit.into(), now().into()];
     match visibility_deadline(queue) {
@@ -770,27 +772,9 @@ fn candidates(client: &SpiClient<'_>, queue: &QueueRef, group: &str, want: i32) 
         (
             col(&r, 1, "log_partitions.id"),
             col(&r, 2, "log_partitions.name"),
-            col(&r, 3, "no cursor yet"),
         )
     })
     .collect()
-}
-
-/// First contact with every candidate that has no cursor yet, in ascending id, before any
-/// lease row is claimed: a pop then takes partition rows before lease rows, as every
-/// other statement does (docs/notes-hardening.md, lock order); a cursor created in the
-/// claim loop, after a claim elsewhere, could deadlock with a queue deletion.
-fn first_contacts(
-    client: &mut SpiClient<'_>,
-    queue: &QueueRef,
-    req: &PopRequest<'_>,
-    cands: &[Candidate],
-) {
-    let mut fresh: Vec<Uuid> = cands.iter().filter(|c| c.2).map(|c| c.0).collect();
-    fresh.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    for pid in fresh {
-        create_cursor(client, pid, queue.id, queue.tenant, req);
-    }
 }
 
 /// What a queue-level pop served from one partition.
@@ -811,9 +795,7 @@ pub fn pop_queue(
     register_group(client, queue.id, queue.tenant, req);
     let mut out = Vec::new();
     let mut budget = Budget::new(i64::from(req.budget));
-    let cands = candidates(client, queue, req.group, max_partitions);
-    first_contacts(client, queue, req, &cands);
-    for (pid, name, _) in cands {
+    for (pid, name) in candidates(client, queue, req.group, max_partitions) {
         if out.len() >= max_partitions as usize || budget.is_spent() {
             break;
         }

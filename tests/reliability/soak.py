@@ -300,27 +300,27 @@ def seed_retention_cursors(c):
 late = {"joins": 0}
 
 
-def prober(idx, port):
+def prober(idx, port, queue=QB, mode="new", prefix="late", pause=(0.02, 0.08), counter=late):
     """Consumer groups joining mid-stream: a queue-level pop of a brand-new named group
     (subscriptionMode=new, autoAck) registers the group and seeds a cursor on every
-    partition of QB while producers push. These groups are not part of the accounting."""
-    rnd = random.Random(SEED * 31337 + idx)
+    partition of QB while producers push. These groups are not part of the accounting.
+    (A late group's cursors lag forever: on QA they would hold back rule 2.)"""
+    rnd = random.Random(SEED * 31337 + idx + (0 if prefix == "late" else 7919))
     c = Client(port, stats)
     n = 0
     while not stop_produce.is_set():
         n += 1
-        queue = QB  # a late group's cursors lag forever: on QA they would hold back rule 2
         try:
-            st, body = c.json("GET", f"/api/v1/pop/queue/{q(queue)}?batch=5&consumerGroup=late{idx}_{n}"
-                                     f"&subscriptionMode=new&autoAck=true")
+            st, body = c.json("GET", f"/api/v1/pop/queue/{q(queue)}?batch=5&consumerGroup={prefix}{idx}_{n}"
+                                     f"&subscriptionMode={mode}&autoAck=true")
         except Exception as e:
-            fail.add(f"late-join pop dropped: {e!r}")
+            fail.add(f"{prefix} pop dropped: {e!r}")
             continue
         if st not in (200, 204):
-            fail.add(f"late-join pop answered {st}: {str(body)[:200]}")
+            fail.add(f"{prefix} pop answered {st}: {str(body)[:200]}")
         with lock:
-            late["joins"] += 1
-        time.sleep(rnd.uniform(0.02, 0.08))
+            counter["joins"] += 1
+        time.sleep(rnd.uniform(*pause))
 
 
 # ------------------------------------------------------------------ long-form races
@@ -334,22 +334,7 @@ def joiner(idx, port):
     """A brand-new named group's first queue-level pop of QR (mode all, autoAck) every few
     seconds, racing the broker's retention steps on QR. The cursor sampler checks that no
     cursor is ever below its partition's log start (a loss nobody counted)."""
-    rnd = random.Random(SEED * 7919 + idx)
-    c = Client(port, stats)
-    n = 0
-    while not stop_produce.is_set():
-        n += 1
-        try:
-            st, body = c.json("GET", f"/api/v1/pop/queue/{q(QR)}?batch=5&consumerGroup=join{idx}_{n}"
-                                     f"&autoAck=true")
-        except Exception as e:
-            fail.add(f"joiner pop dropped: {e!r}")
-            continue
-        if st not in (200, 204):
-            fail.add(f"joiner pop answered {st}: {str(body)[:200]}")
-        with lock:
-            races["joins"] += 1
-        time.sleep(rnd.uniform(2.0, 4.0))
+    prober(idx, port, queue=QR, mode="all", prefix="join", pause=(2.0, 4.0), counter=races)
 
 
 def deleter(port):
