@@ -6,6 +6,8 @@
 # no message uncounted. The lock order they check is in docs/notes-hardening.md.
 #   tests/races.sh <postgres-url>     (a superuser URL of tests/cluster.sh's cluster)
 # QUEEN_RACE_ROUNDS (default 200): transactions per pgbench client in the loops.
+# One node only: on Citus a coordinator session waiting for a worker is not a Lock wait
+# in its pg_stat_activity, so the "waits for" checks do not apply there.
 # Prints cargo-style lines and a `test result:` line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
