@@ -15,8 +15,9 @@ P=(psql "$URL" -X -qAt -v ON_ERROR_STOP=1)
 export PGOPTIONS="-c client_min_messages=warning"
 "${P[@]}" -c "DROP EXTENSION IF EXISTS queen_ack CASCADE" -c "CREATE EXTENSION queen_ack" >/dev/null
 fill() { # queue segments
-    # No dedup probe while filling (each probe would scan the whole young window).
-    "${P[@]}" -c "SELECT queen.configure_queue_v1('$1', NULL, NULL, '{\"dedupWindowSeconds\": 0}')" >/dev/null
+    # No dedup probe while filling (each probe would scan the whole young window); a
+    # retention policy of an hour, which the measured steps' cutoffs are clamped to.
+    "${P[@]}" -c "SELECT queen.configure_queue_v1('$1', NULL, NULL, '{\"dedupWindowSeconds\": 0, \"retentionSeconds\": 3600}')" >/dev/null
     "${P[@]}" -c "DO \$\$ BEGIN FOR i IN 1..$2 LOOP
         PERFORM queen.push('$1', (SELECT jsonb_agg(jsonb_build_object('n', i * 100 + k)) FROM generate_series(1, 100) k));
       END LOOP; END \$\$" >/dev/null

@@ -58,9 +58,16 @@ EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range OR chec
 END $$;
 
 -- Delete a queue with everything hanging off it (partitions, segments, cursors by FK;
--- the FK-less sidecar and DLQ rows explicitly). The FK-less rows go AFTER the cascade:
--- it waits for a DLQ filing that holds a cursor row, so a row that filing inserted is
--- committed and visible by then (deleting them first left such rows behind).
+-- the FK-less sidecar and DLQ rows explicitly). Locks in the one lock order of every
+-- statement that waits for more than one of these rows (docs/notes-hardening.md): the
+-- queue row, then the lease rows (as every ack path, before the cursor rows the cascade
+-- deletes first and the partition row a cursor update's foreign key check locks), then
+-- the partition rows in ascending id (as a multi-partition push; the cascade alone took
+-- them in creation order and deadlocked with such pushes). A retention step, which holds
+-- a partition row, takes lease rows only with SKIP LOCKED. One statement per partition:
+-- on Citus a row lock names one partition.
+-- The FK-less rows go AFTER the cascade: it waits for a DLQ filing that holds a cursor
+-- row, so a row that filing inserted is committed and visible by then.
 CREATE FUNCTION queen.delete_queue_v1(p_queue text,
                                       p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
@@ -76,16 +83,15 @@ BEGIN
     IF v_id IS NULL THEN
         RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', false);
     END IF;
-    -- From the registry: on Citus a read of the distributed log_partitions here would
-    -- forbid the write to the (reference) queues table in the same transaction.
+    -- From the registry: on Citus a multi-shard read of the distributed log_partitions
+    -- here would forbid the write to the (reference) queues table in the same transaction.
     v_pids := ARRAY(SELECT id FROM queen.partition_names WHERE queue_id = v_id ORDER BY id);
-    -- Lease rows first, in the global lock order, as every ack path does (lease row, then
-    -- cursor row): the cascade below deletes cursor rows before lease rows, so without
-    -- this a DLQ filing holding a lease row deadlocked against it (40P01). One statement
-    -- per partition, in ascending id: on Citus a row lock names one partition.
     FOREACH v_pid IN ARRAY v_pids LOOP
         PERFORM 1 FROM queen.log_leases WHERE partition_id = v_pid
           ORDER BY consumer_group COLLATE "C" FOR UPDATE;
+    END LOOP;
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.log_partitions WHERE id = v_pid FOR UPDATE;
     END LOOP;
     DELETE FROM queen.queues WHERE id = v_id;
     DELETE FROM queen.log_txns WHERE partition_id = ANY(v_pids);

@@ -1344,3 +1344,49 @@ BEGIN
     END IF;
     RETURN queen.dlq_delete_v1(queen.dlq_queue_ids(p_queue, p_group, p_limit, p_tenant), p_tenant);
 END $$;
+
+
+-- Hardening (one lock order with queue deletion; retention counts every eviction): ----
+-- delete_queue_v1 locks the partition rows in ascending id (after the lease rows) before
+-- the cascade.
+-- Delete a queue with everything hanging off it (partitions, segments, cursors by FK;
+-- the FK-less sidecar and DLQ rows explicitly). Locks in the one lock order of every
+-- statement that waits for more than one of these rows (docs/notes-hardening.md): the
+-- queue row, then the lease rows (as every ack path, before the cursor rows the cascade
+-- deletes first and the partition row a cursor update's foreign key check locks), then
+-- the partition rows in ascending id (as a multi-partition push; the cascade alone took
+-- them in creation order and deadlocked with such pushes). A retention step, which holds
+-- a partition row, takes lease rows only with SKIP LOCKED. One statement per partition:
+-- on Citus a row lock names one partition.
+-- The FK-less rows go AFTER the cascade: it waits for a DLQ filing that holds a cursor
+-- row, so a row that filing inserted is committed and visible by then.
+CREATE OR REPLACE FUNCTION queen.delete_queue_v1(p_queue text,
+                                      p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id uuid;
+    v_pids uuid[];
+    v_pid uuid;
+BEGIN
+    SELECT id INTO v_id FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue FOR UPDATE;
+    IF v_id IS NULL THEN
+        RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', false);
+    END IF;
+    -- From the registry: on Citus a multi-shard read of the distributed log_partitions
+    -- here would forbid the write to the (reference) queues table in the same transaction.
+    v_pids := ARRAY(SELECT id FROM queen.partition_names WHERE queue_id = v_id ORDER BY id);
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.log_leases WHERE partition_id = v_pid
+          ORDER BY consumer_group COLLATE "C" FOR UPDATE;
+    END LOOP;
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.log_partitions WHERE id = v_pid FOR UPDATE;
+    END LOOP;
+    DELETE FROM queen.queues WHERE id = v_id;
+    DELETE FROM queen.log_txns WHERE partition_id = ANY(v_pids);
+    DELETE FROM queen.log_dlq WHERE partition_id = ANY(v_pids);
+    RETURN jsonb_build_object('deleted', true, 'queue', p_queue, 'existed', true);
+END $$;

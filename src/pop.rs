@@ -359,10 +359,19 @@ fn since_of(start: &Start<TimestampWithTimeZone>) -> Option<TimestampWithTimeZon
     }
 }
 
+/// The partition row lock a pop takes before it creates a cursor there. FOR SHARE
+/// conflicts with a retention step's (and a push's) NO KEY UPDATE and a deletion's
+/// UPDATE, so a cursor is seeded either before a step (which then sees and evicts it) or
+/// from the log start the step left; KEY SHARE (what the foreign key check takes) let a
+/// cursor be seeded below a retention step's new log start and lose messages uncounted.
+/// One row per statement: on Citus a row lock names one partition.
+/// docs/notes-hardening.md (lock order).
+const PARTITION_SHARE: &str = "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR SHARE";
+
 /// First contact: seed from the group's subscription record if it has one for this queue,
-/// else from the pop's own mode. The partition row is KEY SHARE locked first, so a
-/// concurrent DELETE either finished (no row: nothing is created, the pop serves nothing
-/// as for an unknown queue) or waits for this pop.
+/// else from the pop's own mode. The partition row is locked first (PARTITION_SHARE), so
+/// a concurrent DELETE either finished (no row: nothing is created, the pop serves nothing
+/// as for an unknown queue) or waits for this pop, and the seed is read after the lock.
 fn create_cursor(
     client: &mut SpiClient<'_>,
     pid: Uuid,
@@ -372,6 +381,12 @@ fn create_cursor(
 ) -> Option<Claim> {
     let start =
         recorded(client, tenant, req.group, queue_id).unwrap_or_else(|| own_start(client, req));
+    if q(client, PARTITION_SHARE, &[pid.into()])
+        .or_raise()
+        .is_empty()
+    {
+        return None;
+    }
     let row = q(
         client,
         "SELECT p.log_start, p.last_offset,
@@ -379,8 +394,7 @@ fn create_cursor(
                     (SELECT s.base_offset FROM queen.log_segments s
                       WHERE s.partition_id = $1 AND s.created_at >= $2
                       ORDER BY s.base_offset LIMIT 1) END
-           FROM queen.log_partitions p WHERE p.id = $1
-            FOR KEY SHARE OF p",
+           FROM queen.log_partitions p WHERE p.id = $1",
         &[pid.into(), since_of(&start).into()],
     )
     .or_raise()
@@ -716,6 +730,20 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
         return;
     }
     let start = recorded_start(mode, ts);
+    // Every partition row of the queue locked (PARTITION_SHARE) in ascending id before the
+    // seeds are read, as in create_cursor; a partition created after this list gets its
+    // cursor on first contact.
+    let ids: Vec<Uuid> = q(
+        client,
+        "SELECT id FROM queen.log_partitions WHERE queue_id = $1 ORDER BY id",
+        &[queue_id.into()],
+    )
+    .or_raise()
+    .map(|r| col::<Uuid>(&r, 1, "log_partitions.id"))
+    .collect();
+    for id in &ids {
+        q(client, PARTITION_SHARE, &[(*id).into()]).or_raise();
+    }
     let rows = q(
         client,
         "SELECT p.id, p.log_start, p.last_offset,
@@ -723,8 +751,8 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
                     (SELECT s.base_offset FROM queen.log_segments s
                       WHERE s.partition_id = p.id AND s.created_at >= $2
                       ORDER BY s.base_offset LIMIT 1) END
-           FROM queen.log_partitions p WHERE p.queue_id = $1 ORDER BY p.id",
-        &[queue_id.into(), since_of(&start).into()],
+           FROM queen.log_partitions p WHERE p.queue_id = $1 AND p.id = ANY($3) ORDER BY p.id",
+        &[queue_id.into(), since_of(&start).into(), ids.into()],
     )
     .or_raise();
     let (ids, seeds): (Vec<Uuid>, Vec<i64>) = rows

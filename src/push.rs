@@ -187,17 +187,26 @@ pub fn push_resolved(
             seg.queue, seg.partition
         ));
     };
-    if window > 0 {
-        let from = seg.verified.max(txns_start - 1);
-        let dups = probe_duplicates(client, pid, window, from, seg.hashes);
-        if !dups.is_empty() {
-            return PushVerdict::Duplicate {
-                dups: with_original_ids(client, pid, dups),
-                partition_id: uuid::Uuid::from_bytes(*pid.as_bytes()),
-            };
-        }
+    duplicate(client, pid, window, seg, txns_start).unwrap_or_else(|| append(client, pid, seg))
+}
+
+/// The dedup window probe (contract §4): the duplicate verdict of `seg`, if any.
+fn duplicate(
+    client: &SpiClient<'_>,
+    pid: Uuid,
+    window: i32,
+    seg: &SegmentIn<'_>,
+    txns_start: i64,
+) -> Option<PushVerdict> {
+    if window <= 0 {
+        return None;
     }
-    append(client, pid, seg)
+    let from = seg.verified.max(txns_start - 1);
+    let dups = probe_duplicates(client, pid, window, from, seg.hashes);
+    (!dups.is_empty()).then(|| PushVerdict::Duplicate {
+        dups: with_original_ids(client, pid, dups),
+        partition_id: uuid::Uuid::from_bytes(*pid.as_bytes()),
+    })
 }
 
 /// The per-partition push serializer. NO KEY UPDATE, the lock the allocating UPDATE
@@ -330,7 +339,18 @@ fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> PushVer
             seg.queue, seg.partition
         ))
     });
-    let end = base + n - 1;
+    write_rows(client, pid, base, at, seg)
+}
+
+/// The segment and sidecar rows of `seg` at `[base, base + msg_count − 1]`.
+fn write_rows(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    base: i64,
+    at: pgrx::datum::TimestampWithTimeZone,
+    seg: &SegmentIn<'_>,
+) -> PushVerdict {
+    let end = base + i64::from(seg.msg_count) - 1;
     q(
         client,
         "INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
@@ -534,16 +554,104 @@ impl MultiPush {
 
 /// Many segments in one transaction: validate all, provision all, lock the partitions in
 /// ascending id, then push in input order. Shared with the transaction wire.
+///
+/// Each partition row is written once, at the end, however many segments went to it:
+/// offsets are allocated from its tail read under the lock. A second UPDATE of a row
+/// this transaction already updated re-runs its foreign key checks (PostgreSQL re-checks
+/// a row version of its own transaction), which locks the queue row FOR KEY SHARE after
+/// the partition rows: against `delete_queue_v1` (queue row, then partition rows) that
+/// deadlocked (docs/notes-hardening.md, lock order).
 pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<PushVerdict> {
     for s in segs {
         check_segment(s.msg_count, s.hashes, s.blob);
     }
     let targets = resolve_all(client, segs);
-    for id in partition_lock_order(targets.iter().map(|t| *t.0.as_bytes())) {
-        lock_partition(client, Uuid::from_bytes(id));
+    let mut tails: Vec<([u8; 16], Tail)> =
+        partition_lock_order(targets.iter().map(|t| *t.0.as_bytes()))
+            .into_iter()
+            .map(|id| (id, lock_tail(client, Uuid::from_bytes(id), segs, &targets)))
+            .collect();
+    let verdicts = segs
+        .iter()
+        .zip(&targets)
+        .map(|(s, (pid, window))| {
+            let tail = tails
+                .iter_mut()
+                .find(|(id, _)| id == pid.as_bytes())
+                .map(|(_, t)| t)
+                .expect("every target was locked");
+            push_to_tail(client, *pid, *window, s, tail)
+        })
+        .collect();
+    for (id, tail) in &tails {
+        if let Some(at) = tail.written {
+            q(
+                client,
+                "UPDATE queen.log_partitions SET last_offset = $2, last_write_at = $3 WHERE id = $1",
+                &[Uuid::from_bytes(*id).into(), tail.last_offset.into(), at.into()],
+            )
+            .or_raise();
+        }
     }
-    segs.iter()
-        .zip(targets)
-        .map(|(s, (pid, window))| push_resolved(client, pid, window, s))
-        .collect()
+    verdicts
+}
+
+/// A locked partition during a multi-push: its sidecar start, its last offset as
+/// allocated so far, and the time of the last segment written (None: nothing written).
+struct Tail {
+    txns_start: i64,
+    last_offset: i64,
+    written: Option<pgrx::datum::TimestampWithTimeZone>,
+}
+
+/// Lock a target partition row (FOR NO KEY UPDATE, as lock_partition) and read its tail;
+/// a partition deleted meanwhile fails the push with 40001 (nothing was written).
+fn lock_tail(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    segs: &[SegmentIn<'_>],
+    targets: &[(Uuid, i32)],
+) -> Tail {
+    q(
+        client,
+        "SELECT txns_start, last_offset FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
+        &[pid.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| Tail {
+        txns_start: col(&r, 1, "log_partitions.txns_start"),
+        last_offset: col(&r, 2, "log_partitions.last_offset"),
+        written: None,
+    })
+    .unwrap_or_else(|| {
+        let seg = targets
+            .iter()
+            .position(|t| t.0.as_bytes() == pid.as_bytes())
+            .map(|i| &segs[i])
+            .expect("a target of this push");
+        retry_later(format!(
+            "partition {}/{} was deleted while this push wrote to it",
+            seg.queue, seg.partition
+        ))
+    })
+}
+
+/// push_resolved for a partition locked by push_many: the same dedup probe, the offsets
+/// taken from its tail.
+fn push_to_tail(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    window: i32,
+    seg: &SegmentIn<'_>,
+    tail: &mut Tail,
+) -> PushVerdict {
+    if let Some(dup) = duplicate(client, pid, window, seg, tail.txns_start) {
+        return dup;
+    }
+    let at = now();
+    let base = tail.last_offset + 1;
+    tail.last_offset += i64::from(seg.msg_count);
+    tail.written = Some(at);
+    write_rows(client, pid, base, at, seg)
 }

@@ -15,6 +15,14 @@ fn age(queue: &str, secs: i64) {
     }
 }
 
+/// The queue's retention policy (a step's cutoffs are clamped to it).
+fn policy(queue: &str, retention: i64, completed: i64) {
+    j(&format!(
+        "SELECT queen.configure_queue_v1('{queue}', NULL, NULL,
+           '{{\"retentionSeconds\": {retention}, \"completedRetentionSeconds\": {completed}}}')"
+    ));
+}
+
 fn retention_step(queue: &str, all: &str, completed: &str, max: i32) -> Value {
     j(&format!(
         "SELECT queen.log_retention_step_v1('{}', {all}, {completed}, {max})",
@@ -24,6 +32,7 @@ fn retention_step(queue: &str, all: &str, completed: &str, max: i32) -> Value {
 
 #[pg_test]
 fn retention_rule1_deletes_old_unconsumed_data_moves_the_lagging_cursor_and_counts_it() {
+    policy("q", 3600, 0);
     push_n("q", "Default", "old", 3);
     push_n("q", "Default", "old2", 2);
     age("q", 7200);
@@ -31,7 +40,7 @@ fn retention_rule1_deletes_old_unconsumed_data_moves_the_lagging_cursor_and_coun
     lease("q", "g", "w", 1); // group g committed nothing yet, holds a lease on offset 0
     let r = retention_step("q", "clock_timestamp() - interval '1 hour'", "NULL", 100);
     assert_eq!(r, serde_json::json!({"deleted": 2, "messages": 5, "expired": 2, "expired_messages": 5,
-                                     "new_log_start": 5, "evicted": 5, "done": true}));
+                                     "new_log_start": 5, "evicted": 5, "done": true, "clamped": false, "busy": false}));
     assert_eq!(i64_of("SELECT log_start FROM queen.log_partitions"), 5);
     assert_eq!(cursor("q", "g"), "4|-|-|0|-|0|0", "moved to log_start - 1, lease of evicted offsets released");
     assert_eq!(i64_of("SELECT evicted FROM queen.consumer_lag WHERE consumer_group = 'g'"), 5);
@@ -41,6 +50,7 @@ fn retention_rule1_deletes_old_unconsumed_data_moves_the_lagging_cursor_and_coun
 
 #[pg_test]
 fn retention_rule2_never_deletes_what_a_group_still_needs_and_keeps_a_partly_consumed_segment() {
+    policy("q", 0, 3600);
     push_n("q", "Default", "a", 3); // [0, 2]
     push_n("q", "Default", "b", 3); // [3, 5]
     push_n("q", "Default", "c", 3); // [6, 8]
@@ -69,6 +79,7 @@ fn retention_rule2_never_deletes_what_a_group_still_needs_and_keeps_a_partly_con
 
 #[pg_test]
 fn retention_rule2_with_no_consumers_deletes_nothing() {
+    policy("q", 0, 60);
     push_n("q", "Default", "a", 3);
     age("q", 7200);
     assert_eq!(retention_step("q", "NULL", "clock_timestamp()", 100)["deleted"], 0);
@@ -76,6 +87,7 @@ fn retention_rule2_with_no_consumers_deletes_nothing() {
 
 #[pg_test]
 fn retention_step_is_bounded_by_max_rows() {
+    policy("q", 60, 0);
     for i in 0..5 {
         push_n("q", "Default", &format!("s{i}_"), 2);
     }
@@ -93,6 +105,99 @@ fn retention_bad_input_is_refused() {
     assert!(sqlstate_of("SELECT queen.log_retention_step_v1(NULL, NULL, NULL, 1)").starts_with("22004"));
     assert!(sqlstate_of("SELECT queen.log_retention_step_v1(gen_random_uuid(), NULL, NULL, 0)").starts_with("22023"));
     assert_eq!(j("SELECT queen.log_retention_step_v1(gen_random_uuid(), clock_timestamp(), NULL, 5)")["done"], true);
+}
+
+#[pg_test]
+fn retention_cutoffs_are_clamped_to_the_queues_policy_whoever_calls() {
+    push_n("q", "Default", "t", 3);
+    age("q", 7200);
+    lease("q", "g", "w", 1);
+    // No policy: neither rule runs, however late the cutoffs asked for.
+    let r = retention_step("q", "'infinity'", "'infinity'", 100);
+    assert_eq!((r["deleted"].as_i64(), r["clamped"].as_bool()), (Some(0), Some(true)), "{r}");
+    // The broker's role asks the same: still nothing.
+    let pid = pid_of("q", "Default");
+    Spi::run("SET LOCAL ROLE queen_broker").unwrap();
+    let r = j(&format!("SELECT queen.log_retention_step_v1('{pid}', 'infinity', NULL, 100)"));
+    assert_eq!((r["deleted"].as_i64(), r["clamped"].as_bool()), (Some(0), Some(true)), "{r}");
+    Spi::run("RESET ROLE").unwrap();
+    // A 3-hour policy: 'infinity' is pulled back to now − 3 h, the 2-hour-old segment stays.
+    policy("q", 3 * 3600, 0);
+    let r = retention_step("q", "'infinity'", "NULL", 100);
+    assert_eq!((r["deleted"].as_i64(), r["clamped"].as_bool()), (Some(0), Some(true)), "{r}");
+    // A 1-hour policy: it goes, counted as evicted for the group that had not read it.
+    policy("q", 3600, 0);
+    let r = retention_step("q", "'infinity'", "NULL", 100);
+    assert_eq!((r["deleted"].as_i64(), r["evicted"].as_i64(), r["clamped"].as_bool()), (Some(1), Some(3), Some(true)), "{r}");
+    // An earlier cutoff than the policy's stands and is not reported as clamped.
+    push_n("q", "Default", "u", 1);
+    age("q", 7200);
+    let r = retention_step("q", "clock_timestamp() - interval '90 minutes'", "NULL", 100);
+    assert_eq!((r["deleted"].as_i64(), r["clamped"].as_bool()), (Some(1), Some(false)), "{r}");
+}
+
+/// Rule 2 and a group registered on the queue that has never read a partition (one
+/// created after it registered): what its subscription still needs is kept
+/// (docs/notes-hardening.md).
+#[pg_test]
+fn retention_rule2_keeps_what_a_registered_group_has_not_read_unless_it_starts_later() {
+    policy("q", 0, 60);
+    push_n("q", "Default", "a", 3);
+    for (g, mode) in [("gA", "all"), ("gAll", "all"), ("gNew", "new")] {
+        Spi::run(&format!(
+            "SELECT count(*) FROM queen.log_pop_queue_v1('q', '{g}', 100, 60, 'w', true, '{mode}', '', 5)"
+        ))
+        .unwrap();
+    }
+    push_n("q", "P2", "old", 3); // a partition none of them has a cursor on
+    let p2 = pid_of("q", "P2");
+    let read = |g: &str| {
+        Spi::run(&format!("SELECT count(*) FROM queen.log_pop_v1('q', 'P2', '{g}', 100, 30, 'w', true)")).unwrap()
+    };
+    read("gA");
+    age("q", 7200);
+    // gNew subscribed (mode 'new') before these messages were pushed.
+    Spi::run("UPDATE queen.consumer_groups_metadata SET subscription_timestamp = clock_timestamp() - interval '3 hours'
+               WHERE consumer_group = 'gNew'").unwrap();
+    let step = || j(&format!("SELECT queen.log_retention_step_v1('{p2}', NULL, clock_timestamp(), 100)"));
+    let r = step();
+    assert_eq!((r["deleted"].as_i64(), r["evicted"].as_i64()), (Some(0), Some(0)), "gAll ('all') needs them: {r}");
+    read("gAll");
+    let r = step();
+    assert_eq!((r["deleted"].as_i64(), r["evicted"].as_i64()), (Some(0), Some(0)), "gNew's subscription precedes them: {r}");
+    // A subscription instant after the messages: gNew starts past them, they go, no loss.
+    Spi::run("UPDATE queen.consumer_groups_metadata SET subscription_timestamp = clock_timestamp() - interval '1 hour'
+               WHERE consumer_group = 'gNew'").unwrap();
+    let r = step();
+    assert_eq!((r["deleted"].as_i64(), r["evicted"].as_i64()), (Some(1), Some(0)), "{r}");
+    assert_eq!(i64_of(&format!("SELECT count(*) FROM queen.log_consumers WHERE partition_id = '{p2}' AND consumer_group = 'gNew'")), 0);
+    // Its first contact then starts at the end, and both lag views agree.
+    read("gNew");
+    assert_eq!(text_of(&format!("SELECT committed || '|' || evicted FROM queen.log_consumers
+                                  WHERE partition_id = '{p2}' AND consumer_group = 'gNew'")), Some("2|0".into()));
+}
+
+/// Rule 1 evicts what a registered group without a cursor would have read: it gets its
+/// cursor at the new log start with the loss counted, so both lag views agree.
+#[pg_test]
+fn retention_rule1_counts_what_a_registered_group_without_a_cursor_loses() {
+    policy("q", 60, 0);
+    push_n("q", "Default", "a", 1);
+    Spi::run("SELECT count(*) FROM queen.log_pop_queue_v1('q', 'gAll', 100, 60, 'w', true, 'all', '', 5)").unwrap();
+    push_n("q", "P2", "old", 3);
+    let p2 = pid_of("q", "P2");
+    age("q", 7200);
+    push_n("q", "P2", "young", 2);
+    let r = j(&format!("SELECT queen.log_retention_step_v1('{p2}', clock_timestamp(), NULL, 100)"));
+    assert_eq!((r["deleted"].as_i64(), r["evicted"].as_i64()), (Some(1), Some(3)), "{r}");
+    assert_eq!(text_of(&format!("SELECT committed || '|' || evicted FROM queen.log_consumers
+                                  WHERE partition_id = '{p2}' AND consumer_group = 'gAll'")), Some("2|3".into()));
+    assert_eq!(i64_of(&format!("SELECT count(*) FROM queen.log_leases WHERE partition_id = '{p2}' AND consumer_group = 'gAll'")), 1);
+    assert_eq!(i64_of(&format!("SELECT count(*) FROM queen.consumer_lag l
+                                  JOIN queen.queue_stats_v1() s ON s.r_partition_id = l.partition_id AND s.r_consumer_group = l.consumer_group
+                                 WHERE l.partition_id = '{p2}' AND l.lag IS DISTINCT FROM s.r_lag")), 0);
+    let served = i64_of("SELECT COALESCE(sum(r_take), 0) FROM queen.log_pop_queue_v1('q', 'gAll', 100, 60, 'w', true, 'all', '', 5)");
+    assert_eq!(served, 2, "the young messages are still delivered");
 }
 
 #[pg_test]

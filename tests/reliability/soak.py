@@ -9,7 +9,12 @@ seconds (retentionSeconds) while g2 does not read it until the drain, so g2 lose
 to retention. Every message is accounted for: ok-acked, dead-lettered, dropped (QB) or
 evicted, and the evictions the database counted equal the messages no ack or DLQ row took.
 
-Short form: ~45 s of load + a drain bounded at 45 s. Long form (RELIABILITY_LONG=1): 300 s.
+Short form: ~45 s of load + a drain bounded at 45 s. Long form (RELIABILITY_LONG=1): 300 s,
+plus two races (docs/notes-hardening.md): new groups' first pops of QR racing its retention
+steps (joiner: no cursor is ever seen below its partition's log start, and consumer_lag and
+queue_stats_v1 agree at the end: 0 uncounted losses), and a queue QX deleted under load
+(deleter: pushes spanning two of its partitions, first pops and deletions; 0 deadlocks in
+the server log, no 500, the only refusal a retryable 503).
 """
 
 import json
@@ -295,27 +300,85 @@ def seed_retention_cursors(c):
 late = {"joins": 0}
 
 
-def prober(idx, port):
+def prober(idx, port, queue=QB, mode="new", prefix="late", pause=(0.02, 0.08), counter=late):
     """Consumer groups joining mid-stream: a queue-level pop of a brand-new named group
     (subscriptionMode=new, autoAck) registers the group and seeds a cursor on every
-    partition of QB while producers push. These groups are not part of the accounting."""
-    rnd = random.Random(SEED * 31337 + idx)
+    partition of QB while producers push. These groups are not part of the accounting.
+    (A late group's cursors lag forever: on QA they would hold back rule 2.)"""
+    rnd = random.Random(SEED * 31337 + idx + (0 if prefix == "late" else 7919))
     c = Client(port, stats)
     n = 0
     while not stop_produce.is_set():
         n += 1
-        queue = QB  # a late group's cursors lag forever: on QA they would hold back rule 2
         try:
-            st, body = c.json("GET", f"/api/v1/pop/queue/{q(queue)}?batch=5&consumerGroup=late{idx}_{n}"
-                                     f"&subscriptionMode=new&autoAck=true")
+            st, body = c.json("GET", f"/api/v1/pop/queue/{q(queue)}?batch=5&consumerGroup={prefix}{idx}_{n}"
+                                     f"&subscriptionMode={mode}&autoAck=true")
         except Exception as e:
-            fail.add(f"late-join pop dropped: {e!r}")
+            fail.add(f"{prefix} pop dropped: {e!r}")
             continue
         if st not in (200, 204):
-            fail.add(f"late-join pop answered {st}: {str(body)[:200]}")
+            fail.add(f"{prefix} pop answered {st}: {str(body)[:200]}")
         with lock:
-            late["joins"] += 1
-        time.sleep(rnd.uniform(0.02, 0.08))
+            counter["joins"] += 1
+        time.sleep(rnd.uniform(*pause))
+
+
+# ------------------------------------------------------------------ long-form races
+
+
+races = {"joins": 0, "deletes": 0, "qx_pushes": 0, "qx_503": 0}
+QX = f"{RUN}_del"      # deleted under load (long form)
+
+
+def joiner(idx, port):
+    """A brand-new named group's first queue-level pop of QR (mode all, autoAck) every few
+    seconds, racing the broker's retention steps on QR. The cursor sampler checks that no
+    cursor is ever below its partition's log start (a loss nobody counted)."""
+    prober(idx, port, queue=QR, mode="all", prefix="join", pause=(2.0, 4.0), counter=races)
+
+
+def deleter(port):
+    """QX deleted while pushes span two of its partitions and new groups pop it. Its own
+    statistics: a push or pop racing the deletion may answer a retryable 503 (40001,
+    nothing written), never another 5xx; deadlocks are looked for in the server log."""
+    rnd = random.Random(SEED * 104729)
+    own = Stats()
+    c = Client(port, own)
+    n = 0
+    while not stop_produce.is_set():
+        n += 1
+        items = [{"queue": QX, "partition": p, "payload": {"n": n, "i": i}, "transactionId": f"{RUN}-x-{n}-{i}"}
+                 for i, p in enumerate(["a", "b", "a"])]
+        try:
+            st, _ = c.json("POST", "/api/v1/push", {"items": items})
+            races["qx_pushes"] += 1
+            if st == 503:
+                races["qx_503"] += 1
+            elif st != 201:
+                fail.add(f"QX push answered {st}")
+            st, _ = c.json("GET", f"/api/v1/pop/queue/{q(QX)}?batch=2&consumerGroup=x{n % 7}&autoAck=true")
+            if st == 503:
+                races["qx_503"] += 1
+            elif st not in (200, 204):
+                fail.add(f"QX pop answered {st}")
+            if rnd.random() < 0.5:
+                st, _ = c.json("DELETE", f"/api/v1/resources/queues/{q(QX)}")
+                races["deletes"] += 1
+                fail.check(st == 200, f"QX delete answered {st}")
+        except Exception as e:
+            fail.add(f"QX request dropped: {e!r}")
+        time.sleep(rnd.uniform(0.0, 0.01))
+
+
+LOG_START_SQL = """
+SELECT count(*) FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
+  JOIN queen.queues qu ON qu.id = p.queue_id
+ WHERE qu.name IN ('{a}', '{b}', '{r}') AND c.committed < p.log_start - 1""".format(a=QA, b=QB, r=QR)
+
+VIEWS_AGREE_SQL = """
+SELECT count(*) FROM queen.consumer_lag l
+  JOIN queen.queue_stats_v1(NULL, '{r}') s ON s.r_partition_id = l.partition_id AND s.r_consumer_group = l.consumer_group
+ WHERE l.queue = '{r}' AND l.lag IS DISTINCT FROM s.r_lag""".format(r=QR)
 
 
 # ------------------------------------------------------------------ cursor sampler
@@ -327,7 +390,7 @@ SELECT c.partition_id, c.consumer_group, c.committed
   JOIN queen.queues qu ON qu.id = p.queue_id
  WHERE qu.name IN ('{a}', '{b}', '{r}')""".format(a=QA, b=QB, r=QR)
 
-samples = {"n": 0, "rows": 0, "backward": 0}
+samples = {"n": 0, "rows": 0, "backward": 0, "below_log_start": 0}
 
 
 def sampler():
@@ -341,6 +404,14 @@ def sampler():
                 fail.add(f"sampler: {e}")
                 break
             samples["n"] += 1
+            if LONG:
+                try:
+                    below = int(s.query(LOG_START_SQL)[0].split("\t")[0])
+                except Exception as e:
+                    fail.add(f"sampler: {e}")
+                    break
+                samples["below_log_start"] += below
+                fail.check(below == 0, f"{below} cursors below their partition's log start (uncounted loss)")
             for line in rows:
                 parts = line.split("\t")
                 if len(parts) != 3:
@@ -388,6 +459,9 @@ def main():
     threads = [threading.Thread(target=sampler, daemon=True)]
     threads += [threading.Thread(target=producer, args=(i, broker.port), daemon=True) for i in range(PRODUCERS)]
     threads += [threading.Thread(target=prober, args=(i, broker.port), daemon=True) for i in range(2)]
+    if LONG:
+        threads += [threading.Thread(target=joiner, args=(i, broker.port), daemon=True) for i in range(2)]
+        threads += [threading.Thread(target=deleter, args=(broker.port,), daemon=True)]
     cons = [threading.Thread(target=consumer, args=(g, i, broker.port), daemon=True)
             for g in GROUPS for i in range(CONSUMERS_PER_GROUP)]
     for t in threads + cons:
@@ -472,6 +546,10 @@ SELECT consumer_group, sum(evicted) FROM queen.consumer_lag
         fail.check(n_client <= n_db <= n_client + late_acks[g],
                    f"{g}: the database counted {n_db} evicted on {QR}; {n_client} messages were neither "
                    f"ok-acked nor dead-lettered and {late_acks[g]} were ok-acked when old enough to be evicted")
+    if LONG:
+        disagree = int(psql(VIEWS_AGREE_SQL)[0][0])
+        fail.check(disagree == 0, f"consumer_lag and queue_stats_v1 disagree on {disagree} (partition, group) rows of {QR}")
+        fail.check(races["joins"] >= 20 and races["deletes"] >= 20, f"too few races: {races}")
     fail.check(counts["g2"]["evicted"] > 0, f"g2 skipped {QR} for {SOAK_SECONDS}s and lost nothing to retention")
     n_deliv = sum(deliveries.values())
     dups = sum(v - 1 for v in deliveries.values() if v > 1)
@@ -514,6 +592,8 @@ SELECT consumer_group, sum(evicted) FROM queen.consumer_lag
     log(f"  ack item failures by error: {json.dumps(ack_errors, sort_keys=True)}")
     log(f"  http statuses: {json.dumps(stats.status, sort_keys=True)}; 5xx={len(stats.fivexx)} "
         f"dropped-connections={len(stats.dropped)}")
+    if LONG:
+        log(f"  races: {json.dumps(races, sort_keys=True)}; cursors below log start={samples['below_log_start']}")
     log(f"  cursor samples={samples['n']} rows={samples['rows']} backward={samples['backward']}; "
         f"deadlocks={len(dl)}; runtime {time.time() - t_start:.1f}s")
     environment_note(stats)

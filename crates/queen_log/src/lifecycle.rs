@@ -89,6 +89,33 @@ pub fn evict(state: &CursorState, log_start: i64) -> Option<(CursorState, i64)> 
     Some((next, floor - state.committed))
 }
 
+/// A caller's cutoff clamped to the partition's own policy (docs/contract.md §13): a rule whose
+/// queue setting is 0 is off whatever the caller asks, and no cutoff is later than
+/// `now − policy`, so no caller (the broker's role included) can evict more than the queue
+/// allows. Returns the cutoff to apply and whether the request was clamped.
+pub fn clamp_cutoff(
+    requested: Option<i64>,
+    policy_seconds: i64,
+    now_us: i64,
+) -> (Option<i64>, bool) {
+    let Some(req) = requested else {
+        return (None, false);
+    };
+    if policy_seconds <= 0 {
+        return (None, true);
+    }
+    let floor = now_us.saturating_sub(policy_seconds.saturating_mul(1_000_000));
+    (Some(req.min(floor)), req > floor)
+}
+
+/// What a group registered on the queue but without a cursor on this partition loses
+/// when the log now starts at `log_start`: it would be seeded at `seed` on first contact
+/// (its subscription's start), so everything between is lost to it. None when nothing is.
+pub fn pending_loss(seed: i64, log_start: i64) -> Option<i64> {
+    let floor = log_start - 1;
+    (seed < floor).then_some(floor - seed)
+}
+
 /// The sidecar purge's clock (docs/contract.md §10, §13): hashes are kept for at least the
 /// largest of the dedup window, the completed retention and 900 s.
 pub fn purge_keep_seconds(dedup_window: i64, completed_retention: i64) -> i64 {
@@ -200,6 +227,31 @@ mod tests {
         );
         let (kept, lost) = evict(&cursor(3, Some(12)), 10).unwrap();
         assert_eq!((kept.batch_end, kept.committed, lost), (Some(12), 9, 6));
+    }
+
+    #[test]
+    fn cutoffs_are_clamped_to_the_policy() {
+        let now = 1_000_000_000;
+        // No policy: the rule is off, whatever was asked.
+        assert_eq!(clamp_cutoff(Some(i64::MAX), 0, now), (None, true));
+        assert_eq!(clamp_cutoff(None, 0, now), (None, false));
+        assert_eq!(clamp_cutoff(None, 60, now), (None, false));
+        // A later cutoff than the policy allows is pulled back; an earlier one stands.
+        assert_eq!(
+            clamp_cutoff(Some(i64::MAX), 60, now),
+            (Some(now - 60_000_000), true)
+        );
+        assert_eq!(
+            clamp_cutoff(Some(now - 120_000_000), 60, now),
+            (Some(now - 120_000_000), false)
+        );
+    }
+
+    #[test]
+    fn a_cursorless_group_loses_what_lies_below_the_new_start() {
+        assert_eq!(pending_loss(-1, 30), Some(29 + 1));
+        assert_eq!(pending_loss(29, 30), None);
+        assert_eq!(pending_loss(40, 30), None);
     }
 
     #[test]

@@ -483,6 +483,13 @@ pub struct RetentionStep {
     pub new_log_start: Option<i64>,
     pub evicted: i64,
     pub done: bool,
+    /// A cutoff asked for more than the queue's retention policy allows and was clamped.
+    #[serde(default)]
+    pub clamped: bool,
+    /// A lease row the step needed was locked (an ack, a pop or a deletion in flight):
+    /// nothing was deleted; the partition is left for the next run.
+    #[serde(default)]
+    pub busy: bool,
 }
 
 #[cfg(test)]
