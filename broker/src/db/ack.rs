@@ -1,8 +1,6 @@
 //! Acks, leases and the transaction wire (docs/contract.md §6–§9).
 
-use queen_log::wire::{
-    HashAck, MultiAck, PositionalAck, Renewed, Reply, TxnWire, TxnWireRequest,
-};
+use queen_log::wire::{HashAck, MultiAck, PositionalAck, Renewed, Reply, TxnWire, TxnWireRequest};
 use tokio_postgres::types::Json as PgJson;
 use uuid::Uuid;
 
