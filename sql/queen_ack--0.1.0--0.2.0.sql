@@ -1351,7 +1351,7 @@ END $$;
 -- the cascade.
 -- Delete a queue with everything hanging off it (partitions, segments, cursors by FK;
 -- the FK-less sidecar and DLQ rows explicitly). Locks in the one lock order of every
--- statement that waits for more than one of these rows (docs/notes-hardening.md): the
+-- statement that waits for more than one of these rows (docs/decisions.md, "Lock order"): the
 -- queue row, then the lease rows (as every ack path, before the cursor rows the cascade
 -- deletes first and the partition row a cursor update's foreign key check locks), then
 -- the partition rows in ascending id (as a multi-partition push; the cascade alone took

@@ -28,7 +28,7 @@ struct Locked {
 /// Lock the partition's row, the step's first lock: a pop's cursor creation takes
 /// FOR SHARE there, which conflicts, so a cursor is created either before the step (which
 /// then sees and evicts it) or after it (seeded from the new log start). Lease rows come
-/// after it only with SKIP LOCKED (lock_behind). docs/notes-hardening.md (lock order).
+/// after it only with SKIP LOCKED (lock_behind). docs/decisions.md, "Lock order".
 fn lock_partition(client: &mut SpiClient<'_>, pid: Uuid) -> Option<Locked> {
     q(
         client,
@@ -68,7 +68,8 @@ fn oldest_segments(client: &SpiClient<'_>, pid: Uuid, n: i64) -> Vec<SegmentAge>
 /// A group registered on the queue (consumer_groups_metadata) without a cursor on this
 /// partition yet, and the committed offset its first contact would seed it at (its
 /// subscription's start: 'all' from the log start, 'new'/'timestamp' from the first
-/// segment created at or after its instant). docs/notes-hardening.md (rule 2).
+/// segment created at or after its instant). docs/contract.md §13; docs/decisions.md,
+/// "Rule 2 and a group that has never read a partition".
 struct Pending {
     group: String,
     seed: i64,
@@ -184,7 +185,8 @@ fn evict_pending(
 /// UPDATE SKIP LOCKED in the global order (group bytewise): None when one is locked
 /// elsewhere (an ack or a pop in flight, or a queue deletion, which takes lease rows
 /// before partition rows). The step holds the partition row, so it never waits for a
-/// lease row (docs/notes-hardening.md, lock order); it tries again on the next run.
+/// lease row (docs/decisions.md, "Lock order"); it reports busy and tries again on the
+/// next run (docs/contract.md §13).
 fn lock_behind(client: &mut SpiClient<'_>, pid: Uuid, log_start: i64) -> Option<Vec<String>> {
     let behind: Vec<String> = q(
         client,

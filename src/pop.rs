@@ -365,7 +365,7 @@ fn since_of(start: &Start<TimestampWithTimeZone>) -> Option<TimestampWithTimeZon
 /// from the log start the step left; KEY SHARE (what the foreign key check takes) let a
 /// cursor be seeded below a retention step's new log start and lose messages uncounted.
 /// One row per statement: on Citus a row lock names one partition.
-/// docs/notes-hardening.md (lock order).
+/// docs/decisions.md, "Lock order".
 const PARTITION_SHARE: &str = "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR SHARE";
 
 /// First contact: seed from the group's subscription record if it has one for this queue,

@@ -560,7 +560,7 @@ impl MultiPush {
 /// this transaction already updated re-runs its foreign key checks (PostgreSQL re-checks
 /// a row version of its own transaction), which locks the queue row FOR KEY SHARE after
 /// the partition rows: against `delete_queue_v1` (queue row, then partition rows) that
-/// deadlocked (docs/notes-hardening.md, lock order).
+/// deadlocked (docs/decisions.md, "Lock order").
 pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<PushVerdict> {
     for s in segs {
         check_segment(s.msg_count, s.hashes, s.blob);

@@ -3,7 +3,8 @@
 # three psql sessions on a test cluster, sequenced by held transactions and by waiting
 # until a session is blocked on a lock (pg_stat_activity), never by sleeping and hoping;
 # then bounded loops (pgbench, --max-tries=1) that must see no deadlock (40P01) and lose
-# no message uncounted. The lock order they check is in docs/notes-hardening.md.
+# no message uncounted. The lock order they check is in docs/contract.md (conventions)
+# and docs/decisions.md, "Lock order".
 #   tests/races.sh <postgres-url>     (a superuser URL of tests/cluster.sh's cluster)
 # QUEEN_RACE_ROUNDS (default 200): transactions per pgbench client in the loops.
 # One node only: on Citus a coordinator session waiting for a worker is not a Lock wait

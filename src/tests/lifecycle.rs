@@ -138,7 +138,8 @@ fn retention_cutoffs_are_clamped_to_the_queues_policy_whoever_calls() {
 
 /// Rule 2 and a group registered on the queue that has never read a partition (one
 /// created after it registered): what its subscription still needs is kept
-/// (docs/notes-hardening.md).
+/// (docs/contract.md §13; docs/decisions.md, "Rule 2 and a group that has never read a
+/// partition").
 #[pg_test]
 fn retention_rule2_keeps_what_a_registered_group_has_not_read_unless_it_starts_later() {
     policy("q", 0, 60);

@@ -10,7 +10,7 @@ to retention. Every message is accounted for: ok-acked, dead-lettered, dropped (
 evicted, and the evictions the database counted equal the messages no ack or DLQ row took.
 
 Short form: ~45 s of load + a drain bounded at 45 s. Long form (RELIABILITY_LONG=1): 300 s,
-plus two races (docs/notes-hardening.md): new groups' first pops of QR racing its retention
+plus two races (docs/decisions.md, "Lock order"): new groups' first pops of QR racing its retention
 steps (joiner: no cursor is ever seen below its partition's log start, and consumer_lag and
 queue_stats_v1 agree at the end: 0 uncounted losses), and a queue QX deleted under load
 (deleter: pushes spanning two of its partitions, first pops and deletions; 0 deadlocks in
