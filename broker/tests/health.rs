@@ -88,7 +88,7 @@ async fn a_terminated_backend_mid_request_is_503_with_retry_after() {
         tokio::task::yield_now().await;
     };
     let killed: bool = watcher
-        .query_one("SELECT pg_terminate_backend($1)", &[&blocked])
+        .query_one("SELECT pg_terminate_backend($1::int)", &[&blocked])
         .await
         .unwrap()
         .get(0);
