@@ -29,6 +29,7 @@ pub mod maintenance;
 pub mod pop;
 pub mod push;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -92,7 +93,10 @@ impl Db {
 
     /// A pooled connection, or the reason there is none (a 503 to the client).
     pub async fn conn(&self) -> Result<Conn, DbError> {
-        Ok(Conn(self.pool.get().await?))
+        Ok(Conn {
+            obj: Some(self.pool.get().await?),
+            lost: AtomicBool::new(false),
+        })
     }
 
     /// The pool itself: its status for `/metrics`, and tests that hold connections.
@@ -101,28 +105,63 @@ impl Db {
     }
 }
 
-/// One checked-out connection; back to the pool when dropped.
-pub struct Conn(Object);
+/// One checked-out connection; back to the pool when dropped, unless a statement on it
+/// found the connection gone (a connection exception, the server terminating the
+/// session): the next caller must never be handed a dead one, and a session the server
+/// is closing can still look open for a moment (measured on a Citus coordinator: the
+/// request after a terminated backend got "connection closed" from the pool).
+pub struct Conn {
+    /// Always `Some` until dropped.
+    obj: Option<Object>,
+    lost: AtomicBool,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(obj) = self.obj.take() {
+            if self.lost.load(Ordering::Relaxed) || obj.is_closed() {
+                drop(Object::take(obj));
+            }
+        }
+    }
+}
 
 impl Conn {
+    fn client(&self) -> &Object {
+        self.obj
+            .as_ref()
+            .expect("a Conn holds its connection until dropped")
+    }
+
+    /// `r`, remembering when its error means the connection itself is gone.
+    fn watch<T>(&self, r: Result<T, tokio_postgres::Error>) -> Result<T, DbError> {
+        r.map_err(|e| {
+            let e = DbError::from(e);
+            if e.connection_lost() {
+                self.lost.store(true, Ordering::Relaxed);
+            }
+            e
+        })
+    }
+
     /// A lost connection must not go back to the pool: the next caller (e.g. the SQL
     /// path retrying the very acks whose flush failed) would be handed a dead one.
     pub fn discard_if_lost(self, e: &DbError) {
-        if e.connection_lost() || self.0.is_closed() {
-            drop(Object::take(self.0));
+        if e.connection_lost() {
+            self.lost.store(true, Ordering::Relaxed);
         }
     }
 
     /// The one row of `sql`, prepared once per connection.
     async fn one(&self, sql: &str, args: &Args<'_>) -> Result<Row, DbError> {
-        let stmt = self.0.prepare_cached(sql).await?;
-        Ok(self.0.query_one(&stmt, args).await?)
+        let stmt = self.watch(self.client().prepare_cached(sql).await)?;
+        self.watch(self.client().query_one(&stmt, args).await)
     }
 
     /// Every row of `sql`, prepared once per connection.
     async fn rows(&self, sql: &str, args: &Args<'_>) -> Result<Vec<Row>, DbError> {
-        let stmt = self.0.prepare_cached(sql).await?;
-        Ok(self.0.query(&stmt, args).await?)
+        let stmt = self.watch(self.client().prepare_cached(sql).await)?;
+        self.watch(self.client().query(&stmt, args).await)
     }
 
     /// The `jsonb` answer of a one-value statement, read as `T`.

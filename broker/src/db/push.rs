@@ -102,16 +102,17 @@ impl Conn {
         pid: Uuid,
         mut each: impl FnMut(&DedupRow<'_>) -> bool,
     ) -> Result<(), DbError> {
-        let stmt = self
-            .0
-            .prepare_cached(
-                "SELECT r_last_offset, r_window, r_base, r_hashes FROM queen.dedup_window_v1($1)",
-            )
-            .await?;
+        let stmt = self.watch(
+            self.client()
+                .prepare_cached(
+                    "SELECT r_last_offset, r_window, r_base, r_hashes FROM queen.dedup_window_v1($1)",
+                )
+                .await,
+        )?;
         let params: [&(dyn ToSql + Sync); 1] = [&pid];
-        let rows = self.0.query_raw(&stmt, params).await?;
+        let rows = self.watch(self.client().query_raw(&stmt, params).await)?;
         futures_util::pin_mut!(rows);
-        while let Some(row) = rows.try_next().await? {
+        while let Some(row) = self.watch(rows.try_next().await)? {
             let r = DedupRow {
                 last_offset: get(&row, 0)?,
                 window: get(&row, 1)?,
