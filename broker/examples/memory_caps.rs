@@ -1,4 +1,4 @@
-//! Measures what the broker's two memory caps really bound (issue 12, item 11): the
+//! Measures what the broker's two memory caps really bound: the
 //! resident memory of the real `queen-broker` process with the cache (or registry) on at
 //! a given cap, minus the same workload with it off, against the cap; and the push time
 //! of the dedup cache against no cache when the partitions pushed to do not fit in it.

@@ -1,4 +1,4 @@
-//! delayedProcessing and nack with delay over HTTP (issue 16). Real sleeps, short delays,
+//! delayedProcessing and nack with delay over HTTP. Real sleeps, short delays,
 //! generous bounds: "not before" is checked by asking right away, "after" by waiting.
 
 mod common;

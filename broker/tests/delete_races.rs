@@ -1,4 +1,4 @@
-//! DELETE of a queue racing the calls that create rows under it (issue 12 items 7, 8):
+//! DELETE of a queue racing the calls that create rows under it:
 //! first pops of new consumer groups, pushes into new partitions, DLQ filings. Before
 //! the fix, 150 rounds gave 9 pops and 2 pushes a 500 (23503 foreign key violations) and
 //! 200 rounds of filing against DELETE left 19 DLQ rows of partitions that no longer

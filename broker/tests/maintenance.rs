@@ -1,4 +1,4 @@
-//! The broker's maintenance loop (issue 11): it runs `queen.run_maintenance()` by itself,
+//! The broker's maintenance loop: it runs `queen.run_maintenance()` by itself,
 //! as the least-privilege role, and /metrics says what it did.
 
 mod common;

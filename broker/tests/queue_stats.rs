@@ -1,4 +1,4 @@
-//! Queen's admin views and the queue gauges over HTTP (issue 16), checked against a
+//! Queen's admin views and the queue gauges over HTTP, checked against a
 //! count by hand on a scenario with several consumer groups. The test database is shared
 //! with other tests running at once, so every view is looked at for this test's queue
 //! (and uniquely named groups) only.

@@ -1,4 +1,4 @@
-//! DLQ redrive and deletion over HTTP (issue 16): Queen's address routes
+//! DLQ redrive and deletion over HTTP: Queen's address routes
 //! (`/api/v1/messages/{partitionId}/{transactionId}[/retry]`), replay by DLQ id, bulk
 //! redrive and purge by queue, tenancy.
 

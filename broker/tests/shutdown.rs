@@ -1,4 +1,4 @@
-//! Shutdown (issue 12, item 10): the real `queen-broker` binary, a real database. On
+//! Shutdown: the real `queen-broker` binary, a real database. On
 //! SIGTERM parked long-polls answer 204 at once and the process exits promptly, however
 //! long their timeout; the drain of requests still in flight is bounded by
 //! QUEEN_SHUTDOWN_DRAIN_MS. Only generous bounds are asserted (the machine is shared).

@@ -1,4 +1,4 @@
-//! Two brokers on one database (issue 15: N brokers in front of one Citus cluster, or one
+//! Two brokers on one database (N brokers in front of one Citus cluster, or one
 //! node): each keeps its accelerators (ack registry, ack fusion, dedup watermark cache)
 //! in its own process, so whatever one broker leased or pushed the other must see through
 //! the database. Run against the Citus coordinator by scripts/test.sh too.
