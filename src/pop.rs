@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use queen_log::ack::CursorState;
 use queen_log::names::NameKind;
+use queen_log::order::AscendingLocks;
 use queen_log::pop::{
     auto_acked, leased, parsed, plan_visible, recorded_start, requested_start, seal_hole,
     seed_offset, visible_prefix, Budget, Outcome, Span, Start,
@@ -275,6 +276,7 @@ fn claim(
     queue: &QueueRef,
     req: &Checked<'_>,
     visible_before: Option<TimestampWithTimeZone>,
+    held: &mut AscendingLocks,
 ) -> Option<Claim> {
     for _ in 0..2 {
         let free = match visible_before {
@@ -307,7 +309,7 @@ fn claim(
         .next()
         .map(|r| col::<bool>(&r, 1, "lease row exists"));
         match has_lease {
-            None => return create_cursor(client, pid, queue.id, queue.tenant, req),
+            None => return create_cursor(client, pid, queue, req, held),
             Some(true) => return None,
             Some(false) => ensure_leases(client, pid, &[req.group]),
         }
@@ -372,21 +374,27 @@ const PARTITION_SHARE: &str = "SELECT 1 FROM queen.log_partitions WHERE id = $1 
 /// else from the pop's own mode. The partition row is locked first (PARTITION_SHARE), so
 /// a concurrent DELETE either finished (no row: nothing is created, the pop serves nothing
 /// as for an unknown queue) or waits for this pop, and the seed is read after the lock.
+/// A partition sorting below a row this pop holds is left alone (`held`): waiting for it
+/// there deadlocked with a push holding it and waiting for the higher row.
 fn create_cursor(
     client: &mut SpiClient<'_>,
     pid: Uuid,
-    queue_id: Uuid,
-    tenant: Uuid,
+    queue: &QueueRef,
     req: &Checked<'_>,
+    held: &mut AscendingLocks,
 ) -> Option<Claim> {
-    let start =
-        recorded(client, tenant, req.group, queue_id).unwrap_or_else(|| own_start(client, req));
+    if !held.may_lock(*pid.as_bytes()) {
+        return None;
+    }
+    let start = recorded(client, queue.tenant, req.group, queue.id)
+        .unwrap_or_else(|| own_start(client, req));
     if q(client, PARTITION_SHARE, &[pid.into()])
         .or_raise()
         .is_empty()
     {
         return None;
     }
+    held.locked(*pid.as_bytes());
     let row = q(
         client,
         "SELECT p.log_start, p.last_offset,
@@ -539,9 +547,10 @@ fn pop_partition(
     pid: Uuid,
     queue: &QueueRef,
     req: &Checked<'_>,
+    held: &mut AscendingLocks,
 ) -> Option<Served> {
     let visible_before = visibility_deadline(queue);
-    let claim = claim(client, pid, queue, req, visible_before)?;
+    let claim = claim(client, pid, queue, req, visible_before, held)?;
     let old = &claim.state;
     let slices = match serve(client, pid, old.committed + 1, req.budget, visible_before) {
         Found::Slices(s) => s,
@@ -633,14 +642,21 @@ fn pop_resolved(
     name: String,
     req: &PopRequest<'_>,
 ) -> Vec<QueueServed> {
-    pop_partition(client, p.id, &p.queue, &req.checked(p.queue.lease_time))
-        .map(|served| QueueServed {
-            partition_id: p.id,
-            partition: name,
-            served,
-        })
-        .into_iter()
-        .collect()
+    let mut held = AscendingLocks::default();
+    pop_partition(
+        client,
+        p.id,
+        &p.queue,
+        &req.checked(p.queue.lease_time),
+        &mut held,
+    )
+    .map(|served| QueueServed {
+        partition_id: p.id,
+        partition: name,
+        served,
+    })
+    .into_iter()
+    .collect()
 }
 
 /// The rows of what a pop served, partition by partition.
@@ -687,8 +703,15 @@ fn queue_row_lock(client: &SpiClient<'_>) -> &'static str {
 /// The queue-level pop's first step for a named group: write its subscription record
 /// (ON CONFLICT DO NOTHING) and, when this call wrote it, seed every partition's cursor
 /// from it. The record of a start: 'all' with no instant, 'new' with the registration
-/// instant, 'timestamp' with the parsed one.
-fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req: &Checked<'_>) {
+/// instant, 'timestamp' with the parsed one. The partition rows it locks are recorded in
+/// `held`.
+fn register_group(
+    client: &mut SpiClient<'_>,
+    queue_id: Uuid,
+    tenant: Uuid,
+    req: &Checked<'_>,
+    held: &mut AscendingLocks,
+) {
     if req.group == QUEUE_MODE {
         return;
     }
@@ -732,7 +755,7 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
     let start = recorded_start(mode, ts);
     // Every partition row of the queue locked (PARTITION_SHARE) in ascending id before the
     // seeds are read, as in create_cursor; a partition created after this list gets its
-    // cursor on first contact.
+    // cursor on first contact (in this pop only when it sorts above them: `held`).
     let ids: Vec<Uuid> = q(
         client,
         "SELECT id FROM queen.log_partitions WHERE queue_id = $1 ORDER BY id",
@@ -743,6 +766,7 @@ fn register_group(client: &mut SpiClient<'_>, queue_id: Uuid, tenant: Uuid, req:
     .collect();
     for id in &ids {
         q(client, PARTITION_SHARE, &[(*id).into()]).or_raise();
+        held.locked(*id.as_bytes());
     }
     let rows = q(
         client,
@@ -863,7 +887,8 @@ fn pop_queue(
     max_partitions: i32,
     req: &Checked<'_>,
 ) -> Vec<QueueServed> {
-    register_group(client, queue.id, queue.tenant, req);
+    let mut held = AscendingLocks::default();
+    register_group(client, queue.id, queue.tenant, req, &mut held);
     let mut out = Vec::new();
     let mut budget = Budget::new(i64::from(req.budget));
     for (pid, name) in candidates(client, queue, req.group, max_partitions) {
@@ -874,7 +899,7 @@ fn pop_queue(
             budget: budget.left() as i32,
             ..*req
         };
-        let Some(served) = pop_partition(client, pid, queue, &part_req) else {
+        let Some(served) = pop_partition(client, pid, queue, &part_req, &mut held) else {
             continue;
         };
         budget.spend(frames(&served.slices));

@@ -217,6 +217,44 @@ close T
 close D
 check delete_queue_and_a_two_partition_push_do_not_deadlock "$(out T | tr "\n" ,)|$(out D)" "t,t,|true"
 
+# 4b. A new group's first queue-level pop seeds a cursor on every partition it lists,
+# holding their rows (FOR SHARE, ascending); a partition created after the list and
+# sorting below them, and a push holding that one and waiting for the highest: the pop
+# must not wait for the new partition (it leaves it to the next pop), or the two deadlock.
+for p in A B C D E F G H; do sql "SELECT queen.push('r6', '[1]', NULL, '$p')" >/dev/null; done
+HI=$(sql "SELECT p.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'r6' ORDER BY p.id DESC LIMIT 1")
+open H
+run H "BEGIN;"
+run H "SELECT 1 FROM queen.log_partitions WHERE id = '$(pid_of r6 "$HI")' FOR NO KEY UPDATE;"
+done_ H
+open B
+run B "SELECT sum(r_take) FROM queen.log_pop_queue_v1('r6', 'gLate', 100, 60, 'wL', true, 'all', '', 20);"
+blocked B 5 || fail first_pop_waits_for_the_highest_partition "it did not wait: $(out B)"
+LO=
+for i in $(seq 1 40); do
+    sql "SELECT queen.push('r6', '[2]', NULL, 'N$i')" >/dev/null
+    [ "$(sql "SELECT '$(pid_of r6 "N$i")' < '$(pid_of r6 "$HI")'")" = t ] && { LO=N$i; break; }
+done
+open X
+run X "BEGIN;"
+run X "SELECT queen.push('r6', '[3]', NULL, '$LO') IS NOT NULL;"
+done_ X
+run X "SELECT queen.push('r6', '[4]', NULL, '$HI') IS NOT NULL;"
+blocked X 5 || fail push_waits_for_the_highest_partition "it did not wait: $(out X)"
+run H "COMMIT;"
+done_ H
+done_ B 10
+run X "COMMIT;"
+done_ X 10
+close H
+close B
+close X
+# The pop served the eight listed partitions and the new ones above them (one message
+# each: the loop's $i tries, the last being the one below), not the one below.
+check first_pop_and_a_push_into_a_partition_created_meanwhile_do_not_deadlock "$(out B)|$(out X | tr "\n" ,)" "$((8 + i - 1))|t,t,"
+check the_partition_left_alone_is_served_by_the_next_pop \
+    "$(sql "SELECT sum(r_take) FROM queen.log_pop_queue_v1('r6', 'gLate', 100, 60, 'wL', true, 'all', '', 20) WHERE r_partition = '$LO'")" "2"
+
 # 5. The loops: pushes spanning two partitions (log_push_multi_v1, as a fused flush
 # sends them), retention steps, first pops of new groups and queue deletions, at once.
 # Every 40P01 is a failure; 40001 (a push into a partition deleted under it; the broker

@@ -12,6 +12,27 @@ pub fn cursor_lock_order(keys: &[([u8; 16], &str)]) -> Vec<usize> {
     order
 }
 
+/// The partition row locks one pop has taken, so that it takes them in ascending id like
+/// every other statement (docs/decisions.md, "Lock order"). A pop that seeded a group's
+/// cursors holds every partition row of the queue it saw; a partition created after that
+/// list and sorting below one it holds is not locked now but left to the next pop.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct AscendingLocks {
+    highest: Option<[u8; 16]>,
+}
+
+impl AscendingLocks {
+    /// Whether the row of `id` may be locked now: at or above every row held.
+    pub fn may_lock(&self, id: [u8; 16]) -> bool {
+        self.highest.is_none_or(|h| id >= h)
+    }
+
+    /// Record the lock of `id`'s row.
+    pub fn locked(&mut self, id: [u8; 16]) {
+        self.highest = self.highest.max(Some(id));
+    }
+}
+
 /// The distinct partition ids of a push, in the order their rows are locked.
 pub fn partition_lock_order(ids: impl IntoIterator<Item = [u8; 16]>) -> Vec<[u8; 16]> {
     let mut v: Vec<[u8; 16]> = ids.into_iter().collect();
@@ -36,5 +57,22 @@ mod tests {
     fn partitions_ascending_and_distinct() {
         let v = partition_lock_order([[3u8; 16], [1u8; 16], [3u8; 16]]);
         assert_eq!(v, vec![[1u8; 16], [3u8; 16]]);
+    }
+
+    #[test]
+    fn a_pop_locks_partition_rows_only_upward() {
+        let mut held = AscendingLocks::default();
+        assert!(held.may_lock([5u8; 16]));
+        held.locked([5u8; 16]);
+        held.locked([2u8; 16]);
+        assert!(
+            held.may_lock([5u8; 16]),
+            "a row already held may be taken again"
+        );
+        assert!(held.may_lock([6u8; 16]));
+        assert!(
+            !held.may_lock([4u8; 16]),
+            "below a held row: left to the next pop"
+        );
     }
 }
