@@ -186,3 +186,55 @@ BEGIN
              AND s.partition_id = k.id AND s.base_offset <= k.consumed_to + 1
            ORDER BY s.base_offset DESC LIMIT 1) o ON true;
 END $$;
+-- Delete a consumer group (docs/sql-api.md): its cursors and lease rows on every partition
+-- of the tenant's queues, or of queue p_queue only, and (p_delete_metadata) its
+-- subscription records, so that its next pop starts it as new (its subscription mode).
+-- Queen's answer: {success, consumerGroup, deletedPartitions (cursors removed),
+-- metadataDeleted}. An unknown queue or group deletes nothing and says 0. DLQ rows stay
+-- (they are the queue's record of what failed). The subscription records first: they are
+-- a reference table on Citus, which refuses a write there after a multi-shard statement.
+-- Then the lease rows in the global lock order (partition ascending, one statement per
+-- partition: on Citus a row lock names one partition), as every ack path takes them
+-- before the cursor row, then the cursors (their lease rows go with them, by cascade). A
+-- lease voided this way answers a late ack "consumer not found".
+CREATE FUNCTION queen.delete_consumer_group_v1(p_group text, p_queue text DEFAULT NULL,
+                                               p_delete_metadata boolean DEFAULT true,
+                                               p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_qids uuid[];
+    v_pids uuid[];
+    v_pid uuid;
+    v_n bigint := 0;
+    v_k bigint;
+BEGIN
+    IF p_group IS NULL OR p_group = '' OR p_delete_metadata IS NULL OR p_tenant IS NULL THEN
+        RAISE EXCEPTION 'delete_consumer_group_v1: p_group must be a non-empty name; p_delete_metadata and p_tenant must not be NULL'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM queen.check_name_v1('consumer group', p_group);
+    IF p_queue IS NOT NULL THEN
+        PERFORM queen.check_name_v1('queue', p_queue);
+    END IF;
+    v_qids := ARRAY(SELECT id FROM queen.queues
+                     WHERE tenant_id = p_tenant AND (p_queue IS NULL OR name = p_queue) ORDER BY id);
+    IF p_delete_metadata THEN
+        DELETE FROM queen.consumer_groups_metadata
+         WHERE tenant_id = p_tenant AND consumer_group = p_group AND queue_id = ANY(v_qids);
+    END IF;
+    v_pids := ARRAY(SELECT id FROM queen.partition_names WHERE queue_id = ANY(v_qids) ORDER BY id);
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.log_leases
+          WHERE partition_id = v_pid AND consumer_group = p_group FOR UPDATE;
+    END LOOP;
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        DELETE FROM queen.log_consumers WHERE partition_id = v_pid AND consumer_group = p_group;
+        GET DIAGNOSTICS v_k = ROW_COUNT;
+        v_n := v_n + v_k;
+    END LOOP;
+    RETURN jsonb_build_object('success', true, 'consumerGroup', p_group,
+                              'deletedPartitions', v_n, 'metadataDeleted', p_delete_metadata);
+END $$;

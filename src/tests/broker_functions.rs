@@ -36,6 +36,7 @@ fn every_jsonb_result_has_its_wire_shape() {
         "SELECT queen.log_ack_multi_v1(ARRAY['{pid}'], ARRAY['g'], ARRAY[2]::bigint[], ARRAY['w'], ARRAY[1])")));
     same_shape::<wire::Renewed>(&j("SELECT queen.log_renew_lease_v1('w', 10)"));
     same_shape::<wire::PurgeStep>(&j(&format!("SELECT queen.log_txns_purge_step_v1('{pid}', clock_timestamp() - interval '1 day', 10)")));
+    same_shape::<wire::GroupDeleted>(&j("SELECT queen.delete_consumer_group_v1('g', 'q')"));
     same_shape::<wire::Deleted>(&j("SELECT queen.delete_queue_v1('q')"));
 }
 

@@ -412,3 +412,35 @@ E|-|-|-|f|0|-|-|0|f|f");
     assert_eq!(text_of("SELECT concat_ws('|', r_queue, r_retry_limit, r_delayed_processing, r_options->>'retryLimit')
                           FROM queen.queue_list_v1(p_queue => 's')").as_deref(), Some("s|1|0|1"));
 }
+
+#[pg_test]
+fn deleting_a_consumer_group_removes_its_cursors_and_records_and_refuses_bad_arguments() {
+    push_n("cg", "Default", "t", 3);
+    lease("cg", "g", "w", 1);
+    lease("cg", "other", "w", 1);
+    Spi::run("SELECT queen.log_pop_queue_v1('cg', 'g', 1, 30, 'w2')").unwrap();
+    let before = table_counts();
+    for bad in [
+        "SELECT queen.delete_consumer_group_v1(NULL)",
+        "SELECT queen.delete_consumer_group_v1('')",
+        "SELECT queen.delete_consumer_group_v1('g', 'cg', NULL)",
+        "SELECT queen.delete_consumer_group_v1('g', repeat('x', 256))",
+    ] {
+        assert!(sqlstate_of(bad).starts_with("22023"), "{bad}: {}", sqlstate_of(bad));
+    }
+    assert_eq!(table_counts(), before, "a refused call changes nothing");
+    let v = j("SELECT queen.delete_consumer_group_v1('g', 'cg')");
+    assert_eq!(v["deletedPartitions"], 1, "{v}");
+    assert_eq!(
+        i64_of("SELECT count(*) FROM queen.log_consumers WHERE consumer_group = 'g'")
+            + i64_of("SELECT count(*) FROM queen.log_leases WHERE consumer_group = 'g'")
+            + i64_of("SELECT count(*) FROM queen.consumer_groups_metadata WHERE consumer_group = 'g'"),
+        0
+    );
+    assert_eq!(i64_of("SELECT count(*) FROM queen.log_consumers WHERE consumer_group = 'other'"), 1);
+    // Another tenant's group of the same name is out of reach.
+    let other = "'00000000-0000-0000-0000-0000000000aa'";
+    let v = j(&format!("SELECT queen.delete_consumer_group_v1('other', NULL, true, {other})"));
+    assert_eq!(v["deletedPartitions"], 0, "{v}");
+    assert_eq!(i64_of("SELECT count(*) FROM queen.log_consumers WHERE consumer_group = 'other'"), 1);
+}

@@ -2,7 +2,7 @@
 //! database has installed (sql/broker_api.sql, sql/admin.sql).
 
 use chrono::{DateTime, Utc};
-use queen_log::wire::{Configured, Deleted, DlqDeleted, DlqPage, Redriven};
+use queen_log::wire::{Configured, Deleted, DlqDeleted, DlqPage, GroupDeleted, Redriven};
 use serde_json::Value;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -132,6 +132,22 @@ impl Conn {
         self.json(
             "SELECT queen.delete_queue_v1($1::text, $2::uuid)",
             &[&queue, &tenant],
+        )
+        .await
+    }
+
+    /// `queen.delete_consumer_group_v1`: the tenant's group on every queue (`queue` None)
+    /// or on one, with its subscription records when `delete_metadata`.
+    pub async fn delete_consumer_group(
+        &self,
+        group: &str,
+        queue: Option<&str>,
+        delete_metadata: bool,
+        tenant: Uuid,
+    ) -> Result<GroupDeleted, DbError> {
+        self.json(
+            "SELECT queen.delete_consumer_group_v1($1::text, $2::text, $3::boolean, $4::uuid)",
+            &[&group, &queue, &delete_metadata, &tenant],
         )
         .await
     }

@@ -68,6 +68,19 @@ pub fn check_name(kind: NameKind, name: &str) -> ApiResult<()> {
     names::check_name(kind, name).map_err(|e| ApiError::bad(e.to_string()))
 }
 
+/// A boolean query parameter: true/1/yes or false/0/no (any case); absent is `default`;
+/// anything else is a 400 naming it.
+pub fn bool_param(v: Option<&str>, name: &str, default: bool) -> ApiResult<bool> {
+    match v.map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(default),
+        Some("false" | "0" | "no") => Ok(false),
+        Some("true" | "1" | "yes") => Ok(true),
+        Some(other) => Err(ApiError::bad(format!(
+            "{name} must be true or false, got {other:?}"
+        ))),
+    }
+}
+
 /// Queue names are non-empty and at most 255 bytes (queen_log::names, the rule of every
 /// name). "" is refused although Queen's server accepts it: such a queue could never be
 /// pushed to, popped or deleted over HTTP (broker/README.md, Decisions).

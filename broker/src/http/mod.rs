@@ -25,8 +25,8 @@ use serde_json::json;
 
 use crate::state::AppState;
 use routes::{
-    ack, configure, dlq, dlq_admin, health, lease, messages, pop, push, queues, resources, status,
-    transaction,
+    ack, configure, consumer_groups, dlq, dlq_admin, health, lease, messages, pop, push, queues,
+    resources, status, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -88,7 +88,14 @@ fn admin_routes() -> Router<AppState> {
         .route("/api/v1/status/queues/{queue}", get(status::queue_detail))
         .route("/api/v1/consumer-groups", get(status::groups))
         .route("/api/v1/consumer-groups/lagging", get(status::lagging))
-        .route("/api/v1/consumer-groups/{group}", get(status::group))
+        .route(
+            "/api/v1/consumer-groups/{group}",
+            get(status::group).delete(consumer_groups::delete_group),
+        )
+        .route(
+            "/api/v1/consumer-groups/{group}/queues/{queue}",
+            delete(consumer_groups::delete_group_for_queue),
+        )
         .route(
             "/api/v1/messages/{partition_id}/{transaction_id}",
             delete(messages::delete_message),

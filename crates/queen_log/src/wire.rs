@@ -355,6 +355,17 @@ pub struct Deleted {
     pub existed: bool,
 }
 
+/// `delete_consumer_group_v1` (sql/admin.sql): Queen's answer to a consumer-group delete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupDeleted {
+    pub success: bool,
+    pub consumer_group: String,
+    /// Cursors removed (one per partition the group had read).
+    pub deleted_partitions: i64,
+    pub metadata_deleted: bool,
+}
+
 /// `dlq_list_v1` (sql/broker_api.sql): one page, newest failure first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DlqPage {

@@ -4,6 +4,7 @@
 
 pub mod ack;
 pub mod configure;
+pub mod consumer_groups;
 pub mod dlq;
 pub mod dlq_admin;
 pub mod health;

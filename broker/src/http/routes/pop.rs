@@ -23,7 +23,7 @@ use crate::db::{PopArgs, PopSlice as Slice};
 use crate::engine::registry::Delivered;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
-use crate::http::input::{check_name, check_queue_name, int_query, Param};
+use crate::http::input::{bool_param, check_name, check_queue_name, int_query, Param};
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 use crate::util::{group_or_queue_mode, iso_ms, named_group};
@@ -109,12 +109,12 @@ fn parse(
     if let Some(g) = group {
         check_name(NameKind::ConsumerGroup, g)?;
     }
-    let auto_ack = bool_param(get("autoAck"), "autoAck")?;
+    let auto_ack = bool_param(get("autoAck"), "autoAck", false)?;
     Ok(PopReq {
         queue,
         partition,
         batch,
-        wait: bool_param(get("wait"), "wait")?,
+        wait: bool_param(get("wait"), "wait", false)?,
         timeout: Duration::from_millis(timeout_ms),
         group: group.map(str::to_string),
         auto_ack,
@@ -131,16 +131,6 @@ fn parse(
         },
         tenant,
     })
-}
-
-fn bool_param(v: Option<&str>, name: &str) -> ApiResult<bool> {
-    match v.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("false" | "0" | "no") => Ok(false),
-        Some("true" | "1" | "yes") => Ok(true),
-        Some(other) => Err(ApiError::bad(format!(
-            "{name} must be true or false, got {other:?}"
-        ))),
-    }
 }
 
 async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
