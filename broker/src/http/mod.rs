@@ -84,6 +84,8 @@ fn admin_routes() -> Router<AppState> {
         )
         .route("/api/v1/resources/partitions", get(resources::partitions))
         .route("/api/v1/resources/overview", get(resources::overview))
+        .route("/api/v1/resources/namespaces", get(resources::namespaces))
+        .route("/api/v1/resources/tasks", get(resources::tasks))
         .route("/api/v1/status/queues", get(status::queues))
         .route("/api/v1/status/queues/{queue}", get(status::queue_detail))
         .route("/api/v1/consumer-groups", get(status::groups))

@@ -7,13 +7,14 @@
 //! - `GET /api/v1/resources/queues/{queue}/depth?group=`
 //! - `GET /api/v1/resources/partitions?queue=&limit=`
 //! - `GET /api/v1/resources/overview`
+//! - `GET /api/v1/resources/namespaces`, `GET /api/v1/resources/tasks`
 //!
 //! Every figure comes from `queen.queue_stats_v1` (crate::ops::queue_stats) with Queen's
 //! arithmetic (`queen_log::stats`); our per-group lag figures are added under
 //! `consumerGroups`. Fields we cannot fill without scanning segments (`segments`,
 //! `retainedBytes`) are null; see broker/README.md "Queue statistics".
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
@@ -269,5 +270,57 @@ pub async fn overview(
         "lag": {"time": spread(times), "offset": spread(offsets)},
         "timestamp": crate::util::iso_ms(chrono::Utc::now()),
         "statsAge": 0,
+    })))
+}
+
+/// Queen's namespace (task) list: one entry per non-empty name among the caller's queues,
+/// by name, with its queues, partitions and messages `{total, pending}` (pending net of
+/// what is leased, as in Queen's lists).
+fn grouped_by(
+    queues: &[QueueStats],
+    label: &str,
+    key: fn(&QueueStats) -> Option<&str>,
+) -> Vec<Value> {
+    let mut by: BTreeMap<&str, (usize, usize, Figures)> = BTreeMap::new();
+    for q in queues {
+        let Some(name) = key(q).filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        let e = by.entry(name).or_default();
+        e.0 += 1;
+        e.1 += q.partitions.len();
+        e.2.add(&queue_figures(q));
+    }
+    by.into_iter()
+        .map(|(name, (queues, partitions, f))| {
+            json!({
+                label: name,
+                "queues": queues,
+                "partitions": partitions,
+                "messages": {"total": f.total, "pending": f.ready()},
+            })
+        })
+        .collect()
+}
+
+/// `GET /api/v1/resources/namespaces`: Queen's `get_namespaces` answer.
+pub async fn namespaces(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+) -> ApiResult<Json<Value>> {
+    let queues = load(&state.db, Some(tenant), None).await?;
+    Ok(Json(json!({
+        "namespaces": grouped_by(&queues, "namespace", |q| q.meta.namespace.as_deref()),
+    })))
+}
+
+/// `GET /api/v1/resources/tasks`: Queen's `get_tasks` answer.
+pub async fn tasks(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+) -> ApiResult<Json<Value>> {
+    let queues = load(&state.db, Some(tenant), None).await?;
+    Ok(Json(json!({
+        "tasks": grouped_by(&queues, "task", |q| q.meta.task.as_deref()),
     })))
 }
