@@ -135,7 +135,8 @@ $$;
 --     consumed (for a partition without cursors: its oldest message);
 --   r_leased / r_leased_messages / r_worker: a live lease, its span and its leaseId;
 --   r_retries: retry budget spent on the batch at the cursor; r_dlq: the group's DLQ rows;
---   r_redeliver_at: a nack's delay still pending (NULL once it has passed).
+--   r_redeliver_at: a nack's delay still pending (NULL once it has passed);
+--   r_skipped: messages forward seeks moved the cursor over unconsumed.
 -- Rows come in no particular order (sorting 10,000 partitions' rows by name cost a third
 -- of the call): ORDER BY what you need. One statement whose distributed tables all join on
 -- the partition id (the DLQ count and the segment probe as LATERAL subqueries), so that
@@ -148,7 +149,7 @@ RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_partition_id uu
               r_oldest_unconsumed_at timestamptz, r_oldest_unconsumed_age double precision,
               r_leased bool, r_leased_messages bigint, r_worker text, r_lease_acquired_at timestamptz,
               r_retries int, r_total_consumed bigint, r_evicted bigint, r_redeliver_at timestamptz,
-              r_dlq bigint)
+              r_dlq bigint, r_skipped bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -164,11 +165,11 @@ BEGIN
            CASE WHEN k.live THEN k.worker_id END, k.lease_acquired_at,
            k.batch_retry_count, k.total_consumed, k.evicted,
            CASE WHEN k.redeliver_at > v_now THEN k.redeliver_at END,
-           COALESCE(d.n, 0)
+           COALESCE(d.n, 0), k.seek_skipped
       FROM (SELECT q.tenant_id, q.id AS queue_id, q.name::text AS queue, p.id, p.name, p.created_at,
                    p.log_start, p.last_offset, p.last_write_at,
                    c.consumer_group, c.committed, c.batch_retry_count, c.total_consumed,
-                   c.evicted, c.redeliver_at, l.batch_end, l.worker_id, l.lease_acquired_at,
+                   c.evicted, c.redeliver_at, c.seek_skipped, l.batch_end, l.worker_id, l.lease_acquired_at,
                    COALESCE(l.worker_id IS NOT NULL AND l.lease_expires_at > v_now, false) AS live,
                    GREATEST(COALESCE(c.committed, -1), p.log_start - 1) AS consumed_to
               FROM queen.queues q
@@ -237,4 +238,228 @@ BEGIN
     END LOOP;
     RETURN jsonb_build_object('success', true, 'consumerGroup', p_group,
                               'deletedPartitions', v_n, 'metadataDeleted', p_delete_metadata);
+END $$;
+-- Move group p_group's cursors on partitions p_pids (ascending id, all of queue
+-- p_queue_id) to the end (p_to_end) or to just before the first message created at or
+-- after p_ts, clamped to [log_start - 1, last_offset] (docs/decisions.md, "Seeking a
+-- consumer group"). One row per partition moved: where the cursor was (r_from, its
+-- effective position) and where it is (r_to). In the global lock order: the lease rows
+-- first, then the partition rows FOR SHARE (a push or a retention step in flight
+-- finishes first; the bounds are read after), then the cursor rows; one partition per
+-- statement (on Citus a row lock names one partition). A live lease of the group there
+-- is voided (its late ack: "invalid or expired lease"), its retry budget and a pending
+-- nack delay are cleared; what a forward move passes over is added to seek_skipped. A
+-- partition the group has no cursor on gets one, counted from where its subscription
+-- would have started it (mode 'all' or none: the log start; otherwise the first message
+-- since its instant: queen.seed_offset, as the pop seeds).
+CREATE FUNCTION queen.seek_cursors(p_group text, p_queue_id uuid, p_tenant uuid, p_pids uuid[],
+                                   p_ts timestamptz, p_to_end boolean)
+RETURNS TABLE (r_partition_id uuid, r_from bigint, r_to bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n int := coalesce(array_length(p_pids, 1), 0);
+    v_start bigint[];
+    v_target bigint[];
+    v_mode text;
+    v_sub_ts timestamptz;
+    v_ls bigint;
+    v_lo bigint;
+    v_seed bigint;
+    v_committed bigint;
+BEGIN
+    FOR i IN 1..v_n LOOP
+        PERFORM 1 FROM queen.log_leases
+          WHERE partition_id = p_pids[i] AND consumer_group = p_group FOR UPDATE;
+    END LOOP;
+    FOR i IN 1..v_n LOOP
+        SELECT log_start, last_offset INTO v_ls, v_lo
+          FROM queen.log_partitions WHERE id = p_pids[i] FOR SHARE;
+        CONTINUE WHEN NOT FOUND;  -- deleted meanwhile: nothing to move
+        v_start[i] := v_ls;
+        -- Where a start "since p_ts" begins (the end: since nothing), the pop's own rule.
+        v_target[i] := GREATEST(LEAST(queen.seed_offset(p_pids[i], 'timestamp',
+                                                        CASE WHEN p_to_end THEN NULL ELSE p_ts END),
+                                      v_lo), v_ls - 1);
+    END LOOP;
+    SELECT subscription_mode, subscription_timestamp INTO v_mode, v_sub_ts
+      FROM queen.consumer_groups_metadata
+     WHERE tenant_id = p_tenant AND consumer_group = p_group AND queue_id = p_queue_id;
+    FOR i IN 1..v_n LOOP
+        CONTINUE WHEN v_target[i] IS NULL;
+        SELECT committed INTO v_committed FROM queen.log_consumers
+         WHERE partition_id = p_pids[i] AND consumer_group = p_group FOR UPDATE;
+        IF NOT FOUND THEN
+            v_seed := queen.seed_offset(p_pids[i], v_mode, v_sub_ts);
+            INSERT INTO queen.log_consumers (partition_id, consumer_group, committed)
+            VALUES (p_pids[i], p_group, v_seed) ON CONFLICT DO NOTHING;
+            SELECT committed INTO v_committed FROM queen.log_consumers
+             WHERE partition_id = p_pids[i] AND consumer_group = p_group FOR UPDATE;
+        END IF;
+        r_partition_id := p_pids[i];
+        r_from := GREATEST(v_committed, v_start[i] - 1);
+        r_to := v_target[i];
+        UPDATE queen.log_consumers
+           SET committed = r_to, batch_retry_count = 0, redeliver_at = NULL,
+               seek_skipped = seek_skipped + GREATEST(r_to - r_from, 0)
+         WHERE partition_id = p_pids[i] AND consumer_group = p_group;
+        UPDATE queen.log_leases
+           SET worker_id = NULL, batch_end = NULL, lease_expires_at = NULL,
+               lease_acquired_at = NULL, attempt_offset = NULL, attempt_count = 0
+         WHERE partition_id = p_pids[i] AND consumer_group = p_group;
+        RETURN NEXT;
+    END LOOP;
+END $$;
+-- The checks both seeks share: names, the tenant's queue (P0002 when unknown), and the
+-- group known there (a cursor on one of its partitions or a subscription record; else
+-- P0002: a seek of a mistyped group must not create one), a target that is exactly one
+-- of p_ts / p_to_end and not in the future. Returns the queue's id.
+CREATE FUNCTION queen.seek_target_queue(p_fn text, p_group text, p_queue text, p_ts timestamptz,
+                                        p_to_end boolean, p_tenant uuid)
+RETURNS uuid
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_qid uuid;
+BEGIN
+    IF p_group IS NULL OR p_queue IS NULL OR p_to_end IS NULL OR p_tenant IS NULL THEN
+        RAISE EXCEPTION '%: p_group, p_queue, p_to_end and p_tenant must not be NULL', p_fn
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_group = '' THEN
+        RAISE EXCEPTION '%: p_group must be a non-empty name', p_fn USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM queen.check_name_v1('consumer group', p_group);
+    PERFORM queen.check_name_v1('queue', p_queue);
+    IF p_to_end = (p_ts IS NOT NULL) THEN
+        RAISE EXCEPTION '%: give either a timestamp or toEnd = true, not both and not neither', p_fn
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ts > clock_timestamp() THEN
+        RAISE EXCEPTION '%: timestamp % is in the future', p_fn, p_ts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT id INTO v_qid FROM queen.queues WHERE tenant_id = p_tenant AND name = p_queue;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'queue "%" not found', p_queue USING ERRCODE = 'no_data_found';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM queen.consumer_groups_metadata
+                    WHERE tenant_id = p_tenant AND consumer_group = p_group AND queue_id = v_qid)
+       AND NOT EXISTS (SELECT 1 FROM queen.log_consumers
+                        WHERE consumer_group = p_group
+                          AND partition_id = ANY(ARRAY(SELECT id FROM queen.partition_names
+                                                        WHERE queue_id = v_qid))) THEN
+        RAISE EXCEPTION 'consumer group "%" has never read queue "%"', p_group, p_queue
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN v_qid;
+END $$;
+-- Queen's seek of a consumer group on a queue (docs/sql-api.md): every partition of the
+-- queue, to the end or to the first message created at or after p_timestamp. Answer:
+-- {success, consumerGroup, queueName, seekToEnd, targetTimestamp, partitionsUpdated,
+-- skipped (messages passed over forwards), replayed (messages to be delivered again)}.
+CREATE FUNCTION queen.seek_consumer_group_v1(p_group text, p_queue text,
+                                             p_timestamp timestamptz DEFAULT NULL,
+                                             p_to_end boolean DEFAULT false,
+                                             p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_qid uuid := queen.seek_target_queue('seek_consumer_group_v1', p_group, p_queue,
+                                          p_timestamp, p_to_end, p_tenant);
+    v_n bigint;
+    v_skipped bigint;
+    v_replayed bigint;
+BEGIN
+    SELECT count(*), coalesce(sum(GREATEST(r_to - r_from, 0)), 0),
+           coalesce(sum(GREATEST(r_from - r_to, 0)), 0)
+      INTO v_n, v_skipped, v_replayed
+      FROM queen.seek_cursors(p_group, v_qid, p_tenant,
+                              ARRAY(SELECT id FROM queen.partition_names WHERE queue_id = v_qid ORDER BY id),
+                              p_timestamp, p_to_end);
+    RETURN jsonb_build_object(
+        'success', true, 'consumerGroup', p_group, 'queueName', p_queue, 'seekToEnd', p_to_end,
+        'targetTimestamp', to_char(p_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        'partitionsUpdated', v_n, 'skipped', v_skipped, 'replayed', v_replayed);
+END $$;
+-- Queen's seek of one partition (docs/sql-api.md): to the end by default (Queen's only
+-- form), or to p_timestamp. Answer: {success, consumerGroup, queueName, partitionName,
+-- updated, cursorMovedTo (creation time of the last message now behind the cursor, or
+-- null), offset (the cursor), skipped, replayed}. An unknown partition is P0002.
+CREATE FUNCTION queen.seek_partition_v1(p_group text, p_queue text, p_partition text,
+                                        p_timestamp timestamptz DEFAULT NULL,
+                                        p_to_end boolean DEFAULT NULL,
+                                        p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_to_end boolean := coalesce(p_to_end, p_timestamp IS NULL);
+    v_qid uuid := queen.seek_target_queue('seek_partition_v1', p_group, p_queue,
+                                          p_timestamp, v_to_end, p_tenant);
+    v_pid uuid;
+    m record;
+BEGIN
+    PERFORM queen.check_name_v1('partition', p_partition);
+    SELECT id INTO v_pid FROM queen.partition_names WHERE queue_id = v_qid AND name = p_partition;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'partition "%" of queue "%" not found', p_partition, p_queue
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    SELECT * INTO m FROM queen.seek_cursors(p_group, v_qid, p_tenant, ARRAY[v_pid], p_timestamp, v_to_end);
+    RETURN jsonb_build_object(
+        'success', true, 'consumerGroup', p_group, 'queueName', p_queue,
+        'partitionName', p_partition, 'updated', m.r_partition_id IS NOT NULL,
+        'cursorMovedTo', (SELECT to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                            FROM queen.log_segments s
+                           WHERE s.partition_id = v_pid AND s.base_offset <= m.r_to
+                             AND s.end_offset >= m.r_to),
+        'offset', m.r_to, 'skipped', GREATEST(m.r_to - m.r_from, 0),
+        'replayed', GREATEST(m.r_from - m.r_to, 0));
+END $$;
+-- Queen's subscription update (docs/sql-api.md): the instant every subscription record of
+-- group p_group (all the tenant's queues) starts a partition the group has not read yet.
+-- Existing cursors do not move (seek moves them). A record of mode 'all' becomes
+-- 'timestamp': Queen reads the instant whatever the mode. A group without a record is
+-- P0002; an instant in the future is 22023. Answer: {success, consumerGroup, newTimestamp,
+-- rowsUpdated}.
+CREATE FUNCTION queen.update_consumer_group_subscription_v1(p_group text, p_timestamp timestamptz,
+                                                            p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    IF p_group IS NULL OR p_timestamp IS NULL OR p_tenant IS NULL THEN
+        RAISE EXCEPTION 'update_consumer_group_subscription_v1: p_group, p_timestamp and p_tenant must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_group = '' THEN
+        RAISE EXCEPTION 'update_consumer_group_subscription_v1: p_group must be a non-empty name'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM queen.check_name_v1('consumer group', p_group);
+    IF p_timestamp > clock_timestamp() THEN
+        RAISE EXCEPTION 'update_consumer_group_subscription_v1: subscriptionTimestamp % is in the future', p_timestamp
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE queen.consumer_groups_metadata
+       SET subscription_timestamp = p_timestamp,
+           subscription_mode = CASE WHEN subscription_mode = 'all' THEN 'timestamp' ELSE subscription_mode END
+     WHERE tenant_id = p_tenant AND consumer_group = p_group;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n = 0 THEN
+        RAISE EXCEPTION 'consumer group "%" has no subscription record', p_group
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN jsonb_build_object('success', true, 'consumerGroup', p_group,
+        'newTimestamp', to_char(p_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        'rowsUpdated', v_n);
 END $$;

@@ -99,6 +99,9 @@ CREATE TABLE queen.log_consumers (
     -- A nack's delay: no pop of this (partition, group) before this instant. Durable, so
     -- a crash or a failover never shortens a requested delay; never indexed (HOT).
     redeliver_at timestamptz,
+    -- Messages a forward seek moved this cursor over unconsumed (docs/decisions.md,
+    -- "Seeking a consumer group"): never silent, like evicted.
+    seek_skipped bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (partition_id, consumer_group)
 ) WITH (fillfactor = 70);
 

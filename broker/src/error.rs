@@ -21,6 +21,9 @@ pub enum ApiError {
     Unauthorized(String),
     /// A valid token that does not grant access, e.g. no `tenant` claim (403).
     Forbidden(String),
+    /// What the request names (a queue, partition or consumer group) does not exist for
+    /// this tenant (404); nothing was changed.
+    NotFound(String),
     /// The database is unreachable or saturated (connect failure, lost connection, pool
     /// exhausted, statement timeout): 503 with `Retry-After`.
     Unavailable(String),
@@ -74,6 +77,7 @@ impl ApiError {
             }
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -87,6 +91,7 @@ impl ApiError {
             | ApiError::BadField { message: m, .. }
             | ApiError::Unauthorized(m)
             | ApiError::Forbidden(m)
+            | ApiError::NotFound(m)
             | ApiError::Unavailable(m)
             | ApiError::Internal(m) => m,
         }

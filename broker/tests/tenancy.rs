@@ -441,6 +441,9 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/consumer-groups/lagging",
         "/api/v1/consumer-groups/{group}",
         "/api/v1/consumer-groups/{group}/queues/{queue}",
+        "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
+        "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+        "/api/v1/consumer-groups/{group}/subscription",
         "/api/v1/dlq",
         "/api/v1/dlq/redrive",
         "/api/v1/dlq/{id}",
@@ -610,6 +613,21 @@ async fn no_route_reaches_another_tenants_data() {
             "DELETE",
             format!("/api/v1/dlq?queue={q}&consumerGroup=g"),
             Value::Null,
+        ),
+        (
+            "POST",
+            format!("/api/v1/consumer-groups/g/queues/{q}/seek"),
+            json!({"toEnd": true}),
+        ),
+        (
+            "POST",
+            format!("/api/v1/consumer-groups/g/queues/{q}/partitions/Default/seek"),
+            json!({}),
+        ),
+        (
+            "POST",
+            "/api/v1/consumer-groups/g/subscription".to_string(),
+            json!({"subscriptionTimestamp": "2000-01-01T00:00:00Z"}),
         ),
     ] {
         let r = if method == "POST" {

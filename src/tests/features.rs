@@ -444,3 +444,111 @@ fn deleting_a_consumer_group_removes_its_cursors_and_records_and_refuses_bad_arg
     assert_eq!(v["deletedPartitions"], 0, "{v}");
     assert_eq!(i64_of("SELECT count(*) FROM queen.log_consumers WHERE consumer_group = 'other'"), 1);
 }
+
+/// Backdate the segment at `base` of queue/partition to `ts`, so seeks by time are exact.
+fn backdate(queue: &str, partition: &str, base: i64, ts: &str) {
+    Spi::run(&format!(
+        "UPDATE queen.log_segments SET created_at = '{ts}'
+          WHERE partition_id = '{}' AND base_offset = {base}",
+        pid_of(queue, partition)
+    ))
+    .unwrap();
+}
+
+#[pg_test]
+fn a_seek_moves_the_cursor_both_ways_counts_what_it_passes_and_voids_the_lease() {
+    for (i, day) in ["01", "02", "03"].iter().enumerate() {
+        push_n("sk", "Default", &format!("s{i}-"), 2);
+        backdate("sk", "Default", 2 * i as i64, &format!("2026-01-{day} 00:00:00+00"));
+    }
+    assert_eq!(lease("sk", "g", "w", 3), Some((0, 2)));
+    // Forward to the end: every unconsumed message is passed over, and counted.
+    let v = j("SELECT queen.seek_consumer_group_v1('g', 'sk', NULL, true)");
+    assert_eq!((v["skipped"].clone(), v["replayed"].clone(), v["partitionsUpdated"].clone()),
+               (6.into(), 0.into(), 1.into()), "{v}");
+    assert_eq!(cursor("sk", "g"), "5|-|-|0|-|0|0", "the lease is void, nothing counts as consumed");
+    assert_eq!(ack_hash("sk", "g", "w", &["s0-0"], None)["error"], "invalid or expired lease");
+    assert_eq!(i64_of("SELECT seek_skipped FROM queen.log_consumers WHERE consumer_group = 'g'"), 6);
+    // Back to a time: the first message created at or after it is delivered next.
+    let v = j("SELECT queen.seek_consumer_group_v1('g', 'sk', '2026-01-02 00:00:00+00')");
+    assert_eq!((v["replayed"].clone(), v["targetTimestamp"].clone()),
+               (4.into(), "2026-01-02T00:00:00.000Z".into()), "{v}");
+    assert_eq!(lease("sk", "g", "w2", 1), Some((2, 2)));
+    // Between two segments: the later one; before everything: the log start.
+    j("SELECT queen.seek_consumer_group_v1('g', 'sk', '2026-01-02 12:00:00+00')");
+    assert_eq!(lease("sk", "g", "w3", 1), Some((4, 4)));
+    j("SELECT queen.seek_consumer_group_v1('g', 'sk', '2000-01-01 00:00:00+00')");
+    assert_eq!(cursor("sk", "g"), "-1|-|-|0|-|0|0");
+    // One partition: to the end by default (Queen's form), or to a time.
+    let v = j("SELECT queen.seek_partition_v1('g', 'sk', 'Default')");
+    assert_eq!((v["offset"].clone(), v["skipped"].clone(), v["cursorMovedTo"].clone()),
+               (5.into(), 6.into(), "2026-01-03T00:00:00.000Z".into()), "{v}");
+    let v = j("SELECT queen.seek_partition_v1('g', 'sk', 'Default', '2026-01-03 00:00:00+00')");
+    assert_eq!((v["offset"].clone(), v["replayed"].clone()), (3.into(), 2.into()), "{v}");
+    // Clamped to the log start: retention moved it to 2.
+    Spi::run(&format!("UPDATE queen.log_partitions SET log_start = 2 WHERE id = '{}'", pid_of("sk", "Default"))).unwrap();
+    let v = j("SELECT queen.seek_consumer_group_v1('g', 'sk', '2000-01-01 00:00:00+00')");
+    assert_eq!((v["replayed"].clone(), cursor("sk", "g")), (2.into(), "1|-|-|0|-|0|0".into()), "{v}");
+}
+
+#[pg_test]
+fn a_queue_seek_positions_the_group_on_partitions_it_has_not_read_and_counts_them() {
+    push_n("sk2", "Default", "a", 2);
+    push_n("sk2", "B", "b", 3);
+    assert_eq!(lease("sk2", "g", "w", 10), Some((0, 1)));
+    let v = j("SELECT queen.seek_consumer_group_v1('g', 'sk2', NULL, true)");
+    // Default: 2 leased, not acked; B: never read, mode 'all' would have read all 3.
+    assert_eq!((v["partitionsUpdated"].clone(), v["skipped"].clone()), (2.into(), 5.into()), "{v}");
+    assert_eq!(i64_of("SELECT committed FROM queen.log_consumers c
+                        WHERE consumer_group = 'g' AND partition_id = (SELECT id FROM queen.log_partitions WHERE name = 'B')"), 2);
+    // Another group is untouched.
+    assert_eq!(lease("sk2", "other", "w", 10), Some((0, 1)));
+}
+
+#[pg_test]
+fn a_seek_or_subscription_update_refuses_bad_or_unknown_arguments_and_changes_nothing() {
+    push_n("sk3", "Default", "t", 2);
+    Spi::run("SELECT queen.log_pop_queue_v1('sk3', 'g', 1, 30, 'w')").unwrap();
+    let before = table_counts();
+    let other = "'00000000-0000-0000-0000-0000000000aa'";
+    for (bad, code) in [
+        ("SELECT queen.seek_consumer_group_v1('nope', 'sk3', NULL, true)", "P0002"),
+        ("SELECT queen.seek_consumer_group_v1('g', 'nope', NULL, true)", "P0002"),
+        (&*format!("SELECT queen.seek_consumer_group_v1('g', 'sk3', NULL, true, {other})"), "P0002"),
+        ("SELECT queen.seek_partition_v1('g', 'sk3', 'nope')", "P0002"),
+        ("SELECT queen.seek_consumer_group_v1('g', 'sk3')", "22023"),
+        ("SELECT queen.seek_consumer_group_v1('g', 'sk3', now() - interval '1 s', true)", "22023"),
+        ("SELECT queen.seek_consumer_group_v1('g', 'sk3', clock_timestamp() + interval '1 h')", "22023"),
+        ("SELECT queen.seek_consumer_group_v1('', 'sk3', NULL, true)", "22023"),
+        ("SELECT queen.seek_consumer_group_v1('g', NULL, NULL, true)", "22004"),
+        ("SELECT queen.update_consumer_group_subscription_v1('nope', now())", "P0002"),
+        (&*format!("SELECT queen.update_consumer_group_subscription_v1('g', now(), {other})"), "P0002"),
+        ("SELECT queen.update_consumer_group_subscription_v1('g', clock_timestamp() + interval '1 h')", "22023"),
+        ("SELECT queen.update_consumer_group_subscription_v1('g', NULL)", "22004"),
+        ("SELECT queen.update_consumer_group_subscription_v1('', now())", "22023"),
+    ] {
+        assert!(sqlstate_of(bad).starts_with(code), "{bad}: {}", sqlstate_of(bad));
+    }
+    assert_eq!(table_counts(), before, "a refused call changes nothing");
+}
+
+#[pg_test]
+fn a_subscription_update_moves_where_unread_partitions_start_not_the_cursors() {
+    push_n("sk4", "Default", "t", 3);
+    backdate("sk4", "Default", 0, "2026-01-01 00:00:00+00");
+    Spi::run("SELECT queen.log_pop_queue_v1('sk4', 'g', 1, 30, 'w')").unwrap();
+    push_n("sk4", "B", "old", 2);
+    backdate("sk4", "B", 0, "2026-01-01 00:00:00+00");
+    push_n("sk4", "B", "new", 1);
+    backdate("sk4", "B", 2, "2026-01-03 00:00:00+00");
+    let v = j("SELECT queen.update_consumer_group_subscription_v1('g', '2026-01-02 00:00:00+00')");
+    assert_eq!((v["rowsUpdated"].clone(), v["newTimestamp"].clone()),
+               (1.into(), "2026-01-02T00:00:00.000Z".into()), "{v}");
+    assert_eq!(text_of("SELECT subscription_mode FROM queen.consumer_groups_metadata WHERE consumer_group = 'g'").as_deref(),
+               Some("timestamp"), "an 'all' record takes the instant, as Queen reads it");
+    // The cursor on Default did not move; B, first contacted now, starts at the instant.
+    assert_eq!(i64_of("SELECT committed FROM queen.log_consumers WHERE consumer_group = 'g'"), -1);
+    let served = Spi::get_one::<i64>(
+        "SELECT min(r_base + r_start_idx) FROM queen.log_pop_v1('sk4', 'B', 'g', 10, 30, 'w2')").unwrap();
+    assert_eq!(served, Some(2));
+}

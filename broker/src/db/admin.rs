@@ -2,7 +2,10 @@
 //! database has installed (sql/broker_api.sql, sql/admin.sql).
 
 use chrono::{DateTime, Utc};
-use queen_log::wire::{Configured, Deleted, DlqDeleted, DlqPage, GroupDeleted, Redriven};
+use queen_log::wire::{
+    Configured, Deleted, DlqDeleted, DlqPage, GroupDeleted, GroupSeek, PartitionSeek, Redriven,
+    SubscriptionUpdated,
+};
 use serde_json::Value;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -53,6 +56,7 @@ pub struct StatsRow {
     pub evicted: Option<i64>,
     pub redeliver_at: Option<String>,
     pub dlq: Option<i64>,
+    pub skipped: Option<i64>,
 }
 
 /// A timestamp column in the HTTP form.
@@ -103,6 +107,7 @@ impl StatsRow {
             evicted: get(r, 18)?,
             redeliver_at: ts(r, 19)?,
             dlq: get(r, 20)?,
+            skipped: get(r, 21)?,
         })
     }
 }
@@ -148,6 +153,58 @@ impl Conn {
         self.json(
             "SELECT queen.delete_consumer_group_v1($1::text, $2::text, $3::boolean, $4::uuid)",
             &[&group, &queue, &delete_metadata, &tenant],
+        )
+        .await
+    }
+
+    /// `queen.seek_consumer_group_v1`: the tenant's group on every partition of `queue`,
+    /// to the end or to the first message created at or after `timestamp` (text that
+    /// PostgreSQL parses: a bad one is 22007, a 400).
+    pub async fn seek_consumer_group(
+        &self,
+        group: &str,
+        queue: &str,
+        timestamp: Option<&str>,
+        to_end: bool,
+        tenant: Uuid,
+    ) -> Result<GroupSeek, DbError> {
+        self.json(
+            "SELECT queen.seek_consumer_group_v1($1::text, $2::text, $3::text::timestamptz, \
+             $4::boolean, $5::uuid)",
+            &[&group, &queue, &timestamp, &to_end, &tenant],
+        )
+        .await
+    }
+
+    /// `queen.seek_partition_v1`: one partition; to the end unless `timestamp` is given.
+    pub async fn seek_partition(
+        &self,
+        group: &str,
+        queue: &str,
+        partition: &str,
+        timestamp: Option<&str>,
+        tenant: Uuid,
+    ) -> Result<PartitionSeek, DbError> {
+        self.json(
+            "SELECT queen.seek_partition_v1($1::text, $2::text, $3::text, $4::text::timestamptz, \
+             NULL, $5::uuid)",
+            &[&group, &queue, &partition, &timestamp, &tenant],
+        )
+        .await
+    }
+
+    /// `queen.update_consumer_group_subscription_v1`: the instant the tenant's group
+    /// starts partitions it has not read yet, on every queue.
+    pub async fn update_subscription(
+        &self,
+        group: &str,
+        timestamp: &str,
+        tenant: Uuid,
+    ) -> Result<SubscriptionUpdated, DbError> {
+        self.json(
+            "SELECT queen.update_consumer_group_subscription_v1($1::text, $2::text::timestamptz, \
+             $3::uuid)",
+            &[&group, &timestamp, &tenant],
         )
         .await
     }
@@ -266,7 +323,7 @@ impl Conn {
                         r_log_start, r_last_offset, r_last_write_at, r_consumer_group,
                         r_committed, r_lag, r_oldest_unconsumed_at, r_oldest_unconsumed_age,
                         r_leased, r_leased_messages, r_worker, r_lease_acquired_at, r_retries,
-                        r_total_consumed, r_evicted, r_redeliver_at, r_dlq
+                        r_total_consumed, r_evicted, r_redeliver_at, r_dlq, r_skipped
                    FROM queen.queue_stats_v1($1::uuid, $2::text)",
                 &[&tenant, &queue],
             )

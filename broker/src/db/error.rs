@@ -7,6 +7,7 @@
 //! | class 08 (connection), 53 (resources), 57P01/02/03 (shutdown), 58P01/58030 (the server's files), 55000 (extension SQL older than its library) | 503 + Retry-After |
 //! | 57014 (statement timeout, cancel), 40001/40P01 (lost race)       | 503 + Retry-After |
 //! | class 22 (input the extension refused)                          | 400               |
+//! | P0002 (an admin function's unknown queue, partition or group)   | 404               |
 //! | anything else (23505 outside the wire, P0001, XX000, an unreadable answer) | 500    |
 //!
 //! A 503 always means the statement rolled back: nothing was written, retrying is safe.
@@ -120,6 +121,8 @@ fn of_sqlstate(code: &str, msg: &str) -> ApiError {
         }
         // Input errors the extension caught that our own validation let through.
         ErrorClass::BadInput => ApiError::BadRequest(msg.to_string()),
+        // An admin function's unknown queue, partition or group (P0002).
+        ErrorClass::NotFound => ApiError::NotFound(msg.to_string()),
         ErrorClass::Duplicate | ErrorClass::Internal => {
             ApiError::Internal(format!("database error {code}: {msg}"))
         }
@@ -135,6 +138,7 @@ mod tests {
             ApiError::BadRequest(_) => 400,
             ApiError::Unavailable(_) => 503,
             ApiError::Internal(_) => 500,
+            ApiError::NotFound(_) => 404,
             _ => 0,
         }
     }
@@ -153,6 +157,7 @@ mod tests {
         for code in ["22023", "22004", "22P02"] {
             assert_eq!(status(code), 400, "{code}");
         }
+        assert_eq!(status("P0002"), 404);
         for code in ["23505", "P0001", "XX000", "42883", "42501"] {
             assert_eq!(status(code), 500, "{code}");
         }

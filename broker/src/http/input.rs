@@ -20,6 +20,15 @@ pub fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> ApiResult<T> {
     })
 }
 
+/// An optional body: empty means `T::default()` (`{}`), anything else as [`parse_json`].
+pub fn body_or_empty<'a, T: Deserialize<'a> + Default>(body: &'a [u8]) -> ApiResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        parse_json(body)
+    }
+}
+
 /// The field a `deny_unknown_fields` struct refused (serde's "unknown field `x`, expected
 /// ..."), if that is what `e` is. Bodies are strict (docs/broker-contract.md §1): a key this
 /// broker does not implement is refused, never dropped, so a client is told at once that

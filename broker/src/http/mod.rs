@@ -99,6 +99,18 @@ fn admin_routes() -> Router<AppState> {
             delete(consumer_groups::delete_group_for_queue),
         )
         .route(
+            "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+            post(consumer_groups::seek_queue),
+        )
+        .route(
+            "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
+            post(consumer_groups::seek_partition),
+        )
+        .route(
+            "/api/v1/consumer-groups/{group}/subscription",
+            post(consumer_groups::update_subscription),
+        )
+        .route(
             "/api/v1/messages/{partition_id}/{transaction_id}",
             delete(messages::delete_message),
         )

@@ -142,6 +142,7 @@ fn add_row(p: &mut PartitionStats, r: StatsRow) {
         retries: i64::from(r.retries.unwrap_or(0)),
         total_consumed: r.total_consumed.unwrap_or(0),
         evicted: r.evicted.unwrap_or(0),
+        skipped: r.skipped.unwrap_or(0),
         redeliver_at: r.redeliver_at,
         dlq: r.dlq.unwrap_or(0),
     });

@@ -23,6 +23,7 @@ pub struct CursorOut<'a> {
     retries: i64,
     total_consumed: i64,
     evicted: i64,
+    skipped: i64,
     redeliver_at: Option<&'a str>,
     dead_letter: i64,
 }
@@ -41,6 +42,7 @@ impl<'a> From<&'a Cursor> for CursorOut<'a> {
             retries: c.retries,
             total_consumed: c.total_consumed,
             evicted: c.evicted,
+            skipped: c.skipped,
             redeliver_at: c.redeliver_at.as_deref(),
             dead_letter: c.dlq,
         }
@@ -104,10 +106,12 @@ pub fn group_totals_json(name: &str, t: &GroupTotals) -> Value {
         "maxTimeLagSeconds": t.max_age_s,
         "leasedPartitions": t.leased_partitions,
         "leasedMessages": t.leased_messages,
-        "members": t.workers,
+        "members": t.partitions,
+        "activeWorkers": t.workers,
         "retries": t.retries,
         "totalConsumed": t.total_consumed,
         "evicted": t.evicted,
+        "skipped": t.skipped,
         "deadLetter": t.dlq,
         "state": t.state(),
     })

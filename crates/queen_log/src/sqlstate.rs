@@ -15,6 +15,9 @@ pub enum ErrorClass {
     Duplicate,
     /// The input was wrong (class 22: invalid parameter, NULL not allowed, ...).
     BadInput,
+    /// What the input names does not exist (P0002, no_data_found: an unknown queue,
+    /// partition or consumer group of an admin function).
+    NotFound,
     /// Anything else: a bug or a broken invariant on our side.
     Internal,
 }
@@ -36,6 +39,7 @@ pub fn classify(sqlstate: &str) -> ErrorClass {
         s if s.starts_with("40") => ErrorClass::Retryable,
         "23505" => ErrorClass::Duplicate,
         s if s.starts_with("22") => ErrorClass::BadInput,
+        "P0002" => ErrorClass::NotFound,
         _ => ErrorClass::Internal,
     }
 }

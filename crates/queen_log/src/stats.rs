@@ -28,6 +28,8 @@ pub struct Cursor {
     pub total_consumed: i64,
     /// Messages retention took before the group consumed them.
     pub evicted: i64,
+    /// Messages forward seeks moved the cursor over unconsumed.
+    pub skipped: i64,
     /// A nack's delay: the group's next pop of the partition waits until then (UTC text).
     pub redeliver_at: Option<String>,
     /// DLQ rows the group filed on this partition.
@@ -134,6 +136,7 @@ pub struct GroupTotals {
     pub retries: i64,
     pub total_consumed: i64,
     pub evicted: i64,
+    pub skipped: i64,
     pub dlq: i64,
 }
 
@@ -157,6 +160,7 @@ impl GroupTotals {
             t.retries += c.retries;
             t.total_consumed += c.total_consumed;
             t.evicted += c.evicted;
+            t.skipped += c.skipped;
             t.dlq += c.dlq;
         }
         t.workers = workers.len();

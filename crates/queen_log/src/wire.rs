@@ -366,6 +366,49 @@ pub struct GroupDeleted {
     pub metadata_deleted: bool,
 }
 
+/// `seek_consumer_group_v1` (sql/admin.sql): Queen's answer to a queue seek, with what
+/// the move passed over (`skipped`) and gave back (`replayed`), in messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSeek {
+    pub success: bool,
+    pub consumer_group: String,
+    pub queue_name: String,
+    pub seek_to_end: bool,
+    /// The target instant, ISO 8601 UTC with milliseconds; None for a seek to the end.
+    pub target_timestamp: Option<String>,
+    pub partitions_updated: i64,
+    pub skipped: i64,
+    pub replayed: i64,
+}
+
+/// `seek_partition_v1` (sql/admin.sql): Queen's answer to a partition seek, with the
+/// cursor's new offset and what the move passed over or gave back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionSeek {
+    pub success: bool,
+    pub consumer_group: String,
+    pub queue_name: String,
+    pub partition_name: String,
+    pub updated: bool,
+    /// Creation time of the last message now behind the cursor; None when none is.
+    pub cursor_moved_to: Option<String>,
+    pub offset: Option<i64>,
+    pub skipped: Option<i64>,
+    pub replayed: Option<i64>,
+}
+
+/// `update_consumer_group_subscription_v1` (sql/admin.sql): Queen's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionUpdated {
+    pub success: bool,
+    pub consumer_group: String,
+    pub new_timestamp: String,
+    pub rows_updated: i64,
+}
+
 /// `dlq_list_v1` (sql/broker_api.sql): one page, newest failure first.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DlqPage {

@@ -24,7 +24,7 @@ use uuid::Uuid;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::dlq_ops::{delete, redrive, redriven, replay_answer};
-use crate::http::input::{int_query, parse_json, Param};
+use crate::http::input::{body_or_empty, int_query, parse_json, Param};
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
@@ -37,15 +37,6 @@ fn gone(id: &str) -> Response {
     let body =
         json!({"success": false, "result": "gone", "dlqId": id, "error": "Message not found"});
     (StatusCode::NOT_FOUND, Json(body)).into_response()
-}
-
-/// An optional body: empty means `{}`.
-fn body_or_empty<'a, T: Deserialize<'a> + Default>(body: &'a [u8]) -> ApiResult<T> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        Ok(T::default())
-    } else {
-        parse_json(body)
-    }
 }
 
 /// Queen's replay body; any other key is refused naming it.

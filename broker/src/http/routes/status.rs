@@ -122,7 +122,8 @@ pub async fn groups(
             let mut v = group_totals_json(g, &t);
             let extra = json!({
                 "topics": [q.meta.name], "queueName": q.meta.name,
-                "members": t.workers, "partitionCursors": t.partitions,
+                "members": t.partitions, "partitionCursors": t.partitions,
+                "activeWorkers": t.workers,
                 "partitionsWithLag": t.partitions_with_lag, "totalLag": t.lag,
                 "maxTimeLag": t.max_age_s.map_or(0, |a| a.round() as i64),
                 "storage": "segments", "kind": "queen", "subscriptionMode": Value::Null,
