@@ -1683,3 +1683,26 @@ REVOKE ALL ON FUNCTION queen.seek_partition_v1(text, text, text, timestamptz, bo
 GRANT EXECUTE ON FUNCTION queen.seek_partition_v1(text, text, text, timestamptz, boolean, uuid) TO queen_broker;
 REVOKE ALL ON FUNCTION queen.update_consumer_group_subscription_v1(text, timestamptz, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.update_consumer_group_subscription_v1(text, timestamptz, uuid) TO queen_broker;
+
+-- Message browsing (src/browse.rs): Queen's message listing and lookup by address.
+CREATE FUNCTION queen.list_messages_v1(
+    "p_filters" jsonb DEFAULT '{}',
+    "p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+STABLE SECURITY DEFINER
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'list_messages_v1_wrapper';
+CREATE FUNCTION queen.get_message_v1(
+    "p_partition_id" uuid,
+    "p_transaction_id" text,
+    "p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+STABLE SECURITY DEFINER
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'get_message_v1_wrapper';
+REVOKE ALL ON FUNCTION queen.list_messages_v1(jsonb, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.list_messages_v1(jsonb, uuid) TO queen_broker;
+REVOKE ALL ON FUNCTION queen.get_message_v1(uuid, text, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.get_message_v1(uuid, text, uuid) TO queen_broker;

@@ -9,6 +9,7 @@ use pgrx::prelude::*;
 
 mod ack;
 mod broker_api;
+mod browse;
 mod db;
 mod dlq;
 mod lifecycle;

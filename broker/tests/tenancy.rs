@@ -449,6 +449,7 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/dlq/{id}",
         "/api/v1/dlq/{id}/replay",
         "/api/v1/lease/{lease_id}/extend",
+        "/api/v1/messages",
         "/api/v1/messages/{partition_id}/{transaction_id}",
         "/api/v1/messages/{partition_id}/{transaction_id}/retry",
         "/api/v1/pop/queue/{queue}",
@@ -504,6 +505,8 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/status/queues",
         "/api/v1/consumer-groups",
         "/api/v1/consumer-groups/lagging",
+        "/api/v1/messages",
+        "/api/v1/messages?status=pending&from=2000-01-01T00:00:00Z",
     ] {
         let r = other.get(path).await;
         assert!(!r.0.is_server_error(), "{path}: {r:?}");
@@ -530,6 +533,13 @@ async fn no_route_reaches_another_tenants_data() {
         assert_eq!(foreign.0, absent.0, "{path}: {foreign:?} vs {absent:?}");
         note(&format!("named {path}"), foreign);
     }
+    // A's message by its address answers like an address nobody has.
+    let foreign = other.get(&format!("/api/v1/messages/{pid}/m1")).await;
+    let absent = other
+        .get(&format!("/api/v1/messages/{}/m1", Uuid::new_v4()))
+        .await;
+    assert_eq!(foreign, absent, "a message of A by address");
+    note("named message", foreign);
     // Writes aimed at A's lease, partition and names.
     note("ack", other.post("/api/v1/ack", &ack_a).await);
     for status in ["completed", "failed", "dlq"] {

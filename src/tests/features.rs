@@ -552,3 +552,50 @@ fn a_subscription_update_moves_where_unread_partitions_start_not_the_cursors() {
         "SELECT min(r_base + r_start_idx) FROM queen.log_pop_v1('sk4', 'B', 'g', 10, 30, 'w2')").unwrap();
     assert_eq!(served, Some(2));
 }
+
+#[pg_test]
+fn a_message_is_found_by_its_address_in_the_sidecar_below_it_or_not_at_all() {
+    push_n("br", "Default", "t", 3);
+    let pid = pid_of("br", "Default");
+    let m = j(&format!("SELECT queen.get_message_v1('{pid}', 't1')"));
+    assert_eq!((m["offset"].clone(), m["payload"].clone(), m["status"].clone()),
+               (1.into(), serde_json::json!({"n": 1}), "pending".into()), "{m}");
+    // The lifecycle purged the sidecar: the segments below it are decoded instead.
+    Spi::run(&format!("DELETE FROM queen.log_txns WHERE partition_id = '{pid}';
+                       UPDATE queen.log_partitions SET txns_start = 3 WHERE id = '{pid}'")).unwrap();
+    assert_eq!(j(&format!("SELECT queen.get_message_v1('{pid}', 't2')"))["offset"], 2);
+    let other = "'00000000-0000-0000-0000-0000000000aa'";
+    for bad in [
+        format!("SELECT queen.get_message_v1('{pid}', 'nobody')"),
+        format!("SELECT queen.get_message_v1('{pid}', 't1', {other})"),
+        "SELECT queen.get_message_v1(gen_random_uuid(), 't1')".into(),
+    ] {
+        assert!(sqlstate_of(&bad).starts_with("P0002"), "{bad}: {}", sqlstate_of(&bad));
+    }
+    assert!(sqlstate_of(&format!("SELECT queen.get_message_v1('{pid}', NULL)")).starts_with("22004"));
+}
+
+#[pg_test]
+fn a_listing_refuses_unknown_or_bad_filters_and_reads_only_its_page() {
+    push_n("br2", "Default", "t", 5);
+    for bad in [
+        r#"{"queue": "br2", "colour": "red"}"#,
+        r#"{"status": "done"}"#,
+        r#"{"limit": -1}"#,
+        r#"{"limit": 1001}"#,
+        r#"{"offset": "x"}"#,
+        r#"{"queue": 7}"#,
+        r#"[]"#,
+    ] {
+        let sql = format!("SELECT queen.list_messages_v1('{bad}')");
+        assert!(sqlstate_of(&sql).starts_with("22023"), "{bad}: {}", sqlstate_of(&sql));
+    }
+    assert!(sqlstate_of(r#"SELECT queen.list_messages_v1('{"from": "soon"}')"#).starts_with("22007"));
+    let page = j(r#"SELECT queen.list_messages_v1('{"queue": "br2", "limit": 2, "offset": 1}')"#);
+    let offs: Vec<i64> = page["messages"].as_array().unwrap().iter().map(|m| m["offset"].as_i64().unwrap()).collect();
+    assert_eq!(offs, [3, 2]);
+    assert_eq!(page["mode"]["type"], "none");
+    let other = "'00000000-0000-0000-0000-0000000000aa'";
+    let foreign = j(&format!(r#"SELECT queen.list_messages_v1('{{"queue": "br2"}}', {other})"#));
+    assert_eq!(foreign["messages"], serde_json::json!([]));
+}

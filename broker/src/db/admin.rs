@@ -209,6 +209,26 @@ impl Conn {
         .await
     }
 
+    /// `queen.list_messages_v1`: one page of the tenant's messages, newest first, with
+    /// Queen's filters (a JSON object of its keys).
+    pub async fn list_messages(&self, filters: &Value, tenant: Uuid) -> Result<Value, DbError> {
+        self.json(
+            "SELECT queen.list_messages_v1($1::jsonb, $2::uuid)",
+            &[filters, &tenant],
+        )
+        .await
+    }
+
+    /// `queen.get_message_v1`: one message of the tenant by address (P0002 when there is
+    /// none).
+    pub async fn get_message(&self, pid: Uuid, txn: &str, tenant: Uuid) -> Result<Value, DbError> {
+        self.json(
+            "SELECT queen.get_message_v1($1::uuid, $2::text, $3::uuid)",
+            &[&pid, &txn, &tenant],
+        )
+        .await
+    }
+
     /// `queen.dlq_list_v1`: one page of the tenant's DLQ, newest failure first.
     pub async fn dlq_list(
         &self,

@@ -25,8 +25,8 @@ use serde_json::json;
 
 use crate::state::AppState;
 use routes::{
-    ack, configure, consumer_groups, dlq, dlq_admin, health, lease, messages, pop, push, queues,
-    resources, status, transaction,
+    ack, browse, configure, consumer_groups, dlq, dlq_admin, health, lease, messages, pop, push,
+    queues, resources, status, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -110,9 +110,10 @@ fn admin_routes() -> Router<AppState> {
             "/api/v1/consumer-groups/{group}/subscription",
             post(consumer_groups::update_subscription),
         )
+        .route("/api/v1/messages", get(browse::list))
         .route(
             "/api/v1/messages/{partition_id}/{transaction_id}",
-            delete(messages::delete_message),
+            get(browse::get_one).delete(messages::delete_message),
         )
         .route(
             "/api/v1/messages/{partition_id}/{transaction_id}/retry",

@@ -20,6 +20,7 @@
 //! encode, hash, decide and read results exactly alike.
 
 pub mod ack;
+pub mod browse;
 pub mod conventions;
 pub mod dedup;
 pub mod dlq;

@@ -6,9 +6,10 @@
 //!   partition, removing them in the same transaction;
 //! - `DELETE /api/v1/messages/{partitionId}/{transactionId}`: delete those DLQ rows.
 //!
-//! Only dead-lettered messages have rows: a live message (immutable in its segment), an
-//! unknown address, a malformed partition id and another tenant's message all answer
-//! Queen's 404. The shared redrive and delete calls live here too, for routes/dlq_admin.rs.
+//! Only dead-lettered messages have rows. Deleting a live message (immutable in its
+//! segment) is a 409 saying why; retrying one, an unknown address, a malformed partition
+//! id and another tenant's message answer Queen's 404. The shared redrive and delete
+//! calls live here too, for routes/dlq_admin.rs.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -19,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::dlq_ops::{delete, redrive, replay_answer};
 use crate::http::input::parse_json;
@@ -90,15 +91,41 @@ pub async fn delete_message(
         Some(delete(&state, tenant, &ids).await?).filter(|d| d.deleted > 0)
     };
     let Some(d) = d else {
-        return Ok(not_found(
-            &pid,
-            &txn,
-            "Live messages live in immutable segments and cannot be deleted",
-        ));
+        if live_exists(&state, tenant, &pid, &txn).await? {
+            return Ok(live_refusal(&pid, &txn));
+        }
+        return Ok(not_found(&pid, &txn, "Nor is there a live message at it"));
     };
     let body: Value = json!({
         "success": true, "partitionId": pid, "transactionId": txn,
         "deleted": d.deleted, "message": "Message deleted successfully",
     });
     Ok(Json(body).into_response())
+}
+
+/// Whether the tenant has a live message at the address (`queen.get_message_v1`).
+async fn live_exists(state: &AppState, tenant: Uuid, pid: &str, txn: &str) -> ApiResult<bool> {
+    let Ok(pid) = Uuid::parse_str(pid) else {
+        return Ok(false);
+    };
+    match state.db.conn().await?.get_message(pid, txn, tenant).await {
+        Ok(_) => Ok(true),
+        Err(e) => match ApiError::from(e) {
+            ApiError::NotFound(_) => Ok(false),
+            other => Err(other),
+        },
+    }
+}
+
+/// 409 for a live message: it shares an immutable segment with its neighbours, and every
+/// group's cursor is an offset into that log (docs/decisions.md, "Browsing messages").
+fn live_refusal(pid: &str, txn: &str) -> Response {
+    let body = json!({
+        "success": false, "partitionId": pid, "transactionId": txn,
+        "error": "Message is live",
+        "message": "A live message is stored in an immutable segment with its neighbours and \
+                    cannot be deleted alone; move the consumer group past it (seek) or let \
+                    retention remove it",
+    });
+    (StatusCode::CONFLICT, Json(body)).into_response()
 }
