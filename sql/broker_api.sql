@@ -3,7 +3,9 @@
 -- EXECUTE only: no direct table writes (see grants.sql).
 
 -- Create or reconfigure a queue from the HTTP configure options; the "Default" partition
--- always exists afterwards. Unknown option keys are kept verbatim in `options`.
+-- always exists afterwards. Every option key is checked by queen.check_queue_options_v1
+-- (an unknown key or a non-neutral value of an unimplemented one is 22023) and kept
+-- verbatim in `options`.
 CREATE FUNCTION queen.configure_queue_v1(p_queue text, p_namespace text, p_task text,
                                          p_options jsonb,
                                          p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
@@ -24,6 +26,8 @@ BEGIN
     IF jsonb_typeof(o) <> 'object' THEN
         RAISE EXCEPTION 'options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Every option is enforced or refused (queen_log::options, the broker's rule too).
+    o := queen.check_queue_options_v1(o);
     INSERT INTO queen.queues AS q (name, tenant_id, namespace, task, lease_time, retry_limit,
                                    dead_letter_queue, dlq_after_max_retries, dedup_window_seconds,
                                    retention_seconds, completed_retention_seconds, delayed_processing,

@@ -582,6 +582,8 @@ BEGIN
     IF jsonb_typeof(o) <> 'object' THEN
         RAISE EXCEPTION 'options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Every option is enforced or refused (queen_log::options, the broker's rule too).
+    o := queen.check_queue_options_v1(o);
     INSERT INTO queen.queues AS q (name, tenant_id, namespace, task, lease_time, retry_limit,
                                    dead_letter_queue, dlq_after_max_retries, dedup_window_seconds,
                                    retention_seconds, completed_retention_seconds, delayed_processing,
@@ -1706,3 +1708,14 @@ REVOKE ALL ON FUNCTION queen.list_messages_v1(jsonb, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.list_messages_v1(jsonb, uuid) TO queen_broker;
 REVOKE ALL ON FUNCTION queen.get_message_v1(uuid, text, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.get_message_v1(uuid, text, uuid) TO queen_broker;
+
+-- Configure's option rule (src/broker_api.rs, queen_log::options), called by configure_queue_v1.
+CREATE FUNCTION queen.check_queue_options_v1(
+    "p_options" jsonb
+) RETURNS jsonb
+IMMUTABLE STRICT PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'check_queue_options_v1_wrapper';
+REVOKE ALL ON FUNCTION queen.check_queue_options_v1(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.check_queue_options_v1(jsonb) TO queen_broker;

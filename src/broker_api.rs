@@ -6,8 +6,9 @@ use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 
 use queen_log::conventions::queue_lease_time;
+use queen_log::options::normalized;
 
-use crate::db::required;
+use crate::db::{bad_param, required};
 use crate::pop::{max_partitions, pop, LeaseRule, PopRequest, PopRow, Target};
 
 /// The broker's pop (docs/broker-contract.md §1): a partition pop when `p_partition` is
@@ -131,4 +132,20 @@ fn log_pop_at_v1(
 #[search_path(pg_catalog, pg_temp)]
 fn effective_lease_time(p_lease_time: Option<i32>) -> i32 {
     queue_lease_time(p_lease_time)
+}
+
+/// `queen.check_queue_options_v1(options)`: configure's options as stored, checked by the
+/// one rule of `queen_log::options` (the broker applies it too): an unknown key, or a
+/// value asking for behaviour not implemented, raises 22023 naming `options.<key>`.
+/// `queen.configure_queue_v1` calls it first, so nothing is stored and ignored.
+#[pg_extern(immutable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn check_queue_options_v1(p_options: pgrx::JsonB) -> pgrx::JsonB {
+    let Some(o) = p_options.0.as_object() else {
+        bad_param("options must be a JSON object")
+    };
+    match normalized(o) {
+        Ok(m) => pgrx::JsonB(serde_json::Value::Object(m)),
+        Err(r) => bad_param(r.message),
+    }
 }

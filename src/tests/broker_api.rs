@@ -2,13 +2,25 @@
 
 #[pg_test]
 fn configure_creates_then_updates_queue_and_default_partition() {
-    let r = j("SELECT queen.configure_queue_v1('jobs.email', NULL, NULL, '{\"leaseTime\": 5, \"retryLimit\": 7, \"priority\": 9}')");
+    let r = j("SELECT queen.configure_queue_v1('jobs.email', NULL, NULL, '{\"leaseTime\": 5, \"retryLimit\": 7, \"priority\": 0}')");
     assert_eq!((r["queue"].as_str(), r["namespace"].as_str(), r["task"].as_str()), (Some("jobs.email"), Some("jobs"), Some("email")));
     assert_eq!(r["partitionId"].as_str().unwrap(), pid_of("jobs.email", "Default"));
     let r = j("SELECT queen.configure_queue_v1('jobs.email', NULL, NULL, '{\"retryLimit\": 1}')");
     assert_eq!((r["leaseTime"].as_i64(), r["retryLimit"].as_i64()), (Some(5), Some(1)), "unsent options keep their values");
-    assert_eq!(text_of("SELECT options->>'priority' FROM queen.queues").unwrap(), "9", "unknown keys kept verbatim");
-    assert!(sqlstate_of("SELECT queen.configure_queue_v1('q', NULL, NULL, '{\"leaseTime\": \"soon\"}')").starts_with("22023: invalid option value"));
+    assert_eq!(text_of("SELECT options->>'priority' FROM queen.queues").unwrap(), "0", "a neutral Queen option is kept verbatim");
+    // Every option is enforced or refused (queen_log::options), from psql as from the broker.
+    let before = table_counts();
+    for (bad, names) in [
+        (r#"{"leaseTime": "soon"}"#, "options.leaseTime"),
+        (r#"{"priority": 9}"#, "options.priority"),
+        (r#"{"encryptionEnabled": true}"#, "options.encryptionEnabled"),
+        (r#"{"colour": "red"}"#, "options.colour"),
+        (r#"{"retentionEnabled": false}"#, "options.retentionEnabled"),
+    ] {
+        let e = sqlstate_of(&format!("SELECT queen.configure_queue_v1('jobs.email', NULL, NULL, '{bad}')"));
+        assert!(e.starts_with("22023") && e.contains(names), "{bad}: {e}");
+    }
+    assert_eq!(table_counts(), before, "a refused configure changes nothing");
     assert!(sqlstate_of("SELECT queen.configure_queue_v1('', NULL, NULL, '{}')").starts_with("22023"));
 }
 

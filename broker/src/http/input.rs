@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+pub use queen_log::options::json_integer;
 use queen_log::names::{self, NameKind};
 use serde::Deserialize;
 
@@ -53,17 +54,6 @@ pub fn part_error(e: serde_json::Error, at: &str, what: &str) -> ApiError {
         Some(f) => ApiError::field(format!("{at}.{f}"), format!("{what}{}", refused(&e))),
         None => ApiError::bad(format!("{what}{e}")),
     }
-}
-
-/// A JSON integer, or an integral float (`30.0`: some clients send every number as a
-/// float); anything else, including `1.5` and strings, is None.
-pub fn json_integer(v: &serde_json::Value) -> Option<i64> {
-    let n = v.as_number()?;
-    n.as_i64().or_else(|| {
-        n.as_f64()
-            .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
-            .map(|f| f as i64)
-    })
 }
 
 /// Parses a uuid, naming the field on failure.

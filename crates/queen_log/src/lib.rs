@@ -28,6 +28,7 @@ pub mod frame;
 pub mod hash;
 pub mod lifecycle;
 pub mod names;
+pub mod options;
 pub mod order;
 pub mod payload;
 pub mod pop;

@@ -1,0 +1,221 @@
+//! Queue options (docs/http-api.md, "Strict bodies"): every key `configure` takes, what
+//! each means here, and the one check both halves apply: the broker before it calls
+//! `queen.configure_queue_v1`, the extension inside it (`queen.check_queue_options_v1`),
+//! so a psql caller cannot store an option that would be ignored either. Every key is
+//! enforced or refused, never stored and ignored.
+
+use serde_json::{json, Map, Value};
+
+/// What configure does with an option key.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Rule {
+    /// Read by `queen.configure_queue_v1` and enforced: an integer >= 0.
+    Int,
+    /// Read and enforced: a boolean.
+    Bool,
+    /// Queen's option, not implemented here: accepted (and echoed) only as 0, the value
+    /// Queen's SDKs send by default and which asks for nothing; else refused.
+    ZeroOnly,
+    /// Likewise, accepted only as `false`.
+    FalseOnly,
+    /// `retentionEnabled`: retention here is its two windows, so `true` (or null) is what
+    /// happens anyway, and `false` only when the same body sets both windows to 0.
+    RetentionSwitch,
+}
+
+/// Every option key configure takes: the implemented ones, then Queen's others (the
+/// list of its routes/configure.cpp). A key not listed is refused; null means absent.
+pub const OPTIONS: [(&str, Rule); 16] = [
+    ("leaseTime", Rule::Int),
+    ("retryLimit", Rule::Int),
+    ("retentionSeconds", Rule::Int),
+    ("completedRetentionSeconds", Rule::Int),
+    ("dedupWindowSeconds", Rule::Int),
+    ("delayedProcessing", Rule::Int),
+    ("deadLetterQueue", Rule::Bool),
+    ("dlqAfterMaxRetries", Rule::Bool),
+    ("retentionEnabled", Rule::RetentionSwitch),
+    ("priority", Rule::ZeroOnly),
+    ("windowBuffer", Rule::ZeroOnly),
+    ("maxSize", Rule::ZeroOnly),
+    ("maxWaitTimeSeconds", Rule::ZeroOnly),
+    ("retryDelay", Rule::ZeroOnly),
+    ("ttl", Rule::ZeroOnly),
+    ("encryptionEnabled", Rule::FalseOnly),
+];
+
+/// A refused option: the field path (`options.<key>`) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub field: String,
+    pub message: String,
+}
+
+fn refusal(key: &str, message: String) -> Refusal {
+    Refusal {
+        field: format!("options.{key}"),
+        message,
+    }
+}
+
+/// Why a neutral-only option is refused when it asks for something.
+fn not_implemented(key: &str) -> &'static str {
+    match key {
+        "priority" => "pop order by queue priority is not implemented",
+        "windowBuffer" => "holding a partition back until it has been quiet is not implemented",
+        "maxSize" => "a cap on a queue's messages is not implemented",
+        "maxWaitTimeSeconds" => "evicting messages by age is not implemented (retentionSeconds is)",
+        "retryDelay" => "a queue-wide retry delay is not implemented (a nack's delaySeconds is)",
+        "ttl" => "a message time-to-live is not implemented (retentionSeconds is)",
+        "encryptionEnabled" => "payload encryption is not implemented",
+        _ => "not implemented",
+    }
+}
+
+/// A JSON integer, or an integral float (`30.0`: some clients send every number as a
+/// float); anything else, including `1.5` and strings, is None.
+pub fn json_integer(v: &Value) -> Option<i64> {
+    let n = v.as_number()?;
+    n.as_i64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
+            .map(|f| f as i64)
+    })
+}
+
+/// The options as stored: every key verbatim, except that the implemented ones are
+/// checked and written in the canonical form the SQL casts expect (`30.0` -> `30`). A key
+/// not in OPTIONS, or a value asking for what is not implemented, is refused naming
+/// `options.<key>`.
+pub fn normalized(o: &Map<String, Value>) -> Result<Map<String, Value>, Refusal> {
+    let mut out = o.clone();
+    for (k, v) in o {
+        let Some((_, rule)) = OPTIONS.iter().find(|(name, _)| name == k) else {
+            return Err(refusal(
+                k,
+                format!(
+                    "options.{k} is not a queue option this broker implements (known: {}); \
+                     refused, nothing was changed",
+                    OPTIONS.map(|(n, _)| n).join(", ")
+                ),
+            ));
+        };
+        match rule {
+            Rule::Int => {
+                if let Some(n) = int_opt(o, k)? {
+                    out.insert(k.clone(), json!(n));
+                }
+            }
+            Rule::Bool => {
+                bool_opt(o, k)?;
+            }
+            Rule::ZeroOnly => {
+                if int_opt(o, k)?.is_some_and(|n| n != 0) {
+                    return Err(refuse(k, v));
+                }
+            }
+            Rule::FalseOnly => {
+                if bool_opt(o, k)? == Some(true) {
+                    return Err(refuse(k, v));
+                }
+            }
+            Rule::RetentionSwitch => retention_switch(o)?,
+        }
+    }
+    Ok(out)
+}
+
+/// A neutral-only option with a value that asks for behaviour this project lacks.
+fn refuse(key: &str, v: &Value) -> Refusal {
+    refusal(
+        key,
+        format!(
+            "options.{key} = {v} is not supported: {}; only the neutral value is accepted. \
+             Refused, nothing was changed",
+            not_implemented(key)
+        ),
+    )
+}
+
+/// `retentionEnabled: false` means "keep everything": true here only when both retention
+/// windows are set to 0 in the same body (a stored window would otherwise still apply).
+fn retention_switch(o: &Map<String, Value>) -> Result<(), Refusal> {
+    if bool_opt(o, "retentionEnabled")? != Some(false) {
+        return Ok(());
+    }
+    let zero = |k: &str| int_opt(o, k).ok().flatten() == Some(0);
+    if zero("retentionSeconds") && zero("completedRetentionSeconds") {
+        return Ok(());
+    }
+    Err(refusal(
+        "retentionEnabled",
+        "options.retentionEnabled = false needs retentionSeconds: 0 and \
+         completedRetentionSeconds: 0 in the same body: retention here is those two \
+         windows, so a window set now or earlier would still apply. Refused, nothing was changed"
+            .into(),
+    ))
+}
+
+/// An integer option; null means absent. Integral floats (`30.0`) are accepted.
+fn int_opt(o: &Map<String, Value>, key: &str) -> Result<Option<i32>, Refusal> {
+    let bad = || refusal(key, format!("options.{key} must be a non-negative integer"));
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v @ Value::Number(_)) => {
+            let v = json_integer(v).ok_or_else(bad)?;
+            i32::try_from(v)
+                .ok()
+                .filter(|v| *v >= 0)
+                .map(Some)
+                .ok_or_else(bad)
+        }
+        Some(_) => Err(bad()),
+    }
+}
+
+fn bool_opt(o: &Map<String, Value>, key: &str) -> Result<Option<bool>, Refusal> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(refusal(key, format!("options.{key} must be a boolean"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(v: Value) -> Result<Map<String, Value>, Refusal> {
+        normalized(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn implemented_options_are_normalized_and_neutral_ones_kept() {
+        let o = check(json!({"leaseTime": 30.0, "priority": 0, "encryptionEnabled": false})).unwrap();
+        assert_eq!(o["leaseTime"], json!(30));
+        assert_eq!(o["priority"], json!(0));
+    }
+
+    #[test]
+    fn unknown_keys_and_non_neutral_values_are_refused_naming_them() {
+        assert_eq!(check(json!({"colour": 1})).unwrap_err().field, "options.colour");
+        assert_eq!(check(json!({"ttl": 60})).unwrap_err().field, "options.ttl");
+        assert_eq!(check(json!({"encryptionEnabled": true})).unwrap_err().field, "options.encryptionEnabled");
+        assert_eq!(check(json!({"leaseTime": -1})).unwrap_err().field, "options.leaseTime");
+        assert_eq!(check(json!({"deadLetterQueue": "yes"})).unwrap_err().field, "options.deadLetterQueue");
+    }
+
+    #[test]
+    fn retention_off_needs_both_windows_zero_in_the_same_body() {
+        assert!(check(json!({"retentionEnabled": false})).is_err());
+        assert!(check(json!({"retentionEnabled": false, "retentionSeconds": 0, "completedRetentionSeconds": 0})).is_ok());
+        assert!(check(json!({"retentionEnabled": true})).is_ok());
+    }
+
+    #[test]
+    fn integers_may_come_as_integral_floats_only() {
+        assert_eq!(json_integer(&json!(30.0)), Some(30));
+        assert_eq!(json_integer(&json!(1.5)), None);
+        assert_eq!(json_integer(&json!("3")), None);
+    }
+}
