@@ -146,6 +146,28 @@ CREATE TABLE queen.log_dlq (
 );
 CREATE INDEX log_dlq_partition_failed_idx ON queen.log_dlq (partition_id, failed_at DESC);
 
+-- Traces (docs/decisions.md, "Traces"): what a consumer recorded about a message while
+-- processing it (Queen's msg.trace()). A trace lives as long as its message: the
+-- retention step deletes the traces below a partition's new log start (counted), a
+-- queue deletion cascades. At most 100 per message (queen.record_trace_v1).
+CREATE TABLE queen.log_traces (
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    partition_id uuid NOT NULL REFERENCES queen.log_partitions(id) ON DELETE CASCADE,
+    "offset" bigint NOT NULL,
+    transaction_id text NOT NULL,
+    tenant_id uuid NOT NULL,
+    consumer_group text NOT NULL,
+    event_type text NOT NULL,
+    data jsonb NOT NULL,
+    worker_id text,
+    names text[] NOT NULL DEFAULT '{}',
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT log_traces_pkey PRIMARY KEY (id, partition_id)
+);
+CREATE INDEX log_traces_message_idx ON queen.log_traces (partition_id, transaction_id);
+CREATE INDEX log_traces_offset_idx ON queen.log_traces (partition_id, "offset");
+CREATE INDEX log_traces_names_idx ON queen.log_traces USING gin (names);
+
 CREATE TABLE queen.consumer_groups_metadata (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     tenant_id uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001'::uuid,

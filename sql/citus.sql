@@ -45,7 +45,8 @@ DECLARE
                                 'queen.consumer_groups_metadata', 'queen.maintenance_state'];
     -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
     v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
-                                  'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq'];
+                                  'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq',
+                                  'queen.log_traces'];
     v_table text;
     v_new_ref text[] := '{}';
     v_new_dist text[] := '{}';

@@ -263,6 +263,7 @@ DECLARE
     v_expired bigint := 0;
     v_expired_messages bigint := 0;
     v_evicted bigint := 0;
+    v_traces bigint := 0;
     v_purged bigint := 0;
     v_orphans bigint := 0;
     v_more bool := false;
@@ -298,6 +299,7 @@ BEGIN
                 v_expired := v_expired + (v_step->>'expired')::bigint;
                 v_expired_messages := v_expired_messages + (v_step->>'expired_messages')::bigint;
                 v_evicted := v_evicted + (v_step->>'evicted')::bigint;
+                v_traces := v_traces + coalesce((v_step->>'traces')::bigint, 0);
                 COMMIT;
                 EXIT WHEN (v_step->>'done')::bool;
                 IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
@@ -315,7 +317,7 @@ BEGIN
     END steps;
     p_report := pg_catalog.jsonb_build_object(
         'ran', true, 'partitions', v_partitions, 'segments', v_segments, 'messages', v_messages,
-        'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'sidecarRows', v_purged,
+        'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
         'orphanRows', v_orphans, 'more', v_more, 'interrupted', v_interrupted,
         'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
 END $$;

@@ -401,6 +401,7 @@ DECLARE
     v_expired bigint := 0;
     v_expired_messages bigint := 0;
     v_evicted bigint := 0;
+    v_traces bigint := 0;
     v_purged bigint := 0;
     v_orphans bigint := 0;
     v_more bool := false;
@@ -436,6 +437,7 @@ BEGIN
                 v_expired := v_expired + (v_step->>'expired')::bigint;
                 v_expired_messages := v_expired_messages + (v_step->>'expired_messages')::bigint;
                 v_evicted := v_evicted + (v_step->>'evicted')::bigint;
+                v_traces := v_traces + coalesce((v_step->>'traces')::bigint, 0);
                 COMMIT;
                 EXIT WHEN (v_step->>'done')::bool;
                 IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
@@ -453,7 +455,7 @@ BEGIN
     END steps;
     p_report := pg_catalog.jsonb_build_object(
         'ran', true, 'partitions', v_partitions, 'segments', v_segments, 'messages', v_messages,
-        'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'sidecarRows', v_purged,
+        'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
         'orphanRows', v_orphans, 'more', v_more, 'interrupted', v_interrupted,
         'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
 END $$;
@@ -1094,7 +1096,8 @@ DECLARE
                                 'queen.consumer_groups_metadata', 'queen.maintenance_state'];
     -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
     v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
-                                  'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq'];
+                                  'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq',
+                                  'queen.log_traces'];
     v_table text;
     v_new_ref text[] := '{}';
     v_new_dist text[] := '{}';
@@ -1719,3 +1722,130 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'check_queue_options_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.check_queue_options_v1(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.check_queue_options_v1(jsonb) TO queen_broker;
+
+-- Traces (docs/decisions.md, "Traces"): what a consumer recorded about a message while
+-- processing it (Queen's msg.trace()). A trace lives as long as its message: the
+-- retention step deletes the traces below a partition's new log start (counted), a
+-- queue deletion cascades. At most 100 per message (queen.record_trace_v1).
+CREATE TABLE queen.log_traces (
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    partition_id uuid NOT NULL REFERENCES queen.log_partitions(id) ON DELETE CASCADE,
+    "offset" bigint NOT NULL,
+    transaction_id text NOT NULL,
+    tenant_id uuid NOT NULL,
+    consumer_group text NOT NULL,
+    event_type text NOT NULL,
+    data jsonb NOT NULL,
+    worker_id text,
+    names text[] NOT NULL DEFAULT '{}',
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT log_traces_pkey PRIMARY KEY (id, partition_id)
+);
+CREATE INDEX log_traces_message_idx ON queen.log_traces (partition_id, transaction_id);
+CREATE INDEX log_traces_offset_idx ON queen.log_traces (partition_id, "offset");
+CREATE INDEX log_traces_names_idx ON queen.log_traces USING gin (names);
+
+-- A trace as Queen's trace reads show it (sql/admin.sql's trace functions).
+CREATE FUNCTION queen.trace_json(t queen.log_traces) RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT jsonb_build_object('id', t.id, 'event_type', t.event_type, 'data', t.data,
+                              'consumer_group', t.consumer_group, 'worker_id', t.worker_id,
+                              'created_at', to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                              'trace_names', to_jsonb(ARRAY(SELECT n FROM unnest(t.names) n ORDER BY n)))
+$$;
+-- A page's limit and offset (the trace reads): limit 1 to 1,000, offset >= 0; 22023 else.
+CREATE FUNCTION queen.check_page(p_fn text, p_limit int, p_offset int) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 OR p_offset IS NULL OR p_offset < 0 THEN
+        RAISE EXCEPTION '%: limit must be 1 to 1000 and offset >= 0, got % and %', p_fn, p_limit, p_offset
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END $$;
+-- Queen's traces of one message (docs/sql-api.md), oldest first: {traces: [...]}. Another
+-- tenant's message, or an address nobody has, has none.
+CREATE FUNCTION queen.get_message_traces_v1(p_partition_id uuid, p_transaction_id text,
+                                            p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN jsonb_build_object('traces', coalesce((
+        SELECT jsonb_agg(queen.trace_json(t) ORDER BY t.created_at, t.id)
+          FROM queen.log_traces t
+         WHERE t.partition_id = p_partition_id AND t.transaction_id = p_transaction_id
+           AND t.tenant_id = p_tenant), '[]'::jsonb));
+END $$;
+-- Queen's traces carrying a name (docs/sql-api.md), oldest first, one page, with the
+-- message's queue and partition: {traces, total, pagination: {limit, offset}}.
+-- message_payload is null: the payload stays in its segment (get_message_v1 reads it).
+CREATE FUNCTION queen.get_traces_by_name_v1(p_name text, p_limit int DEFAULT 100, p_offset int DEFAULT 0,
+                                            p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_total bigint;
+    v_page jsonb;
+BEGIN
+    PERFORM queen.check_page('get_traces_by_name_v1', p_limit, p_offset);
+    SELECT count(*) INTO v_total FROM queen.log_traces t
+     WHERE t.tenant_id = p_tenant AND t.names @> ARRAY[p_name];
+    SELECT coalesce(jsonb_agg(queen.trace_json(pg.t) || jsonb_build_object(
+               'transaction_id', (pg.t).transaction_id, 'partition_id', (pg.t).partition_id,
+               'queue_name', pg.queue_name, 'partition_name', pg.partition_name,
+               'message_payload', NULL) ORDER BY (pg.t).created_at, (pg.t).id), '[]'::jsonb)
+      INTO v_page
+      FROM (SELECT t, q.name::text AS queue_name, n.name AS partition_name
+              FROM queen.log_traces t
+              JOIN queen.partition_names n ON n.id = t.partition_id
+              JOIN queen.queues q ON q.id = n.queue_id
+             WHERE t.tenant_id = p_tenant AND t.names @> ARRAY[p_name]
+             ORDER BY t.created_at, t.id LIMIT p_limit OFFSET p_offset) pg;
+    RETURN jsonb_build_object('traces', v_page, 'total', v_total,
+                              'pagination', jsonb_build_object('limit', p_limit, 'offset', p_offset));
+END $$;
+-- Queen's trace names (docs/sql-api.md), most recently seen first: {trace_names:
+-- [{trace_name, trace_count, message_count, last_seen}], total, pagination}.
+CREATE FUNCTION queen.get_available_trace_names_v1(p_limit int DEFAULT 50, p_offset int DEFAULT 0,
+                                                   p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_total bigint;
+    v_names jsonb;
+BEGIN
+    PERFORM queen.check_page('get_available_trace_names_v1', p_limit, p_offset);
+    SELECT count(DISTINCT n) INTO v_total
+      FROM queen.log_traces t, unnest(t.names) n WHERE t.tenant_id = p_tenant;
+    SELECT coalesce(jsonb_agg(jsonb_build_object('trace_name', s.n, 'trace_count', s.traces,
+                                                 'message_count', s.messages,
+                                                 'last_seen', to_char(s.last AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                              ORDER BY s.last DESC, s.n), '[]'::jsonb)
+      INTO v_names
+      FROM (SELECT n, count(*) AS traces,
+                   count(DISTINCT (t.partition_id, t.transaction_id)) AS messages, max(t.created_at) AS last
+              FROM queen.log_traces t, unnest(t.names) n
+             WHERE t.tenant_id = p_tenant
+             GROUP BY n ORDER BY max(t.created_at) DESC, n LIMIT p_limit OFFSET p_offset) s;
+    RETURN jsonb_build_object('trace_names', v_names, 'total', v_total,
+                              'pagination', jsonb_build_object('limit', p_limit, 'offset', p_offset));
+END $$;
+REVOKE ALL ON FUNCTION queen.trace_json(queen.log_traces) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.trace_json(queen.log_traces) TO queen_broker;
+REVOKE ALL ON FUNCTION queen.check_page(text, int, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.check_page(text, int, int) TO queen_broker;
+REVOKE ALL ON FUNCTION queen.get_message_traces_v1(uuid, text, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.get_message_traces_v1(uuid, text, uuid) TO queen_broker;
+REVOKE ALL ON FUNCTION queen.get_traces_by_name_v1(text, int, int, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.get_traces_by_name_v1(text, int, int, uuid) TO queen_broker;
+REVOKE ALL ON FUNCTION queen.get_available_trace_names_v1(int, int, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.get_available_trace_names_v1(int, int, uuid) TO queen_broker;

@@ -365,7 +365,7 @@ fn list_messages_v1(
 /// The offset of `txn` in partition `pid`: through the sidecar (the ack path's index),
 /// else its DLQ rows, else by decoding the segments below the sidecar, newest first, at
 /// most MAX_SCAN_SEGMENTS of them.
-fn offset_of(client: &SpiClient<'_>, pid: Uuid, txn: &str) -> Option<i64> {
+pub fn offset_of(client: &SpiClient<'_>, pid: Uuid, txn: &str) -> Option<i64> {
     let h = txn_hash(txn);
     let rows = q(
         client,

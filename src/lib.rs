@@ -18,6 +18,7 @@ mod native;
 mod pop;
 mod push;
 mod redrive;
+mod traces;
 mod txn_wire;
 
 /// #[pg_test]s run inside a real PostgreSQL 15 with this extension installed. pgrx calls

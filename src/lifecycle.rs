@@ -254,10 +254,22 @@ fn busy(log_start: i64, clamped: bool) -> RetentionStep {
         expired_messages: 0,
         new_log_start: Some(log_start),
         evicted: 0,
+        traces: 0,
         done: true,
         clamped,
         busy: true,
     }
+}
+
+/// The traces of the messages below `start` go with them (docs/decisions.md, "Traces").
+fn delete_traces_below(client: &mut SpiClient<'_>, pid: Uuid, start: i64) -> i64 {
+    q(
+        client,
+        "DELETE FROM queen.log_traces WHERE partition_id = $1 AND \"offset\" < $2 RETURNING 1",
+        &[pid.into(), start.into()],
+    )
+    .or_raise()
+    .len() as i64
 }
 
 /// One retention step (docs/contract.md §13), its cutoffs clamped to the queue's policy.
@@ -276,6 +288,7 @@ fn step(
             expired_messages: 0,
             new_log_start: None,
             evicted: 0,
+            traces: 0,
             done: true,
             clamped: false,
             busy: false,
@@ -325,6 +338,7 @@ fn step(
         )
         .or_raise();
     }
+    let traces = if start != log_start { delete_traces_below(client, pid, start) } else { 0 };
     let evicted = if gone.is_empty() {
         0
     } else {
@@ -338,6 +352,7 @@ fn step(
         expired_messages: count(&gone[prefix.len - prefix.expired..]),
         new_log_start: Some(start),
         evicted,
+        traces,
         done: prefix.len < max_rows as usize,
         clamped: all_clamped || done_clamped,
         busy: false,

@@ -464,6 +464,10 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/resources/tasks",
         "/api/v1/status/queues",
         "/api/v1/status/queues/{queue}",
+        "/api/v1/traces",
+        "/api/v1/traces/by-name/{name}",
+        "/api/v1/traces/names",
+        "/api/v1/traces/{partition_id}/{transaction_id}",
         "/api/v1/transaction",
         "/health",
         "/metrics",
@@ -533,6 +537,27 @@ async fn no_route_reaches_another_tenants_data() {
         assert_eq!(foreign.0, absent.0, "{path}: {foreign:?} vs {absent:?}");
         note(&format!("named {path}"), foreign);
     }
+    // A's traces: A records one; B can neither read nor add to them.
+    let tname = unique("tname");
+    let (s, _) = a
+        .post("/api/v1/traces", &json!({"transactionId": "m1", "partitionId": pid,
+                                        "traceNames": [tname], "data": {"s": secret}}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "A traces its message");
+    for path in [
+        format!("/api/v1/traces/{pid}/m1"),
+        format!("/api/v1/traces/by-name/{tname}"),
+        "/api/v1/traces/names?limit=1000".to_string(),
+    ] {
+        let r = other.get(&path).await;
+        assert!(!r.1.to_string().contains(secret) && !r.1.to_string().contains(&tname), "{path}: {r:?}");
+        note(&path, r);
+    }
+    let r = other
+        .post("/api/v1/traces", &json!({"transactionId": "m1", "partitionId": pid, "data": {}}))
+        .await;
+    assert_eq!(r.0, StatusCode::NOT_FOUND, "{r:?}");
+    note("trace of A's message", r);
     // A's message by its address answers like an address nobody has.
     let foreign = other.get(&format!("/api/v1/messages/{pid}/m1")).await;
     let absent = other

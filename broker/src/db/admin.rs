@@ -229,6 +229,49 @@ impl Conn {
         .await
     }
 
+    /// `queen.record_trace_v1`: one trace for a message of the tenant (P0002 when the
+    /// tenant has no such message).
+    pub async fn record_trace(&self, trace: &Value, tenant: Uuid) -> Result<Value, DbError> {
+        self.json(
+            "SELECT queen.record_trace_v1($1::jsonb, $2::uuid)",
+            &[trace, &tenant],
+        )
+        .await
+    }
+
+    /// `queen.get_message_traces_v1`: the traces of one message, oldest first.
+    pub async fn message_traces(&self, pid: Uuid, txn: &str, tenant: Uuid) -> Result<Value, DbError> {
+        self.json(
+            "SELECT queen.get_message_traces_v1($1::uuid, $2::text, $3::uuid)",
+            &[&pid, &txn, &tenant],
+        )
+        .await
+    }
+
+    /// `queen.get_traces_by_name_v1`: one page of the traces carrying `name`.
+    pub async fn traces_by_name(
+        &self,
+        name: &str,
+        limit: i32,
+        offset: i32,
+        tenant: Uuid,
+    ) -> Result<Value, DbError> {
+        self.json(
+            "SELECT queen.get_traces_by_name_v1($1::text, $2::int, $3::int, $4::uuid)",
+            &[&name, &limit, &offset, &tenant],
+        )
+        .await
+    }
+
+    /// `queen.get_available_trace_names_v1`: one page of the tenant's trace names.
+    pub async fn trace_names(&self, limit: i32, offset: i32, tenant: Uuid) -> Result<Value, DbError> {
+        self.json(
+            "SELECT queen.get_available_trace_names_v1($1::int, $2::int, $3::uuid)",
+            &[&limit, &offset, &tenant],
+        )
+        .await
+    }
+
     /// `queen.dlq_list_v1`: one page of the tenant's DLQ, newest failure first.
     pub async fn dlq_list(
         &self,

@@ -110,6 +110,13 @@ fn admin_routes() -> Router<AppState> {
             "/api/v1/consumer-groups/{group}/subscription",
             post(consumer_groups::update_subscription),
         )
+        .route("/api/v1/traces", post(traces::record))
+        .route("/api/v1/traces/names", get(traces::names))
+        .route("/api/v1/traces/by-name/{name}", get(traces::by_name))
+        .route(
+            "/api/v1/traces/{partition_id}/{transaction_id}",
+            get(traces::of_message),
+        )
         .route("/api/v1/messages", get(browse::list))
         .route(
             "/api/v1/messages/{partition_id}/{transaction_id}",

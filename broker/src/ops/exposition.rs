@@ -298,6 +298,11 @@ fn render_maintenance(out: &mut String, m: &MaintenanceStats) {
             &m.evicted,
         ),
         (
+            "queen_maintenance_traces_deleted_total",
+            "Traces deleted by retention with their messages.",
+            &m.traces,
+        ),
+        (
             "queen_maintenance_sidecar_rows_purged_total",
             "Sidecar (transactionId hash) rows purged past the dedup window.",
             &m.sidecar_rows,

@@ -36,6 +36,7 @@ pub struct MaintenanceStats {
     pub messages_expired: AtomicU64,
     pub messages_completed: AtomicU64,
     pub evicted: AtomicU64,
+    pub traces: AtomicU64,
     pub sidecar_rows: AtomicU64,
     pub orphan_rows: AtomicU64,
     /// The last run that did its work (not skipped, not failed).
@@ -64,6 +65,7 @@ impl MaintenanceStats {
         add(&self.messages_expired, r.expired_messages);
         add(&self.messages_completed, r.messages - r.expired_messages);
         add(&self.evicted, r.evicted);
+        add(&self.traces, r.traces);
         add(&self.sidecar_rows, r.sidecar_rows);
         add(&self.orphan_rows, r.orphan_rows);
         let now = SystemTime::now()
@@ -139,6 +141,7 @@ mod tests {
             expired_segments: 2,
             expired_messages: 150,
             evicted: 40,
+            traces: 0,
             sidecar_rows: 7,
             orphan_rows: 3,
             duration_ms: 12.5,

@@ -503,6 +503,9 @@ pub struct MaintenanceReport {
     pub expired_segments: i64,
     pub expired_messages: i64,
     pub evicted: i64,
+    /// Traces deleted with their messages.
+    #[serde(default)]
+    pub traces: i64,
     pub sidecar_rows: i64,
     pub orphan_rows: i64,
     /// The time budget ran out with work left.
@@ -536,6 +539,9 @@ pub struct RetentionStep {
     pub expired_messages: i64,
     pub new_log_start: Option<i64>,
     pub evicted: i64,
+    /// Traces deleted with their messages (below the new log start).
+    #[serde(default)]
+    pub traces: i64,
     pub done: bool,
     /// A cutoff asked for more than the queue's retention policy allows and was clamped.
     #[serde(default)]

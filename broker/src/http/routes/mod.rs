@@ -16,4 +16,5 @@ pub mod push;
 pub mod queues;
 pub mod resources;
 pub mod status;
+pub mod traces;
 pub mod transaction;
