@@ -1849,3 +1849,14 @@ REVOKE ALL ON FUNCTION queen.get_traces_by_name_v1(text, int, int, uuid) FROM PU
 GRANT EXECUTE ON FUNCTION queen.get_traces_by_name_v1(text, int, int, uuid) TO queen_broker;
 REVOKE ALL ON FUNCTION queen.get_available_trace_names_v1(int, int, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.get_available_trace_names_v1(int, int, uuid) TO queen_broker;
+-- Recording a trace (src/traces.rs).
+CREATE FUNCTION queen.record_trace_v1(
+    "p_data" jsonb,
+    "p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'record_trace_v1_wrapper';
+REVOKE ALL ON FUNCTION queen.record_trace_v1(jsonb, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.record_trace_v1(jsonb, uuid) TO queen_broker;

@@ -338,7 +338,11 @@ fn step(
         )
         .or_raise();
     }
-    let traces = if start != log_start { delete_traces_below(client, pid, start) } else { 0 };
+    let traces = if start != log_start {
+        delete_traces_below(client, pid, start)
+    } else {
+        0
+    };
     let evicted = if gone.is_empty() {
         0
     } else {

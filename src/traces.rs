@@ -47,14 +47,21 @@ fn names(o: &Map<String, Value>) -> Vec<String> {
             .iter()
             .map(|v| match v {
                 Value::String(s) => s.clone(),
-                v => bad_param(format!("record_trace_v1: traceNames holds a non-string {v}")),
+                v => bad_param(format!(
+                    "record_trace_v1: traceNames holds a non-string {v}"
+                )),
             })
             .collect(),
-        Some(v) => bad_param(format!("record_trace_v1: traceNames must be a list of names, got {v}")),
+        Some(v) => bad_param(format!(
+            "record_trace_v1: traceNames must be a list of names, got {v}"
+        )),
     };
     let list: Vec<String> = list.into_iter().filter(|s| !s.is_empty()).collect();
     if list.len() > MAX_NAMES {
-        bad_param(format!("record_trace_v1: at most {MAX_NAMES} traceNames, got {}", list.len()));
+        bad_param(format!(
+            "record_trace_v1: at most {MAX_NAMES} traceNames, got {}",
+            list.len()
+        ));
     }
     for n in &list {
         if let Err(e) = check_name(NameKind::Queue, n) {
@@ -69,7 +76,13 @@ fn parse(v: &Value) -> TraceIn {
         bad_param("record_trace_v1: p_data must be a JSON object")
     };
     const KNOWN: [&str; 7] = [
-        "transactionId", "partitionId", "consumerGroup", "eventType", "data", "traceNames", "workerId",
+        "transactionId",
+        "partitionId",
+        "consumerGroup",
+        "eventType",
+        "data",
+        "traceNames",
+        "workerId",
     ];
     if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         bad_param(format!("record_trace_v1: unknown key {k}"));
@@ -79,7 +92,11 @@ fn parse(v: &Value) -> TraceIn {
     };
     let pid = Uuid::from_bytes(
         *uuid::Uuid::parse_str(&pid)
-            .unwrap_or_else(|_| bad_param(format!("record_trace_v1: partitionId {pid:?} is not a UUID")))
+            .unwrap_or_else(|_| {
+                bad_param(format!(
+                    "record_trace_v1: partitionId {pid:?} is not a UUID"
+                ))
+            })
             .as_bytes(),
     );
     let Some(data) = o.get("data").filter(|d| !d.is_null()).cloned() else {

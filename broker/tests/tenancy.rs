@@ -540,8 +540,11 @@ async fn no_route_reaches_another_tenants_data() {
     // A's traces: A records one; B can neither read nor add to them.
     let tname = unique("tname");
     let (s, _) = a
-        .post("/api/v1/traces", &json!({"transactionId": "m1", "partitionId": pid,
-                                        "traceNames": [tname], "data": {"s": secret}}))
+        .post(
+            "/api/v1/traces",
+            &json!({"transactionId": "m1", "partitionId": pid,
+                                        "traceNames": [tname], "data": {"s": secret}}),
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED, "A traces its message");
     for path in [
@@ -550,11 +553,17 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/traces/names?limit=1000".to_string(),
     ] {
         let r = other.get(&path).await;
-        assert!(!r.1.to_string().contains(secret) && !r.1.to_string().contains(&tname), "{path}: {r:?}");
+        assert!(
+            !r.1.to_string().contains(secret) && !r.1.to_string().contains(&tname),
+            "{path}: {r:?}"
+        );
         note(&path, r);
     }
     let r = other
-        .post("/api/v1/traces", &json!({"transactionId": "m1", "partitionId": pid, "data": {}}))
+        .post(
+            "/api/v1/traces",
+            &json!({"transactionId": "m1", "partitionId": pid, "data": {}}),
+        )
         .await;
     assert_eq!(r.0, StatusCode::NOT_FOUND, "{r:?}");
     note("trace of A's message", r);

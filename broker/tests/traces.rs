@@ -35,7 +35,15 @@ async fn a_trace_is_recorded_as_the_sdk_sends_it_and_read_three_ways() {
     let (_, pid, txn) = popped(&b, "trace").await;
     let name = unique("tenant-acme");
     let (s, v) = b
-        .post("/api/v1/traces", &sdk_trace(&pid, &txn, json!([name, "room-1"]), json!({"text": "started"})))
+        .post(
+            "/api/v1/traces",
+            &sdk_trace(
+                &pid,
+                &txn,
+                json!([name, "room-1"]),
+                json!({"text": "started"}),
+            ),
+        )
         .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     assert_eq!(v["success"], true, "{v}");
@@ -51,13 +59,37 @@ async fn a_trace_is_recorded_as_the_sdk_sends_it_and_read_three_ways() {
     assert_eq!(traces.len(), 2, "{v}");
     assert_eq!(traces[0]["data"], json!({"text": "started"}));
     assert_eq!(traces[0]["consumer_group"], "__QUEUE_MODE__");
-    assert_eq!(traces[0]["trace_names"], json!([name, "room-1"]));
-    assert_eq!((traces[1]["event_type"].clone(), traces[1]["consumer_group"].clone()), (json!("step"), json!("g")));
-    for k in ["id", "event_type", "data", "consumer_group", "worker_id", "created_at", "trace_names"] {
+    assert_eq!(
+        traces[0]["trace_names"],
+        json!(["room-1", name]),
+        "sorted, as Queen lists them"
+    );
+    assert_eq!(
+        (
+            traces[1]["event_type"].clone(),
+            traces[1]["consumer_group"].clone()
+        ),
+        (json!("step"), json!("g"))
+    );
+    for k in [
+        "id",
+        "event_type",
+        "data",
+        "consumer_group",
+        "worker_id",
+        "created_at",
+        "trace_names",
+    ] {
         assert!(traces[0].get(k).is_some(), "{k}: {v}");
     }
-    let (_, v) = b.get(&format!("/api/v1/traces/by-name/{name}?limit=1")).await;
-    assert_eq!((v["total"].clone(), v["pagination"].clone()), (json!(2), json!({"limit": 1, "offset": 0})), "{v}");
+    let (_, v) = b
+        .get(&format!("/api/v1/traces/by-name/{name}?limit=1"))
+        .await;
+    assert_eq!(
+        (v["total"].clone(), v["pagination"].clone()),
+        (json!(2), json!({"limit": 1, "offset": 0})),
+        "{v}"
+    );
     assert_eq!(v["traces"][0]["transaction_id"], txn.as_str(), "{v}");
     assert!(v["traces"][0]["queue_name"].is_string(), "{v}");
     let (_, v) = b.get("/api/v1/traces/names?limit=1000").await;
@@ -68,7 +100,11 @@ async fn a_trace_is_recorded_as_the_sdk_sends_it_and_read_three_ways() {
         .find(|n| n["trace_name"] == name.as_str())
         .expect("the name is listed")
         .clone();
-    assert_eq!((mine["trace_count"].clone(), mine["message_count"].clone()), (json!(2), json!(1)), "{mine}");
+    assert_eq!(
+        (mine["trace_count"].clone(), mine["message_count"].clone()),
+        (json!(2), json!(1)),
+        "{mine}"
+    );
 }
 
 #[tokio::test]
@@ -78,25 +114,58 @@ async fn a_trace_of_a_message_nobody_has_or_a_bad_body_changes_nothing() {
     let count = || async {
         admin()
             .await
-            .query_one("SELECT count(*) FROM queen.log_traces WHERE transaction_id = $1", &[&txn])
+            .query_one(
+                "SELECT count(*) FROM queen.log_traces WHERE transaction_id = $1",
+                &[&txn],
+            )
             .await
             .unwrap()
             .get::<_, i64>(0)
     };
     for (body, want) in [
-        (sdk_trace(&pid, "nobody", json!(null), json!({})), StatusCode::NOT_FOUND),
-        (sdk_trace(&uuid::Uuid::new_v4().to_string(), &txn, json!(null), json!({})), StatusCode::NOT_FOUND),
-        (sdk_trace("not-a-uuid", &txn, json!(null), json!({})), StatusCode::NOT_FOUND),
-        (json!({"partitionId": pid, "data": {}}), StatusCode::BAD_REQUEST),
-        (json!({"partitionId": pid, "transactionId": txn}), StatusCode::BAD_REQUEST),
-        (json!({"partitionId": pid, "transactionId": txn, "data": {}, "colour": 1}), StatusCode::BAD_REQUEST),
-        (sdk_trace(&pid, &txn, json!([1, 2]), json!({})), StatusCode::BAD_REQUEST),
+        (
+            sdk_trace(&pid, "nobody", json!(null), json!({})),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            sdk_trace(
+                &uuid::Uuid::new_v4().to_string(),
+                &txn,
+                json!(null),
+                json!({}),
+            ),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            sdk_trace("not-a-uuid", &txn, json!(null), json!({})),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            json!({"partitionId": pid, "data": {}}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"partitionId": pid, "transactionId": txn}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({"partitionId": pid, "transactionId": txn, "data": {}, "colour": 1}),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            sdk_trace(&pid, &txn, json!([1, 2]), json!({})),
+            StatusCode::BAD_REQUEST,
+        ),
     ] {
         let (s, v) = b.post("/api/v1/traces", &body).await;
         assert_eq!(s, want, "{body}: {v}");
     }
     assert_eq!(count().await, 0, "nothing was recorded");
-    for path in ["/api/v1/traces/names?limit=0", "/api/v1/traces/names?offset=-1", "/api/v1/traces/by-name/x?limit=1001"] {
+    for path in [
+        "/api/v1/traces/names?limit=0",
+        "/api/v1/traces/names?offset=-1",
+        "/api/v1/traces/by-name/x?limit=1001",
+    ] {
         let (s, v) = b.get(path).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{path}: {v}");
     }
@@ -109,10 +178,20 @@ async fn a_message_keeps_at_most_100_traces() {
     let b = start().await;
     let (_, pid, txn) = popped(&b, "tracecap").await;
     for i in 0..100 {
-        let (s, v) = b.post("/api/v1/traces", &sdk_trace(&pid, &txn, json!(null), json!({"i": i}))).await;
+        let (s, v) = b
+            .post(
+                "/api/v1/traces",
+                &sdk_trace(&pid, &txn, json!(null), json!({"i": i})),
+            )
+            .await;
         assert_eq!(s, StatusCode::CREATED, "{i}: {v}");
     }
-    let (s, v) = b.post("/api/v1/traces", &sdk_trace(&pid, &txn, json!(null), json!({"i": 100}))).await;
+    let (s, v) = b
+        .post(
+            "/api/v1/traces",
+            &sdk_trace(&pid, &txn, json!(null), json!({"i": 100})),
+        )
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
     assert!(v["error"].as_str().unwrap().contains("100 traces"), "{v}");
 }
@@ -121,7 +200,11 @@ async fn a_message_keeps_at_most_100_traces() {
 async fn retention_removes_a_messages_traces_with_it_and_counts_them() {
     let b = start().await;
     let (q, pid, txn) = popped(&b, "traceret").await;
-    b.post("/api/v1/traces", &sdk_trace(&pid, &txn, json!("gone-soon"), json!({}))).await;
+    b.post(
+        "/api/v1/traces",
+        &sdk_trace(&pid, &txn, json!("gone-soon"), json!({})),
+    )
+    .await;
     let db = admin().await;
     // Retention rule 1 over the whole queue: a cutoff in the future is clamped to the
     // queue's window, so give the queue a one-second window and age the segment.
@@ -140,9 +223,22 @@ async fn retention_removes_a_messages_traces_with_it_and_counts_them() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!((step["messages"].clone(), step["traces"].clone()), (json!(1), json!(1)), "{step}");
+    assert_eq!(
+        (step["messages"].clone(), step["traces"].clone()),
+        (json!(1), json!(1)),
+        "{step}"
+    );
     let (_, v) = b.get(&format!("/api/v1/traces/{pid}/{txn}")).await;
     assert_eq!(v, json!({"traces": []}));
-    let (s, _) = b.post("/api/v1/traces", &sdk_trace(&pid, &txn, json!(null), json!({}))).await;
-    assert_eq!(s, StatusCode::NOT_FOUND, "the message is gone, so is tracing it");
+    let (s, _) = b
+        .post(
+            "/api/v1/traces",
+            &sdk_trace(&pid, &txn, json!(null), json!({})),
+        )
+        .await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "the message is gone, so is tracing it"
+    );
 }

@@ -599,3 +599,33 @@ fn a_listing_refuses_unknown_or_bad_filters_and_reads_only_its_page() {
     let foreign = j(&format!(r#"SELECT queen.list_messages_v1('{{"queue": "br2"}}', {other})"#));
     assert_eq!(foreign["messages"], serde_json::json!([]));
 }
+
+#[pg_test]
+fn a_trace_is_kept_against_its_message_bounded_and_deleted_with_it_by_retention() {
+    push_n("tr", "Default", "t", 3);
+    let pid = pid_of("tr", "Default");
+    let rec = |txn: &str| format!(
+        r#"SELECT queen.record_trace_v1('{{"transactionId": "{txn}", "partitionId": "{pid}", "data": {{"k": 1}}, "traceNames": ["n1"]}}')"#);
+    assert_eq!(j(&rec("t0"))["success"], true);
+    assert_eq!(j(&rec("t2"))["success"], true);
+    assert_eq!(i64_of("SELECT \"offset\" FROM queen.log_traces WHERE transaction_id = 't2'"), 2);
+    let before = i64_of("SELECT count(*) FROM queen.log_traces");
+    for (bad, code) in [
+        (rec("nobody"), "P0002"),
+        (format!(r#"SELECT queen.record_trace_v1('{{"transactionId": "t0", "partitionId": "{pid}"}}')"#), "22023"),
+        (format!(r#"SELECT queen.record_trace_v1('{{"transactionId": "t0", "partitionId": "{pid}", "data": 1, "x": 2}}')"#), "22023"),
+        (format!(r#"SELECT queen.record_trace_v1('{{"transactionId": "t0", "partitionId": "{pid}", "data": 1}}', '00000000-0000-0000-0000-0000000000aa')"#), "P0002"),
+    ] {
+        assert!(sqlstate_of(&bad).starts_with(code), "{bad}: {}", sqlstate_of(&bad));
+    }
+    assert_eq!(i64_of("SELECT count(*) FROM queen.log_traces"), before, "a refused trace writes nothing");
+    assert_eq!(j("SELECT queen.get_traces_by_name_v1('n1')")["total"], 2);
+    assert_eq!(j("SELECT queen.get_available_trace_names_v1()")["trace_names"][0]["message_count"], 2);
+    // Retention takes the first segment (all three messages): their traces go, counted.
+    Spi::run(&format!("UPDATE queen.queues SET retention_seconds = 1;
+                       UPDATE queen.log_segments SET created_at = now() - interval '1 hour' WHERE partition_id = '{pid}'")).unwrap();
+    let step = j(&format!("SELECT queen.log_retention_step_v1('{pid}', now(), NULL, 10)"));
+    assert_eq!((step["messages"].clone(), step["traces"].clone()), (3.into(), 2.into()), "{step}");
+    assert_eq!(i64_of("SELECT count(*) FROM queen.log_traces"), 0);
+    assert!(sqlstate_of(&rec("t1")).starts_with("P0002"), "a removed message takes no trace");
+}

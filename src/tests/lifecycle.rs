@@ -40,7 +40,7 @@ fn retention_rule1_deletes_old_unconsumed_data_moves_the_lagging_cursor_and_coun
     lease("q", "g", "w", 1); // group g committed nothing yet, holds a lease on offset 0
     let r = retention_step("q", "clock_timestamp() - interval '1 hour'", "NULL", 100);
     assert_eq!(r, serde_json::json!({"deleted": 2, "messages": 5, "expired": 2, "expired_messages": 5,
-                                     "new_log_start": 5, "evicted": 5, "done": true, "clamped": false, "busy": false}));
+                                     "new_log_start": 5, "evicted": 5, "traces": 0, "done": true, "clamped": false, "busy": false}));
     assert_eq!(i64_of("SELECT log_start FROM queen.log_partitions"), 5);
     assert_eq!(cursor("q", "g"), "4|-|-|0|-|0|0", "moved to log_start - 1, lease of evicted offsets released");
     assert_eq!(i64_of("SELECT evicted FROM queen.consumer_lag WHERE consumer_group = 'g'"), 5);

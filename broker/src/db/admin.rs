@@ -240,7 +240,12 @@ impl Conn {
     }
 
     /// `queen.get_message_traces_v1`: the traces of one message, oldest first.
-    pub async fn message_traces(&self, pid: Uuid, txn: &str, tenant: Uuid) -> Result<Value, DbError> {
+    pub async fn message_traces(
+        &self,
+        pid: Uuid,
+        txn: &str,
+        tenant: Uuid,
+    ) -> Result<Value, DbError> {
         self.json(
             "SELECT queen.get_message_traces_v1($1::uuid, $2::text, $3::uuid)",
             &[&pid, &txn, &tenant],
@@ -264,7 +269,12 @@ impl Conn {
     }
 
     /// `queen.get_available_trace_names_v1`: one page of the tenant's trace names.
-    pub async fn trace_names(&self, limit: i32, offset: i32, tenant: Uuid) -> Result<Value, DbError> {
+    pub async fn trace_names(
+        &self,
+        limit: i32,
+        offset: i32,
+        tenant: Uuid,
+    ) -> Result<Value, DbError> {
         self.json(
             "SELECT queen.get_available_trace_names_v1($1::int, $2::int, $3::uuid)",
             &[&limit, &offset, &tenant],

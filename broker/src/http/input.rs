@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-pub use queen_log::options::json_integer;
 use queen_log::names::{self, NameKind};
+pub use queen_log::options::json_integer;
 use serde::Deserialize;
 
 use crate::error::{ApiError, ApiResult};

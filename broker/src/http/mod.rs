@@ -26,7 +26,7 @@ use serde_json::json;
 use crate::state::AppState;
 use routes::{
     ack, browse, configure, consumer_groups, dlq, dlq_admin, health, lease, messages, pop, push,
-    queues, resources, status, transaction,
+    queues, resources, status, traces, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of

@@ -191,18 +191,31 @@ mod tests {
 
     #[test]
     fn implemented_options_are_normalized_and_neutral_ones_kept() {
-        let o = check(json!({"leaseTime": 30.0, "priority": 0, "encryptionEnabled": false})).unwrap();
+        let o =
+            check(json!({"leaseTime": 30.0, "priority": 0, "encryptionEnabled": false})).unwrap();
         assert_eq!(o["leaseTime"], json!(30));
         assert_eq!(o["priority"], json!(0));
     }
 
     #[test]
     fn unknown_keys_and_non_neutral_values_are_refused_naming_them() {
-        assert_eq!(check(json!({"colour": 1})).unwrap_err().field, "options.colour");
+        assert_eq!(
+            check(json!({"colour": 1})).unwrap_err().field,
+            "options.colour"
+        );
         assert_eq!(check(json!({"ttl": 60})).unwrap_err().field, "options.ttl");
-        assert_eq!(check(json!({"encryptionEnabled": true})).unwrap_err().field, "options.encryptionEnabled");
-        assert_eq!(check(json!({"leaseTime": -1})).unwrap_err().field, "options.leaseTime");
-        assert_eq!(check(json!({"deadLetterQueue": "yes"})).unwrap_err().field, "options.deadLetterQueue");
+        assert_eq!(
+            check(json!({"encryptionEnabled": true})).unwrap_err().field,
+            "options.encryptionEnabled"
+        );
+        assert_eq!(
+            check(json!({"leaseTime": -1})).unwrap_err().field,
+            "options.leaseTime"
+        );
+        assert_eq!(
+            check(json!({"deadLetterQueue": "yes"})).unwrap_err().field,
+            "options.deadLetterQueue"
+        );
     }
 
     #[test]

@@ -71,7 +71,12 @@ pub async fn of_message(
     let Ok(pid) = Uuid::parse_str(&pid) else {
         return Ok(Json(json!({"traces": []})));
     };
-    let r = state.db.conn().await?.message_traces(pid, &txn, tenant).await?;
+    let r = state
+        .db
+        .conn()
+        .await?
+        .message_traces(pid, &txn, tenant)
+        .await?;
     Ok(Json(r))
 }
 
@@ -106,6 +111,11 @@ pub async fn names(
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
     let (limit, offset) = page(&q, 50)?;
-    let r = state.db.conn().await?.trace_names(limit, offset, tenant).await?;
+    let r = state
+        .db
+        .conn()
+        .await?
+        .trace_names(limit, offset, tenant)
+        .await?;
     Ok(Json(r))
 }
