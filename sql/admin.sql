@@ -463,15 +463,18 @@ BEGIN
         'newTimestamp', to_char(p_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
         'rowsUpdated', v_n);
 END $$;
--- A trace as Queen's trace reads show it (sql/admin.sql's trace functions).
-CREATE FUNCTION queen.trace_json(t queen.log_traces) RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER
+-- A trace as Queen's trace reads show it (sql/admin.sql's trace functions). Columns,
+-- not the row: on Citus the row type of a shard is not queen.log_traces.
+CREATE FUNCTION queen.trace_json(p_id uuid, p_event_type text, p_data jsonb, p_group text,
+                                 p_worker text, p_created timestamptz, p_names text[])
+RETURNS jsonb
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT jsonb_build_object('id', t.id, 'event_type', t.event_type, 'data', t.data,
-                              'consumer_group', t.consumer_group, 'worker_id', t.worker_id,
-                              'created_at', to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-                              'trace_names', to_jsonb(ARRAY(SELECT n FROM unnest(t.names) n ORDER BY n)))
+    SELECT jsonb_build_object('id', p_id, 'event_type', p_event_type, 'data', p_data,
+                              'consumer_group', p_group, 'worker_id', p_worker,
+                              'created_at', to_char(p_created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                              'trace_names', to_jsonb(ARRAY(SELECT n FROM unnest(p_names) n ORDER BY n)))
 $$;
 -- A page's limit and offset (the trace reads): limit 1 to 1,000, offset >= 0; 22023 else.
 CREATE FUNCTION queen.check_page(p_fn text, p_limit int, p_offset int) RETURNS void
@@ -494,7 +497,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN jsonb_build_object('traces', coalesce((
-        SELECT jsonb_agg(queen.trace_json(t) ORDER BY t.created_at, t.id)
+        SELECT jsonb_agg(queen.trace_json(t.id, t.event_type, t.data, t.consumer_group,
+                                          t.worker_id, t.created_at, t.names)
+                         ORDER BY t.created_at, t.id)
           FROM queen.log_traces t
          WHERE t.partition_id = p_partition_id AND t.transaction_id = p_transaction_id
            AND t.tenant_id = p_tenant), '[]'::jsonb));
@@ -515,12 +520,15 @@ BEGIN
     PERFORM queen.check_page('get_traces_by_name_v1', p_limit, p_offset);
     SELECT count(*) INTO v_total FROM queen.log_traces t
      WHERE t.tenant_id = p_tenant AND t.names @> ARRAY[p_name];
-    SELECT coalesce(jsonb_agg(queen.trace_json(pg.t) || jsonb_build_object(
-               'transaction_id', (pg.t).transaction_id, 'partition_id', (pg.t).partition_id,
+    SELECT coalesce(jsonb_agg(pg.j || jsonb_build_object(
+               'transaction_id', pg.transaction_id, 'partition_id', pg.partition_id,
                'queue_name', pg.queue_name, 'partition_name', pg.partition_name,
-               'message_payload', NULL) ORDER BY (pg.t).created_at, (pg.t).id), '[]'::jsonb)
+               'message_payload', NULL) ORDER BY pg.created_at, pg.id), '[]'::jsonb)
       INTO v_page
-      FROM (SELECT t, q.name::text AS queue_name, n.name AS partition_name
+      FROM (SELECT queen.trace_json(t.id, t.event_type, t.data, t.consumer_group, t.worker_id,
+                                    t.created_at, t.names) AS j,
+                   t.id, t.created_at, t.transaction_id, t.partition_id,
+                   q.name::text AS queue_name, n.name AS partition_name
               FROM queen.log_traces t
               JOIN queen.partition_names n ON n.id = t.partition_id
               JOIN queen.queues q ON q.id = n.queue_id
@@ -550,7 +558,7 @@ BEGIN
                               ORDER BY s.last DESC, s.n), '[]'::jsonb)
       INTO v_names
       FROM (SELECT n, count(*) AS traces,
-                   count(DISTINCT (t.partition_id, t.transaction_id)) AS messages, max(t.created_at) AS last
+                   count(DISTINCT t.partition_id::text || '/' || t.transaction_id) AS messages, max(t.created_at) AS last
               FROM queen.log_traces t, unnest(t.names) n
              WHERE t.tenant_id = p_tenant
              GROUP BY n ORDER BY max(t.created_at) DESC, n LIMIT p_limit OFFSET p_offset) s;

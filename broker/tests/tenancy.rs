@@ -539,16 +539,21 @@ async fn no_route_reaches_another_tenants_data() {
     }
     // A's traces: A records one; B can neither read nor add to them.
     let tname = unique("tname");
+    // The message A popped (which partition a queue pop serves first is not fixed).
+    let popped = pop["messages"][0]["transactionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let (s, _) = a
         .post(
             "/api/v1/traces",
-            &json!({"transactionId": "m1", "partitionId": pid,
-                                        "traceNames": [tname], "data": {"s": secret}}),
+            &json!({"transactionId": popped, "partitionId": pid,
+                    "traceNames": [tname], "data": {"s": secret}}),
         )
         .await;
     assert_eq!(s, StatusCode::CREATED, "A traces its message");
     for path in [
-        format!("/api/v1/traces/{pid}/m1"),
+        format!("/api/v1/traces/{pid}/{popped}"),
         format!("/api/v1/traces/by-name/{tname}"),
         "/api/v1/traces/names?limit=1000".to_string(),
     ] {
@@ -562,7 +567,7 @@ async fn no_route_reaches_another_tenants_data() {
     let r = other
         .post(
             "/api/v1/traces",
-            &json!({"transactionId": "m1", "partitionId": pid, "data": {}}),
+            &json!({"transactionId": popped, "partitionId": pid, "data": {}}),
         )
         .await;
     assert_eq!(r.0, StatusCode::NOT_FOUND, "{r:?}");
