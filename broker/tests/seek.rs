@@ -349,6 +349,24 @@ async fn a_subscription_update_answers_as_queen_and_refuses_what_it_cannot_apply
         v,
         json!({"success": true, "consumerGroup": g, "newTimestamp": "2026-01-01T00:00:00.000Z", "rowsUpdated": 1})
     );
+    // The consumer-group view shows the record.
+    let (_, groups) = b.get("/api/v1/consumer-groups").await;
+    let mine = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == g.as_str())
+        .expect("the group is listed")
+        .clone();
+    assert_eq!(
+        (
+            mine["subscriptionMode"].clone(),
+            mine["subscriptionTimestamp"].clone()
+        ),
+        (json!("timestamp"), json!("2026-01-01T00:00:00.000Z")),
+        "{mine}"
+    );
+    assert!(mine["subscriptionCreatedAt"].is_string(), "{mine}");
     // A partition the group first meets now starts at the instant: everything there is
     // newer, so it reads it; the cursor on Default did not move.
     push_into(&b, &q, "fresh", 2).await;

@@ -1,6 +1,8 @@
 //! Operating queues: configuration, deletion, the DLQ, the statistics, and what the
 //! database has installed (sql/broker_api.sql, sql/admin.sql).
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 use queen_log::wire::{
     Configured, Deleted, DlqDeleted, DlqPage, GroupDeleted, GroupSeek, PartitionSeek, Redriven,
@@ -57,6 +59,14 @@ pub struct StatsRow {
     pub redeliver_at: Option<String>,
     pub dlq: Option<i64>,
     pub skipped: Option<i64>,
+}
+
+/// A subscription record as the consumer-group views show it.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    pub mode: String,
+    pub timestamp: Option<String>,
+    pub created_at: Option<String>,
 }
 
 /// A timestamp column in the HTTP form.
@@ -402,6 +412,30 @@ impl Conn {
             )
             .await?;
         rows.iter().map(StatsRow::read).collect()
+    }
+
+    /// `queen.subscriptions_v1`: the tenant's subscription records, keyed (queue, group).
+    pub async fn subscriptions(
+        &self,
+        tenant: Uuid,
+    ) -> Result<HashMap<(String, String), Subscription>, DbError> {
+        let rows = self
+            .rows(
+                "SELECT r_queue, r_consumer_group, r_mode, r_timestamp, r_created_at
+                   FROM queen.subscriptions_v1($1::uuid)",
+                &[&tenant],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let sub = Subscription {
+                    mode: get(r, 2)?,
+                    timestamp: ts(r, 3)?,
+                    created_at: ts(r, 4)?,
+                };
+                Ok(((get(r, 0)?, get(r, 1)?), sub))
+            })
+            .collect()
     }
 
     /// The installed version of the `queen_ack` extension (`pg_extension.extversion`),

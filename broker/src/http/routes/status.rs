@@ -108,26 +108,30 @@ struct StatusDetail<'a> {
     totals: Value,
 }
 
-/// `GET /api/v1/consumer-groups`: one element per (group, queue). Subscription fields
-/// are null: the statistics do not carry them.
+/// `GET /api/v1/consumer-groups`: one element per (group, queue), with the group's
+/// subscription record for that queue (null fields for queue mode, which has none).
 pub async fn groups(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
 ) -> ApiResult<Json<Vec<Value>>> {
     let queues = load(&state.db, Some(tenant), None).await?;
+    let subs = state.db.conn().await?.subscriptions(tenant).await?;
     let mut out = Vec::new();
     for q in &queues {
         for g in q.groups() {
             let t = group_totals(q, g);
             let mut v = group_totals_json(g, &t);
+            let sub = subs.get(&(q.meta.name.clone(), g.to_string()));
             let extra = json!({
                 "topics": [q.meta.name], "queueName": q.meta.name,
                 "members": t.partitions, "partitionCursors": t.partitions,
                 "activeWorkers": t.workers,
                 "partitionsWithLag": t.partitions_with_lag, "totalLag": t.lag,
                 "maxTimeLag": t.max_age_s.map_or(0, |a| a.round() as i64),
-                "storage": "segments", "kind": "queen", "subscriptionMode": Value::Null,
-                "subscriptionTimestamp": Value::Null, "subscriptionCreatedAt": Value::Null,
+                "storage": "segments", "kind": "queen",
+                "subscriptionMode": sub.map(|s| s.mode.as_str()),
+                "subscriptionTimestamp": sub.and_then(|s| s.timestamp.as_deref()),
+                "subscriptionCreatedAt": sub.and_then(|s| s.created_at.as_deref()),
                 "conflation": false,
             });
             for (k, x) in extra.as_object().expect("object") {
