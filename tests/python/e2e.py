@@ -473,6 +473,52 @@ async def test_transaction_riders_refused(client):
     check(await pop(client, q, batch=10) == [], "a refused transaction pushed nothing")
 
 
+async def test_trace_seek_browse(client):
+    """msg.trace() inside consume, the admin trace reads, a seek that replays, the
+    subscription update, and the message listing and lookup, all through the SDK."""
+    q = qname("seek")
+    admin = client.admin
+    name = f"py-trace-{RUN}"
+    await configure(client, q, lease_time=30)
+    txids = [str(uuid.uuid4()) for _ in range(3)]
+    await client.queue(q).push([{"data": {"i": i}, "transactionId": t} for i, t in enumerate(txids)])
+    traced = []
+
+    async def handler(message):
+        r = await message["trace"]({"traceName": name, "eventType": "step", "data": {"i": message["data"]["i"]}})
+        traced.append(r)
+
+    await client.queue(q).group("g").batch(1).wait(False).limit(3).each().consume(handler)
+    check(len(traced) == 3 and all(r.get("success") is True for r in traced), f"msg.trace() answers {traced!r}")
+    by_name = await admin.get_traces_by_name(name)
+    check(by_name.get("total") == 3, f"get_traces_by_name {by_name!r}")
+    pid = by_name["traces"][0]["partition_id"]
+    one = await admin.get_traces_for_message(pid, txids[0])
+    check([t["data"] for t in one["traces"]] == [{"i": 0}], f"get_traces_for_message {one!r}")
+    names = await admin.get_trace_names(limit=1000)
+    check(any(n["trace_name"] == name for n in names["trace_names"]), f"get_trace_names {names!r}")
+
+    # Everything consumed; a seek back replays all three, a seek to the end skips them.
+    listed = await admin.list_messages(queue=q)
+    check([m["transactionId"] for m in listed["messages"]] == txids[::-1], f"list_messages {listed!r}")
+    check(all(m["status"] == "completed" for m in listed["messages"]), f"statuses {listed!r}")
+    s = await admin.seek_consumer_group("g", q, {"timestamp": "2000-01-01T00:00:00Z"})
+    check(s.get("success") is True and s.get("replayed") == 3, f"seek back {s!r}")
+    detail = await admin.get_message(pid, txids[1])
+    check(detail["payload"] == {"i": 1} and detail["status"] == "pending", f"get_message {detail!r}")
+    again = []
+
+    async def collect(message):
+        again.append(message["data"]["i"])
+
+    await client.queue(q).group("g").batch(10).wait(False).limit(3).each().consume(collect)
+    check(again == [0, 1, 2], f"replayed after the seek {again!r}")
+    s = await admin.seek_consumer_group("g", q, {"toEnd": True})
+    check(s.get("success") is True, f"seek to end {s!r}")
+    u = await client.update_consumer_group_timestamp("g", "2000-01-01T00:00:00Z")
+    check(u.get("rowsUpdated") == 1, f"update_consumer_group_timestamp {u!r}")
+
+
 SCENARIOS = [
     ("configure_queue", test_configure_queue),
     ("push_consume_ack", test_push_consume_ack),
@@ -482,6 +528,7 @@ SCENARIOS = [
     ("transaction_riders_refused", test_transaction_riders_refused),
     ("push_delayed_message", test_push_delayed_message),
     ("admin_helpers", test_admin_helpers),
+    ("trace_seek_browse", test_trace_seek_browse),
 ]
 
 
@@ -512,7 +559,7 @@ async def main():
             sys.stderr.flush()
     # Best-effort cleanup of this run's queues.
     mark = len(transport.log)
-    for tag in ("cfg", "ack", "dlq", "dlq2", "lease", "tx-src", "tx-dst", "admin"):
+    for tag in ("cfg", "ack", "dlq", "dlq2", "lease", "tx-src", "tx-dst", "admin", "seek"):
         try:
             await client.queue(qname(tag)).delete()
         except Exception:  # noqa: BLE001
