@@ -479,6 +479,9 @@ async def test_trace_seek_browse(client):
     q = qname("seek")
     admin = client.admin
     name = f"py-trace-{RUN}"
+    # A group of this run only: a subscription update moves the group's records on every
+    # queue, and the test database holds other runs' groups.
+    g = f"py-g-{RUN}"
     await configure(client, q, lease_time=30)
     txids = [str(uuid.uuid4()) for _ in range(3)]
     await client.queue(q).push([{"data": {"i": i}, "transactionId": t} for i, t in enumerate(txids)])
@@ -488,7 +491,7 @@ async def test_trace_seek_browse(client):
         r = await message["trace"]({"traceName": name, "eventType": "step", "data": {"i": message["data"]["i"]}})
         traced.append(r)
 
-    await client.queue(q).group("g").batch(1).wait(False).limit(3).each().consume(handler)
+    await client.queue(q).group(g).batch(1).wait(False).limit(3).each().consume(handler)
     check(len(traced) == 3 and all(r.get("success") is True for r in traced), f"msg.trace() answers {traced!r}")
     by_name = await admin.get_traces_by_name(name)
     check(by_name.get("total") == 3, f"get_traces_by_name {by_name!r}")
@@ -502,7 +505,7 @@ async def test_trace_seek_browse(client):
     listed = await admin.list_messages(queue=q)
     check([m["transactionId"] for m in listed["messages"]] == txids[::-1], f"list_messages {listed!r}")
     check(all(m["status"] == "completed" for m in listed["messages"]), f"statuses {listed!r}")
-    s = await admin.seek_consumer_group("g", q, {"timestamp": "2000-01-01T00:00:00Z"})
+    s = await admin.seek_consumer_group(g, q, {"timestamp": "2000-01-01T00:00:00Z"})
     check(s.get("success") is True and s.get("replayed") == 3, f"seek back {s!r}")
     detail = await admin.get_message(pid, txids[1])
     check(detail["payload"] == {"i": 1} and detail["status"] == "pending", f"get_message {detail!r}")
@@ -511,11 +514,11 @@ async def test_trace_seek_browse(client):
     async def collect(message):
         again.append(message["data"]["i"])
 
-    await client.queue(q).group("g").batch(10).wait(False).limit(3).each().consume(collect)
+    await client.queue(q).group(g).batch(10).wait(False).limit(3).each().consume(collect)
     check(again == [0, 1, 2], f"replayed after the seek {again!r}")
-    s = await admin.seek_consumer_group("g", q, {"toEnd": True})
+    s = await admin.seek_consumer_group(g, q, {"toEnd": True})
     check(s.get("success") is True, f"seek to end {s!r}")
-    u = await client.update_consumer_group_timestamp("g", "2000-01-01T00:00:00Z")
+    u = await client.update_consumer_group_timestamp(g, "2000-01-01T00:00:00Z")
     check(u.get("rowsUpdated") == 1, f"update_consumer_group_timestamp {u!r}")
 
 
