@@ -383,7 +383,7 @@ BEGIN
                               p_timestamp, p_to_end);
     RETURN jsonb_build_object(
         'success', true, 'consumerGroup', p_group, 'queueName', p_queue, 'seekToEnd', p_to_end,
-        'targetTimestamp', to_char(p_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        'targetTimestamp', queen.iso_ms(p_timestamp),
         'partitionsUpdated', v_n, 'skipped', v_skipped, 'replayed', v_replayed);
 END $$;
 -- Queen's seek of one partition (docs/sql-api.md): to the end by default (Queen's only
@@ -415,7 +415,7 @@ BEGIN
     RETURN jsonb_build_object(
         'success', true, 'consumerGroup', p_group, 'queueName', p_queue,
         'partitionName', p_partition, 'updated', m.r_partition_id IS NOT NULL,
-        'cursorMovedTo', (SELECT to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+        'cursorMovedTo', (SELECT queen.iso_ms(s.created_at)
                             FROM queen.log_segments s
                            WHERE s.partition_id = v_pid AND s.base_offset <= m.r_to
                              AND s.end_offset >= m.r_to),
@@ -460,7 +460,7 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     RETURN jsonb_build_object('success', true, 'consumerGroup', p_group,
-        'newTimestamp', to_char(p_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        'newTimestamp', queen.iso_ms(p_timestamp),
         'rowsUpdated', v_n);
 END $$;
 -- A trace as Queen's trace reads show it (sql/admin.sql's trace functions). Columns,
@@ -473,7 +473,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT jsonb_build_object('id', p_id, 'event_type', p_event_type, 'data', p_data,
                               'consumer_group', p_group, 'worker_id', p_worker,
-                              'created_at', to_char(p_created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                              'created_at', queen.iso_ms(p_created),
                               'trace_names', to_jsonb(ARRAY(SELECT n FROM unnest(p_names) n ORDER BY n)))
 $$;
 -- A page's limit and offset (the trace reads): limit 1 to 1,000, offset >= 0; 22023 else.
@@ -554,7 +554,7 @@ BEGIN
       FROM queen.log_traces t, unnest(t.names) n WHERE t.tenant_id = p_tenant;
     SELECT coalesce(jsonb_agg(jsonb_build_object('trace_name', s.n, 'trace_count', s.traces,
                                                  'message_count', s.messages,
-                                                 'last_seen', to_char(s.last AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                                                 'last_seen', queen.iso_ms(s.last))
                               ORDER BY s.last DESC, s.n), '[]'::jsonb)
       INTO v_names
       FROM (SELECT n, count(*) AS traces,

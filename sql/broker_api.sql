@@ -176,9 +176,9 @@ BEGIN
             'queue', pg.queue, 'partition', pg.partition, 'consumerGroup', pg.consumer_group,
             'offset', pg."offset", 'errorMessage', pg.error, 'retryCount', pg.retry_count,
             'data', pg.payload,
-            'createdAt', to_char((SELECT s.r_created FROM queen.log_segment_at_v1(pg.partition_id, pg."offset") s)
-                                 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-            'failedAt', to_char(pg.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+            'createdAt', queen.iso_ms((SELECT s.r_created
+                                         FROM queen.log_segment_at_v1(pg.partition_id, pg."offset") s)),
+            'failedAt', queen.iso_ms(pg.failed_at))
             ORDER BY pg.failed_at DESC, pg.id), '[]'::jsonb) INTO v_page
       FROM (SELECT d.*, q.name AS queue, p.name AS partition
               FROM queen.log_dlq d

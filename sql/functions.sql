@@ -7,6 +7,13 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
 
+-- UTC with milliseconds: the timestamp form of Queen's answers (its routes' to_char), as
+-- the broker's own HTTP timestamps (broker/src/util.rs iso_ms).
+CREATE FUNCTION queen.iso_ms(ts timestamptz) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') $$;
+
 -- Parse a subscription timestamp; NULL when it is not one (pop must never fail on it).
 CREATE FUNCTION queen.try_timestamptz(p text) RETURNS timestamptz
 LANGUAGE plpgsql STABLE

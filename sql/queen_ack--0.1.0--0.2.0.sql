@@ -563,6 +563,15 @@ ALTER TABLE queen.log_consumers ADD COLUMN redeliver_at timestamptz;
 -- Forward seeks' count of what they passed over (docs/decisions.md, "Seeking a consumer group").
 ALTER TABLE queen.log_consumers ADD COLUMN seek_skipped bigint NOT NULL DEFAULT 0;
 
+-- UTC with milliseconds: the timestamp form of Queen's answers (its routes' to_char), as
+-- the broker's own HTTP timestamps (broker/src/util.rs iso_ms).
+CREATE FUNCTION queen.iso_ms(ts timestamptz) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') $$;
+REVOKE ALL ON FUNCTION queen.iso_ms(timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.iso_ms(timestamptz) TO queen_broker;
+
 -- Configure reads delayedProcessing (sql/broker_api.sql).
 CREATE OR REPLACE FUNCTION queen.configure_queue_v1(p_queue text, p_namespace text, p_task text,
                                          p_options jsonb,
@@ -914,9 +923,9 @@ BEGIN
             'queue', pg.queue, 'partition', pg.partition, 'consumerGroup', pg.consumer_group,
             'offset', pg."offset", 'errorMessage', pg.error, 'retryCount', pg.retry_count,
             'data', pg.payload,
-            'createdAt', to_char((SELECT s.r_created FROM queen.log_segment_at_v1(pg.partition_id, pg."offset") s)
-                                 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-            'failedAt', to_char(pg.failed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+            'createdAt', queen.iso_ms((SELECT s.r_created
+                                         FROM queen.log_segment_at_v1(pg.partition_id, pg."offset") s)),
+            'failedAt', queen.iso_ms(pg.failed_at))
             ORDER BY pg.failed_at DESC, pg.id), '[]'::jsonb) INTO v_page
       FROM (SELECT d.*, q.name AS queue, p.name AS partition
               FROM queen.log_dlq d
@@ -1598,7 +1607,7 @@ BEGIN
                               p_timestamp, p_to_end);
     RETURN jsonb_build_object(
         'success', true, 'consumerGroup', p_group, 'queueName', p_queue, 'seekToEnd', p_to_end,
-        'targetTimestamp', to_char(p_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        'targetTimestamp', queen.iso_ms(p_timestamp),
         'partitionsUpdated', v_n, 'skipped', v_skipped, 'replayed', v_replayed);
 END $$;
 -- Queen's seek of one partition (docs/sql-api.md): to the end by default (Queen's only
@@ -1630,7 +1639,7 @@ BEGIN
     RETURN jsonb_build_object(
         'success', true, 'consumerGroup', p_group, 'queueName', p_queue,
         'partitionName', p_partition, 'updated', m.r_partition_id IS NOT NULL,
-        'cursorMovedTo', (SELECT to_char(s.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+        'cursorMovedTo', (SELECT queen.iso_ms(s.created_at)
                             FROM queen.log_segments s
                            WHERE s.partition_id = v_pid AND s.base_offset <= m.r_to
                              AND s.end_offset >= m.r_to),
@@ -1675,7 +1684,7 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     RETURN jsonb_build_object('success', true, 'consumerGroup', p_group,
-        'newTimestamp', to_char(p_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        'newTimestamp', queen.iso_ms(p_timestamp),
         'rowsUpdated', v_n);
 END $$;
 REVOKE ALL ON FUNCTION queen.seek_cursors(text, uuid, uuid, uuid[], timestamptz, boolean) FROM PUBLIC;
@@ -1755,7 +1764,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT jsonb_build_object('id', p_id, 'event_type', p_event_type, 'data', p_data,
                               'consumer_group', p_group, 'worker_id', p_worker,
-                              'created_at', to_char(p_created AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                              'created_at', queen.iso_ms(p_created),
                               'trace_names', to_jsonb(ARRAY(SELECT n FROM unnest(p_names) n ORDER BY n)))
 $$;
 -- A page's limit and offset (the trace reads): limit 1 to 1,000, offset >= 0; 22023 else.
@@ -1836,7 +1845,7 @@ BEGIN
       FROM queen.log_traces t, unnest(t.names) n WHERE t.tenant_id = p_tenant;
     SELECT coalesce(jsonb_agg(jsonb_build_object('trace_name', s.n, 'trace_count', s.traces,
                                                  'message_count', s.messages,
-                                                 'last_seen', to_char(s.last AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+                                                 'last_seen', queen.iso_ms(s.last))
                               ORDER BY s.last DESC, s.n), '[]'::jsonb)
       INTO v_names
       FROM (SELECT n, count(*) AS traces,

@@ -9,7 +9,7 @@ use pgrx::datum::Uuid;
 use pgrx::prelude::*;
 use pgrx::spi::{SpiClient, SpiHeapTupleData};
 use pgrx::JsonB;
-use queen_log::browse::{self, CursorAt, SegmentRef, Status};
+use queen_log::browse::{self, CursorAt, SegmentRef, Status, MAX_PAGE};
 use queen_log::frame::Frame;
 use queen_log::hash::txn_hash;
 use queen_log::payload;
@@ -18,8 +18,6 @@ use serde_json::{json, Map, Value};
 
 use crate::db::{bad_param, col, q, raise, required, OrRaise};
 
-/// Most messages one listing returns; page with `offset` for more.
-const MAX_LIMIT: i64 = 1000;
 /// Segments a lookup by transactionId decodes below the sidecar (whose hashes the
 /// lifecycle purged) before it gives up: the bound of a lookup's cost.
 const MAX_SCAN_SEGMENTS: i64 = 1000;
@@ -220,7 +218,7 @@ fn parse_filters(v: &Value) -> Filters {
         status,
         from: text_filter(o, "from"),
         to: text_filter(o, "to"),
-        limit: int_filter(o, "limit", 200, MAX_LIMIT),
+        limit: int_filter(o, "limit", 200, MAX_PAGE),
         offset: int_filter(o, "offset", 0, i64::from(i32::MAX)),
     }
 }

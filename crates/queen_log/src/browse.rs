@@ -8,6 +8,9 @@ use serde::Serialize;
 
 use crate::conventions::QUEUE_MODE;
 
+/// Most messages one listing returns (SQL `list_messages_v1` and the broker's `limit`).
+pub const MAX_PAGE: i64 = 1000;
+
 /// One group's cursor on the partition, as far as a status needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CursorAt {

@@ -15,6 +15,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use queen_log::browse::MAX_PAGE;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
@@ -24,7 +25,7 @@ use crate::http::input::{int_query, Param, OFFSET};
 use crate::state::AppState;
 
 /// A listing's `limit`: Queen's default 200; at most the extension's page bound.
-const LIMIT: Param<'static> = Param::new("limit", 0, 1000);
+const LIMIT: Param<'static> = Param::new("limit", 0, MAX_PAGE);
 
 /// Queen's query parameters and the filter keys they become (`ns` is `namespace`).
 const TEXT_FILTERS: [(&str, &str); 7] = [
