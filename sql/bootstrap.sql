@@ -25,6 +25,9 @@ CREATE TABLE queen.queues (
     created_at timestamptz DEFAULT now(),
     -- delayedProcessing: seconds a message stays invisible to every pop after its push.
     delayed_processing int NOT NULL DEFAULT 0 CHECK (delayed_processing >= 0),
+    -- encryptionEnabled: every frame pushed must be sealed (flag 4, Queen's envelope);
+    -- the broker seals with its key, the extension refuses plaintext (src/push.rs).
+    encryption_enabled bool NOT NULL DEFAULT false,
     UNIQUE (tenant_id, name)
 );
 

@@ -149,16 +149,17 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'broker_pop_v1_wrapper';
 
--- Partitions of (queue, partition) name pairs with their dedup window (sql/broker_api.sql).
+-- Partitions of (queue, partition) name pairs with their queue's dedup window and encryption
+-- switch; a pair whose queue exists but partition does not has a NULL id (sql/broker_api.sql).
 CREATE FUNCTION queen.partitions_lookup_v1(p_tenant uuid, p_queues text[], p_partitions text[])
-RETURNS TABLE(r_index int, r_partition_id uuid, r_dedup_window int)
+RETURNS TABLE(r_index int, r_partition_id uuid, r_dedup_window int, r_encrypted bool)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT t.i::int, p.id, q.dedup_window_seconds
+    SELECT t.i::int, p.id, q.dedup_window_seconds, q.encryption_enabled
       FROM unnest(p_queues, p_partitions) WITH ORDINALITY AS t(qn, pn, i)
       JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = t.qn
-      JOIN queen.partition_names p ON p.queue_id = q.id AND p.name = t.pn
+      LEFT JOIN queen.partition_names p ON p.queue_id = q.id AND p.name = t.pn
 $$;
 
 -- The worker holding a cursor's lease (sql/broker_api.sql).
@@ -562,6 +563,8 @@ ALTER TABLE queen.queues
 ALTER TABLE queen.log_consumers ADD COLUMN redeliver_at timestamptz;
 -- Forward seeks' count of what they passed over (docs/decisions.md, "Seeking a consumer group").
 ALTER TABLE queen.log_consumers ADD COLUMN seek_skipped bigint NOT NULL DEFAULT 0;
+-- encryptionEnabled, enforced by push (docs/decisions.md, "Payload encryption").
+ALTER TABLE queen.queues ADD COLUMN encryption_enabled bool NOT NULL DEFAULT false;
 
 -- UTC with milliseconds: the timestamp form of Queen's answers (its routes' to_char), as
 -- the broker's own HTTP timestamps (broker/src/util.rs iso_ms).
@@ -598,7 +601,7 @@ BEGIN
     INSERT INTO queen.queues AS q (name, tenant_id, namespace, task, lease_time, retry_limit,
                                    dead_letter_queue, dlq_after_max_retries, dedup_window_seconds,
                                    retention_seconds, completed_retention_seconds, delayed_processing,
-                                   options)
+                                   encryption_enabled, options)
     VALUES (p_queue, COALESCE(p_tenant, '00000000-0000-0000-0000-000000000001'),
             COALESCE(p_namespace, CASE WHEN strpos(p_queue, '.') > 0 THEN split_part(p_queue, '.', 1) ELSE p_queue END),
             COALESCE(p_task, CASE WHEN strpos(p_queue, '.') > 0 THEN substr(p_queue, strpos(p_queue, '.') + 1) ELSE '' END),
@@ -606,7 +609,8 @@ BEGIN
             COALESCE((o->>'deadLetterQueue')::bool, true), COALESCE((o->>'dlqAfterMaxRetries')::bool, true),
             COALESCE((o->>'dedupWindowSeconds')::int, 3600), COALESCE((o->>'retentionSeconds')::int, 0),
             COALESCE((o->>'completedRetentionSeconds')::int, 0),
-            COALESCE((o->>'delayedProcessing')::int, 0), o)
+            COALESCE((o->>'delayedProcessing')::int, 0),
+            COALESCE((o->>'encryptionEnabled')::bool, false), o)
     ON CONFLICT (tenant_id, name) DO UPDATE SET
         namespace = COALESCE(p_namespace, q.namespace),
         task = COALESCE(p_task, q.task),
@@ -618,6 +622,7 @@ BEGIN
         retention_seconds = COALESCE((o->>'retentionSeconds')::int, q.retention_seconds),
         completed_retention_seconds = COALESCE((o->>'completedRetentionSeconds')::int, q.completed_retention_seconds),
         delayed_processing = COALESCE((o->>'delayedProcessing')::int, q.delayed_processing),
+        encryption_enabled = COALESCE((o->>'encryptionEnabled')::bool, q.encryption_enabled),
         options = q.options || o
     RETURNING * INTO v_queue;
     v_pid := queen.provision_partition(v_queue.id, 'Default');

@@ -6,6 +6,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::dedup::find_duplicates;
+use queen_log::encryption::is_envelope;
 use queen_log::frame::Frame;
 use queen_log::hash::split_hashes;
 use queen_log::names::NameKind;
@@ -32,16 +33,56 @@ pub struct SegmentIn<'a> {
 /// `msg_count` frames whose transactionIds hash to `hashes`. Runs before anything is read
 /// or written, so a segment that could not be served is never stored (a pop of one used
 /// to fail forever while holding its lease, or an auto-ack to consume what it could not
-/// deliver).
-pub fn check_segment(msg_count: i32, hashes: &[u8], blob: &[u8]) {
+/// deliver). A frame flagged encrypted must hold Queen's envelope (docs/decisions.md,
+/// "Payload encryption"): a reader would otherwise be told ciphertext is there when it
+/// is not.
+pub fn check_segment(msg_count: i32, hashes: &[u8], blob: &[u8]) -> Checked {
     if msg_count < 1 || hashes.len() as i64 != 16 * i64::from(msg_count) {
         raise_q(format!(
             "QPUSH bad segment: msg_count={msg_count}, hashes={} bytes (want 16/msg)",
             hashes.len()
         ));
     }
-    if let Err(e) = verify_segment(blob, hashes) {
-        bad_param(format!("QPUSH bad segment blob: {e}"));
+    let frames = verify_segment(blob, hashes)
+        .unwrap_or_else(|e| bad_param(format!("QPUSH bad segment blob: {e}")));
+    if let Some(i) = frames
+        .iter()
+        .position(|f| f.encrypted && !is_envelope(&f.payload))
+    {
+        bad_param(format!(
+            "QPUSH bad segment blob: frame {i} is flagged encrypted but its payload is not \
+             an encryption envelope {{\"encrypted\", \"iv\", \"authTag\"}}"
+        ));
+    }
+    Checked {
+        first_plain: frames.iter().position(|f| !f.encrypted),
+    }
+}
+
+/// What push learned of a checked segment's payloads.
+pub struct Checked {
+    /// The first frame not flagged encrypted (None: every frame is sealed).
+    first_plain: Option<usize>,
+}
+
+impl Checked {
+    /// `encryptionEnabled` enforced: a queue that encrypts takes sealed frames only. The
+    /// database never holds the key (docs/security.md), so it cannot seal them itself;
+    /// a plaintext frame is refused (nothing written) rather than stored in clear. 55000
+    /// (object_not_in_prerequisite_state): the queue's state, not the segment, decides,
+    /// and a broker that looked the queue up just before encryption was turned on
+    /// answers 503 so its client retries, and is sealed on the retry.
+    pub fn require_sealed(&self, queue: &str, encrypts: bool) {
+        if let (true, Some(i)) = (encrypts, self.first_plain) {
+            crate::db::raise(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "QENC queue {queue} encrypts payloads (encryptionEnabled) but frame {i} is \
+                 plaintext: push through a broker that holds QUEEN_ENCRYPTION_KEY, which \
+                 seals them. Nothing was written"
+                ),
+            );
+        }
     }
 }
 
@@ -101,17 +142,20 @@ fn retry_later(why: String) -> ! {
     )
 }
 
-/// Partition id and the queue's dedup window, resolved by names (or a hinted id).
+/// A push's target: the partition id, its queue's dedup window and whether it encrypts.
+pub type Target = (Uuid, i32, bool);
+
+/// The target resolved by names (or a hinted id).
 pub fn resolve(
     client: &SpiClient<'_>,
     tenant: Uuid,
     queue: &str,
     partition: &str,
     pid: Option<Uuid>,
-) -> Option<(Uuid, i32)> {
+) -> Option<Target> {
     q(
         client,
-        "SELECT p.id, q.dedup_window_seconds
+        "SELECT p.id, q.dedup_window_seconds, q.encryption_enabled
                FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3
                 AND ($4::uuid IS NULL OR p.id = $4)",
@@ -123,6 +167,7 @@ pub fn resolve(
         (
             col(&r, 1, "log_partitions.id"),
             col(&r, 2, "dedup_window_seconds"),
+            col(&r, 3, "encryption_enabled"),
         )
     })
 }
@@ -132,7 +177,7 @@ pub fn resolve_or_create(
     client: &mut SpiClient<'_>,
     seg: &SegmentIn<'_>,
     pid: Option<Uuid>,
-) -> (Uuid, i32) {
+) -> Target {
     if let Some(found) = resolve(client, seg.tenant, seg.queue, seg.partition, pid) {
         return found;
     }
@@ -150,8 +195,8 @@ pub fn resolve_or_create(
 /// creator of the same name wait for its transaction; created in input order, two
 /// pushes naming the same new partitions in different orders each held one and waited
 /// for the other (40P01, found by the soak test).
-fn resolve_all(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<(Uuid, i32)> {
-    let found: Vec<Option<(Uuid, i32)>> = segs
+fn resolve_all(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<Target> {
+    let found: Vec<Option<Target>> = segs
         .iter()
         .map(|s| resolve(client, s.tenant, s.queue, s.partition, None))
         .collect();
@@ -391,8 +436,9 @@ pub fn push_one(
     pid: Option<Uuid>,
     window: Option<i32>,
 ) -> PushVerdict {
-    check_segment(seg.msg_count, seg.hashes, seg.blob);
-    let (pid, queue_window) = resolve_or_create(client, seg, pid);
+    let checked = check_segment(seg.msg_count, seg.hashes, seg.blob);
+    let (pid, queue_window, encrypts) = resolve_or_create(client, seg, pid);
+    checked.require_sealed(seg.queue, encrypts);
     push_resolved(client, pid, window.unwrap_or(queue_window), seg)
 }
 
@@ -425,12 +471,16 @@ fn log_push_one_v1(
     }))
 }
 
-/// A partition of the tenant by id: (queue name, partition name, dedup window), without
-/// locking; a router read of the partition's own row.
-fn resolve_by_id(client: &SpiClient<'_>, tenant: Uuid, pid: Uuid) -> Option<(String, String, i32)> {
+/// A partition of the tenant by id: (queue name, partition name, dedup window, whether
+/// it encrypts), without locking; a router read of the partition's own row.
+fn resolve_by_id(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    pid: Uuid,
+) -> Option<(String, String, i32, bool)> {
     q(
         client,
-        "SELECT q.name::text, p.name, q.dedup_window_seconds
+        "SELECT q.name::text, p.name, q.dedup_window_seconds, q.encryption_enabled
            FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
           WHERE p.id = $1 AND q.tenant_id = $2",
         &[pid.into(), tenant.into()],
@@ -442,6 +492,7 @@ fn resolve_by_id(client: &SpiClient<'_>, tenant: Uuid, pid: Uuid) -> Option<(Str
             col(&r, 1, "queues.name"),
             col(&r, 2, "log_partitions.name"),
             col(&r, 3, "dedup_window_seconds"),
+            col(&r, 4, "encryption_enabled"),
         )
     })
 }
@@ -467,12 +518,13 @@ fn log_push_at_v1(
         required(p_hashes, "p_hashes"),
         required(p_blob, "p_blob"),
     );
-    check_segment(msg_count, hashes, blob);
+    let checked = check_segment(msg_count, hashes, blob);
     let tenant = p_tenant.unwrap_or_else(default_tenant);
     jsonb(&Spi::connect_mut(|client| {
-        let Some((queue, partition, window)) = resolve_by_id(client, tenant, pid) else {
+        let Some((queue, partition, window, encrypts)) = resolve_by_id(client, tenant, pid) else {
             raise_q(format!("QPUSH unknown partition {pid}"));
         };
+        checked.require_sealed(&queue, encrypts);
         let seg = SegmentIn {
             queue: &queue,
             partition: &partition,
@@ -562,10 +614,14 @@ impl MultiPush {
 /// the partition rows: against `delete_queue_v1` (queue row, then partition rows) that
 /// deadlocked (docs/decisions.md, "Lock order").
 pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<PushVerdict> {
-    for s in segs {
-        check_segment(s.msg_count, s.hashes, s.blob);
-    }
+    let checked: Vec<Checked> = segs
+        .iter()
+        .map(|s| check_segment(s.msg_count, s.hashes, s.blob))
+        .collect();
     let targets = resolve_all(client, segs);
+    for ((s, c), t) in segs.iter().zip(&checked).zip(&targets) {
+        c.require_sealed(s.queue, t.2);
+    }
     let mut tails: Vec<([u8; 16], Tail)> =
         partition_lock_order(targets.iter().map(|t| *t.0.as_bytes()))
             .into_iter()
@@ -574,7 +630,7 @@ pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<Push
     let verdicts = segs
         .iter()
         .zip(&targets)
-        .map(|(s, (pid, window))| {
+        .map(|(s, (pid, window, _))| {
             let tail = tails
                 .iter_mut()
                 .find(|(id, _)| id == pid.as_bytes())
@@ -610,7 +666,7 @@ fn lock_tail(
     client: &mut SpiClient<'_>,
     pid: Uuid,
     segs: &[SegmentIn<'_>],
-    targets: &[(Uuid, i32)],
+    targets: &[Target],
 ) -> Tail {
     q(
         client,

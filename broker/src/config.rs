@@ -6,6 +6,19 @@
 
 use std::fmt;
 
+use queen_log::encryption;
+
+/// The payload key's bytes; never printed (Debug and the startup line say only whether
+/// there is one).
+#[derive(Clone)]
+pub struct EncryptionKey(pub [u8; encryption::KEY_LEN]);
+
+impl fmt::Debug for EncryptionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EncryptionKey(****)")
+    }
+}
+
 /// The effective configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -43,6 +56,10 @@ pub struct Config {
     /// `QUEEN_JWT_SECRET`: HS256 secret; set = tenancy on (every `/api/v1` request needs
     /// a Bearer token with a `tenant` claim). Unset = tenancy off, default tenant.
     pub jwt_secret: Option<String>,
+    /// `QUEEN_ENCRYPTION_KEY`: 64 hex digits (Queen's variable and format); payloads of
+    /// queues with `encryptionEnabled` are sealed with it (crate::engine::sealing). A key
+    /// that does not parse stops the broker: Queen would run on without encryption.
+    pub encryption_key: Option<EncryptionKey>,
     /// `QUEEN_MAX_BATCH`: largest accepted pop `batch` (and `partitions`); above → 400.
     pub max_batch: i32,
     /// `QUEEN_MAX_PUSH_ITEMS`: most items accepted by one push (or one transaction's
@@ -118,6 +135,11 @@ impl Config {
             push_fusion: flag(&get, "QUEEN_PUSH_FUSION", false)?,
             pool_timeout_ms: num(&get, "QUEEN_POOL_TIMEOUT_MS", 5_000)?.max(1),
             jwt_secret: get("QUEEN_JWT_SECRET").filter(|v| !v.is_empty()),
+            encryption_key: get(encryption::KEY_VAR)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| encryption::parse_key(&v).map(EncryptionKey))
+                .transpose()
+                .map_err(|e| e.to_string())?,
             max_batch: num::<u32>(&get, "QUEEN_MAX_BATCH", 10_000)?.clamp(1, i32::MAX as u32)
                 as i32,
             max_push_items: num(&get, "QUEEN_MAX_PUSH_ITEMS", 10_000)?.max(1),
@@ -165,7 +187,8 @@ impl fmt::Display for Config {
              ack_fusion_max_inflight={} ack_fusion_hold_ms={} push_fusion={} pool_timeout_ms={} tenancy={} max_batch={} \
              max_push_items={} dedup_cache_mb={} metrics_queue_series={} max_lease_seconds={} \
              header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={} \
-             maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={}",
+             maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={} \
+             encryption={}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -192,7 +215,8 @@ impl fmt::Display for Config {
             self.shutdown_drain_ms,
             self.maintenance_interval_ms,
             self.maintenance_budget_ms,
-            self.maintenance_max_rows
+            self.maintenance_max_rows,
+            if self.encryption_key.is_some() { "key set" } else { "no key" }
         )
     }
 }
@@ -284,6 +308,19 @@ mod tests {
             Config::from_lookup(|k| (k == "QUEEN_JWT_SECRET").then(|| "s3cret".into())).unwrap();
         assert!(c.tenancy());
         assert!(!c.to_string().contains("s3cret"));
+        let key = "00".repeat(31) + "ab";
+        let c =
+            Config::from_lookup(|k| (k == "QUEEN_ENCRYPTION_KEY").then(|| key.clone())).unwrap();
+        assert_eq!(c.encryption_key.as_ref().unwrap().0[31], 0xab);
+        assert!(
+            !format!("{c:?} {c}").contains(&key),
+            "the key is never printed"
+        );
+        let e = Config::from_lookup(|k| (k == "QUEEN_ENCRYPTION_KEY").then(|| "abc".into()));
+        assert!(
+            e.unwrap_err().contains("QUEEN_ENCRYPTION_KEY"),
+            "a bad key stops the broker"
+        );
         assert_eq!(
             mask_password("postgres://u:secret@h:5/db"),
             "postgres://u:****@h:5/db"

@@ -17,6 +17,7 @@ use crate::engine::dedup::DedupCache;
 use crate::engine::fusion::Fusion;
 use crate::engine::push_fusion::PushFusion;
 use crate::engine::registry::Registry;
+use crate::engine::sealing::Sealer;
 use crate::ops::exposition::Sources;
 use crate::ops::maintenance::MaintenanceStats;
 use crate::ops::metrics::Metrics;
@@ -32,6 +33,8 @@ pub struct Inner {
     pub db: Db,
     pub metrics: Metrics,
     pub registry: Registry,
+    /// Payload encryption (QUEEN_ENCRYPTION_KEY).
+    pub sealer: Sealer,
     /// Push dedup watermarks (QUEEN_DEDUP_CACHE_MB).
     pub dedup: DedupCache,
     /// Present when `QUEEN_ACK_FUSION` is on (and the registry, which feeds it).
@@ -79,6 +82,7 @@ impl AppState {
             push_fusion,
             registry: Registry::new(&config),
             dedup: DedupCache::new(config.dedup_cache_mb),
+            sealer: Sealer::new(config.encryption_key.as_ref()),
             config,
             db,
             metrics: Metrics::default(),

@@ -13,7 +13,7 @@ fn configure_creates_then_updates_queue_and_default_partition() {
     for (bad, names) in [
         (r#"{"leaseTime": "soon"}"#, "options.leaseTime"),
         (r#"{"priority": 9}"#, "options.priority"),
-        (r#"{"encryptionEnabled": true}"#, "options.encryptionEnabled"),
+        (r#"{"encryptionEnabled": 1}"#, "options.encryptionEnabled"),
         (r#"{"colour": "red"}"#, "options.colour"),
         (r#"{"retentionEnabled": false}"#, "options.retentionEnabled"),
     ] {

@@ -68,6 +68,54 @@ fn push_frames(queue: &str, frames: &[(&str, &[u8])]) {
     .unwrap();
 }
 
+/// One sealed frame (flag 4) with `payload`, as a broker holding the key writes it.
+fn sealed_blob(txn: &str, payload: &[u8]) -> Vec<u8> {
+    let frame = queen_log::frame::Frame {
+        message_id: *uuid::Uuid::now_v7().as_bytes(),
+        trace_id: None,
+        transaction_id: txn.to_string(),
+        producer_sub: None,
+        encrypted: true,
+        payload: payload.to_vec(),
+    };
+    queen_log::segment::encode_segment(&[frame]).unwrap()
+}
+
+fn push_blob_state(queue: &str, txn: &str, blob: Vec<u8>) -> String {
+    let sql = format!(
+        "SELECT queen.log_push_one_v1('{queue}', 'Default', 1, queen.xxh3_128('{txn}'), -1, '\\x{}'::bytea)",
+        blob.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    );
+    sqlstate_of(&sql)
+}
+
+#[pg_test]
+fn an_encrypting_queue_takes_sealed_frames_only() {
+    j("SELECT queen.configure_queue_v1('enc', NULL, NULL, '{\"encryptionEnabled\": true}')");
+    assert_eq!(text_of("SELECT encryption_enabled::text FROM queen.queues WHERE name = 'enc'").unwrap(), "true");
+    let iv = "AAAAAAAAAAAAAAAAAAAAAA==";
+    let envelope = format!(r#"{{"encrypted":"YQ==","iv":"{iv}","authTag":"{iv}"}}"#);
+    let before = table_counts();
+    // Plaintext, by a raw segment or by queen.push: 55000 naming the option, nothing written.
+    let e = push_blob_state("enc", "p", frames_blob(&[("p", b"1")]));
+    assert!(e.starts_with("55000") && e.contains("encrypts payloads"), "{e}");
+    let e = sqlstate_of("SELECT queen.push('enc', '[1]'::jsonb)");
+    assert!(e.starts_with("55000"), "{e}");
+    // Flagged encrypted but not an envelope, into any queue: 22023.
+    let e = push_blob_state("plain", "x", sealed_blob("x", b"{\"a\": 1}"));
+    assert!(e.starts_with("22023") && e.contains("envelope"), "{e}");
+    assert_eq!(table_counts(), before, "a refused push writes nothing");
+    // A sealed frame is stored, and reads back flagged with its envelope.
+    assert_eq!(push_blob_state("enc", "s", sealed_blob("s", envelope.as_bytes())), "ok");
+    let pid = pid_of("enc", "Default");
+    let m = j(&format!("SELECT queen.get_message_v1('{pid}', 's', '00000000-0000-0000-0000-000000000001')"));
+    assert_eq!(m["isEncrypted"], serde_json::json!(true));
+    assert_eq!(m["payload"]["iv"], serde_json::json!(iv));
+    // Turned off, plaintext is taken again.
+    j("SELECT queen.configure_queue_v1('enc', NULL, NULL, '{\"encryptionEnabled\": false}')");
+    assert_eq!(push_blob_state("enc", "p", frames_blob(&[("p", b"1")])), "ok");
+}
+
 #[pg_test]
 fn payloads_read_back_by_one_rule_in_every_psql_reader() {
     push_frames("q", &[("json", br#"{"big": 123456789012345678901234567890}"#), ("text", b"not json"),
@@ -144,9 +192,10 @@ fn partitions_lookup_and_cursor_worker() {
     push_n("q", "Default", "t", 1);
     push_n("q", "B", "t", 1);
     let pid = pid_of("q", "B");
-    let found = text_of("SELECT string_agg(r_index || ':' || r_partition_id || ':' || r_dedup_window, ',' ORDER BY r_index)
+    let found = text_of("SELECT string_agg(r_index || ':' || COALESCE(r_partition_id::text, '-') || ':' || r_dedup_window || ':' || r_encrypted, ',' ORDER BY r_index)
                            FROM queen.partitions_lookup_v1('00000000-0000-0000-0000-000000000001', ARRAY['q','q','x'], ARRAY['nope','B','B'])").unwrap();
-    assert_eq!(found, format!("2:{pid}:3600"));
+    // A partition not created yet still names its queue's settings; an unknown queue nothing.
+    assert_eq!(found, format!("1:-:3600:false,2:{pid}:3600:false"));
     lease("q", "g", "w9", 1);
     let dpid = pid_of("q", "Default");
     assert_eq!(text_of(&format!("SELECT queen.cursor_worker_v1('{dpid}', 'g')")), Some("w9".into()));

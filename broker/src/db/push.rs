@@ -20,13 +20,16 @@ pub struct PushSegment {
     pub verified: i64,
 }
 
-/// A row of `partitions_lookup_v1`: a requested (queue, partition) that exists.
+/// A row of `partitions_lookup_v1`: a requested (queue, partition) whose queue exists.
 pub struct PartitionFound {
     /// Index (0-based) of the request element.
     pub index: usize,
-    pub partition_id: Uuid,
+    /// None: the queue exists, the partition not yet.
+    pub partition_id: Option<Uuid>,
     /// The queue's dedup window now, seconds.
     pub dedup_window: i32,
+    /// The queue's `encryptionEnabled`.
+    pub encrypted: bool,
 }
 
 /// A row of `dedup_window_v1`: every row carries the snapshot's `last_offset` and
@@ -40,7 +43,8 @@ pub struct DedupRow<'a> {
 
 impl Conn {
     /// `queen.partitions_lookup_v1`: the requested (queue, partition) pairs of `tenant`
-    /// that exist, with their ids and their queue's dedup window.
+    /// whose queue exists, with the partition's id and the queue's dedup window and
+    /// encryption switch.
     pub async fn partitions_lookup(
         &self,
         tenant: Uuid,
@@ -49,7 +53,7 @@ impl Conn {
     ) -> Result<Vec<PartitionFound>, DbError> {
         let rows = self
             .rows(
-                "SELECT r_index, r_partition_id, r_dedup_window
+                "SELECT r_index, r_partition_id, r_dedup_window, r_encrypted
                    FROM queen.partitions_lookup_v1($1::uuid, $2::text[], $3::text[])",
                 &[&tenant, &queues, &partitions],
             )
@@ -60,6 +64,7 @@ impl Conn {
                     index: (get::<i32>(r, 0)? - 1) as usize,
                     partition_id: get(r, 1)?,
                     dedup_window: get(r, 2)?,
+                    encrypted: get(r, 3)?,
                 })
             })
             .collect()

@@ -7,10 +7,13 @@
 //!   `log_ack_multi_v1`, on `lanes.rs`;
 //! - `lanes.rs`: fire-on-idle batching lanes with a bounded number of flushes in flight;
 //! - `push_fusion.rs`: push rounds of concurrent requests in one `log_push_multi_v1`;
-//! - `dedup.rs`: per-partition dedup watermarks, so a push probes only what it must.
+//! - `dedup.rs`: per-partition dedup watermarks, so a push probes only what it must;
+//! - `sealing.rs`: payload encryption with `QUEEN_ENCRYPTION_KEY`, which only the broker
+//!   holds (the extension refuses plaintext into an encrypting queue).
 
 pub mod dedup;
 pub mod fusion;
 pub mod lanes;
 pub mod push_fusion;
 pub mod registry;
+pub mod sealing;

@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::http::input::{check_name, parse_uuid, part_error};
+use crate::state::AppState;
 use crate::util::group_or_queue_mode;
 
 /// One validated push item.
@@ -31,6 +32,8 @@ pub struct PushItem {
     pub message_id: Uuid,
     /// Earlier item of this request with the same (queue, partition, transactionId).
     pub dup_of: Option<usize>,
+    /// The payload is sealed (its queue encrypts; see [`seal_items`]).
+    pub encrypted: bool,
 }
 
 impl PushItem {
@@ -41,7 +44,7 @@ impl PushItem {
             trace_id: self.trace,
             transaction_id: self.txn.clone(),
             producer_sub: None,
-            encrypted: false,
+            encrypted: self.encrypted,
             payload: self.payload.clone(),
         }
     }
@@ -152,7 +155,30 @@ pub fn read_push_item(i: usize, v: &RawValue) -> ApiResult<PushItem> {
         payload: payload.as_bytes().to_vec(),
         message_id,
         dup_of: None,
+        encrypted: false,
     })
+}
+
+/// `encryptionEnabled` (crate::engine::sealing): every item whose queue encrypts is sealed
+/// once, before it is encoded. A broker without `QUEEN_ENCRYPTION_KEY` refuses such a push
+/// (500, nothing written): the database would refuse the plaintext anyway.
+pub fn seal_items(
+    state: &AppState,
+    items: &mut [PushItem],
+    encrypts: impl Fn(&PushItem) -> bool,
+) -> ApiResult<()> {
+    for it in items.iter_mut().filter(|it| encrypts(it)) {
+        let Some(sealed) = state.sealer.seal(&it.payload, &state.metrics) else {
+            return Err(ApiError::Internal(format!(
+                "queue {} encrypts payloads (encryptionEnabled) but this broker has no \
+                 QUEEN_ENCRYPTION_KEY; nothing was written",
+                it.queue
+            )));
+        };
+        it.payload = sealed;
+        it.encrypted = true;
+    }
+    Ok(())
 }
 
 /// A transactionId repeated inside one request for the same partition: the first wins,

@@ -1,17 +1,18 @@
 //! `queen-bench`: the benchmark harness of queen_ack.
 //!
-//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5]
+//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6]
 //!                 [--cells CxB,...]
 //!
 //! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
 //! 2 broker ack throughput per mode, 3 end to end through the broker, 4 scaling curves,
-//! 5 the peers (pgmq, PgQ) side by side with queen_ack.
+//! 5 the peers (pgmq, PgQ) side by side with queen_ack, 6 encrypted vs plain queues.
 //! Writes `report.md` and SVG charts into the results folder (default results/bench),
 //! rewriting the report after every section; progress lines go to stderr.
 
 mod broker_proc;
 mod broker_throughput;
 mod common;
+mod encryption;
 mod end_to_end;
 mod peers;
 mod report;
@@ -26,7 +27,7 @@ use std::time::Instant;
 use common::{connect, install_helpers, progress, BResult, Ctx};
 use report::Section;
 
-const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5] [--cells CxB,...]";
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6] [--cells CxB,...]";
 
 struct Args {
     database_url: String,
@@ -46,7 +47,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::new(),
         logs: PathBuf::new(),
         broker_bin: None,
-        sections: vec![1, 2, 3, 4, 5],
+        sections: vec![1, 2, 3, 4, 5, 6],
         cells: None,
     };
     let mut out = None;
@@ -71,9 +72,9 @@ fn parse_args() -> Result<Args, String> {
             "--sections" => {
                 a.sections = value("--sections")?
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=5).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=6).contains(n)))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("--sections takes numbers 1-5\n{USAGE}"))?
+                    .ok_or_else(|| format!("--sections takes numbers 1-6\n{USAGE}"))?
             }
             "--cells" => a.cells = Some(parse_cells(&value("--cells")?)?),
             "-h" | "--help" => {
@@ -318,6 +319,7 @@ async fn run(args: Args) -> BResult<()> {
             2 => broker_throughput::run(&ctx, &db).await,
             3 => end_to_end::run(&ctx, &db).await,
             5 => peers::run(&ctx, &db).await,
+            6 => encryption::run(&ctx, &db).await,
             _ => scaling::run(&ctx, &db, &mut fixtures).await,
         };
         let mut sec = r.unwrap_or_else(|e| {

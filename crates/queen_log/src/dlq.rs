@@ -105,7 +105,8 @@ impl std::fmt::Display for RedriveRefusal {
 /// everything else as it was. The original frame, while its segment still holds it, is
 /// the exact message (payload bytes, trace id, producer subject, encryption flag); once
 /// retention took the segment, the row's payload snapshot (JSON text; JSON null is an
-/// empty payload, as a push writes it).
+/// empty payload, as a push writes it), flagged encrypted when it is an encryption
+/// envelope (the snapshot does not keep the flag; the shape is Queen's own test).
 pub fn redriven_frame(
     original: Option<&Frame>,
     snapshot: Option<&str>,
@@ -126,7 +127,7 @@ pub fn redriven_frame(
             trace_id: None,
             transaction_id,
             producer_sub: None,
-            encrypted: false,
+            encrypted: crate::encryption::is_envelope(json.as_bytes()),
             payload: if json == "null" {
                 Vec::new()
             } else {
@@ -197,6 +198,12 @@ mod tests {
         );
         let n = redriven_frame(None, Some("null"), [9; 16], "dlq:x".into()).unwrap();
         assert!(n.payload.is_empty(), "JSON null is an empty payload");
+        assert!(!s.encrypted);
+        // A sealed message's snapshot is its envelope: it goes back flagged encrypted.
+        let iv = "AAAAAAAAAAAAAAAAAAAAAA==";
+        let env = format!(r#"{{"iv": "{iv}", "authTag": "{iv}", "encrypted": "YQ=="}}"#);
+        let e = redriven_frame(None, Some(&env), [9; 16], "dlq:x".into()).unwrap();
+        assert!(e.encrypted, "an envelope snapshot is redriven as sealed");
     }
 
     #[test]

@@ -16,8 +16,6 @@ pub enum Rule {
     /// Queen's option, not implemented here: accepted (and echoed) only as 0, the value
     /// Queen's SDKs send by default and which asks for nothing; else refused.
     ZeroOnly,
-    /// Likewise, accepted only as `false`.
-    FalseOnly,
     /// `retentionEnabled`: retention here is its two windows, so `true` (or null) is what
     /// happens anyway, and `false` only when the same body sets both windows to 0.
     RetentionSwitch,
@@ -34,6 +32,9 @@ pub const OPTIONS: [(&str, Rule); 16] = [
     ("delayedProcessing", Rule::Int),
     ("deadLetterQueue", Rule::Bool),
     ("dlqAfterMaxRetries", Rule::Bool),
+    // Enforced by push (the extension refuses a plaintext frame into such a queue) and
+    // by the broker, which seals payloads with QUEEN_ENCRYPTION_KEY (crate::encryption).
+    ("encryptionEnabled", Rule::Bool),
     ("retentionEnabled", Rule::RetentionSwitch),
     ("priority", Rule::ZeroOnly),
     ("windowBuffer", Rule::ZeroOnly),
@@ -41,7 +42,6 @@ pub const OPTIONS: [(&str, Rule); 16] = [
     ("maxWaitTimeSeconds", Rule::ZeroOnly),
     ("retryDelay", Rule::ZeroOnly),
     ("ttl", Rule::ZeroOnly),
-    ("encryptionEnabled", Rule::FalseOnly),
 ];
 
 /// A refused option: the field path (`options.<key>`) and why.
@@ -67,7 +67,6 @@ fn not_implemented(key: &str) -> &'static str {
         "maxWaitTimeSeconds" => "evicting messages by age is not implemented (retentionSeconds is)",
         "retryDelay" => "a queue-wide retry delay is not implemented (a nack's delaySeconds is)",
         "ttl" => "a message time-to-live is not implemented (retentionSeconds is)",
-        "encryptionEnabled" => "payload encryption is not implemented",
         _ => "not implemented",
     }
 }
@@ -111,11 +110,6 @@ pub fn normalized(o: &Map<String, Value>) -> Result<Map<String, Value>, Refusal>
             }
             Rule::ZeroOnly => {
                 if int_opt(o, k)?.is_some_and(|n| n != 0) {
-                    return Err(refuse(k, v));
-                }
-            }
-            Rule::FalseOnly => {
-                if bool_opt(o, k)? == Some(true) {
                     return Err(refuse(k, v));
                 }
             }
@@ -205,9 +199,12 @@ mod tests {
         );
         assert_eq!(check(json!({"ttl": 60})).unwrap_err().field, "options.ttl");
         assert_eq!(
-            check(json!({"encryptionEnabled": true})).unwrap_err().field,
+            check(json!({"encryptionEnabled": "yes"}))
+                .unwrap_err()
+                .field,
             "options.encryptionEnabled"
         );
+        assert!(check(json!({"encryptionEnabled": true})).is_ok());
         assert_eq!(
             check(json!({"leaseTime": -1})).unwrap_err().field,
             "options.leaseTime"

@@ -119,14 +119,15 @@ pub fn decode_segment_exact(blob: &[u8], msg_count: usize) -> Result<Vec<Frame>,
 
 /// Checks a segment as pushed: it decodes, holds `hashes.len() / 16` frames, and frame
 /// `i`'s transactionId hashes to hash `i`. A segment that passes can always be served.
-pub fn verify_segment(blob: &[u8], hashes: &[u8]) -> Result<(), CodecError> {
+/// Returns its frames (decoded anyway), for the checks push makes of their content.
+pub fn verify_segment(blob: &[u8], hashes: &[u8]) -> Result<Vec<Frame>, CodecError> {
     let frames = decode_segment_exact(blob, hashes.len() / 16)?;
     for (i, (f, h)) in frames.iter().zip(hashes.chunks_exact(16)).enumerate() {
         if txn_hash(&f.transaction_id) != h {
             return Err(CodecError::HashMismatch { frame: i });
         }
     }
-    Ok(())
+    Ok(frames)
 }
 
 /// Frames `start .. start + take` of a segment with their index in it: the slice a pop
@@ -258,11 +259,11 @@ mod tests {
         let frames = sample();
         let blob = encode_segment(&frames).unwrap();
         let hashes = segment_hashes(&frames);
-        assert_eq!(verify_segment(&blob, &hashes), Ok(()));
+        assert_eq!(verify_segment(&blob, &hashes), Ok(frames.clone()));
         let mut wrong = hashes.clone();
         wrong[16] ^= 1;
         assert_eq!(
-            verify_segment(&blob, &wrong),
+            verify_segment(&blob, &wrong).map(|_| ()),
             Err(CodecError::HashMismatch { frame: 1 })
         );
         assert!(matches!(

@@ -71,12 +71,18 @@ pub async fn get_one(
     let Ok(pid) = Uuid::parse_str(&pid) else {
         return Ok(not_found());
     };
-    let m = state
+    let mut m = state
         .db
         .conn()
         .await?
         .get_message(pid, &txn, tenant)
         .await?;
+    // A sealed payload is opened for the reader (crate::engine::sealing).
+    if m.get("isEncrypted") == Some(&Value::Bool(true)) {
+        if let Some(p) = m.get_mut("payload") {
+            state.sealer.open_value(p, &state.metrics);
+        }
+    }
     Ok(Json(m).into_response())
 }
 

@@ -37,6 +37,14 @@ pub async fn configure(
         let lease = n.as_i64().unwrap_or(i64::MAX);
         check_lease_cap("options.leaseTime", lease, state.config.max_lease_seconds)?;
     }
+    // Enforced, so only a broker that can seal may turn it on (crate::engine::sealing).
+    if normalized.get("encryptionEnabled") == Some(&Value::Bool(true)) && !state.sealer.has_key() {
+        return Err(ApiError::field(
+            "options.encryptionEnabled",
+            "options.encryptionEnabled = true needs QUEEN_ENCRYPTION_KEY (64 hex digits) on \
+             this broker: without it payloads could not be encrypted. Refused, nothing was changed",
+        ));
+    }
     let r = state
         .db
         .conn()

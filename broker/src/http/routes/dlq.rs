@@ -34,12 +34,18 @@ pub async fn list(
     for (kind, name) in [(NameKind::Queue, queue), (NameKind::ConsumerGroup, group)] {
         name.map_or(Ok(()), |n| check_name(kind, n))?;
     }
-    let page = state
+    let mut page = state
         .db
         .conn()
         .await?
         .dlq_list(queue, group, limit, offset, tenant)
         .await?;
+    // Sealed payloads are opened for the reader (crate::engine::sealing).
+    for m in &mut page.messages {
+        if let Some(d) = m.data.take() {
+            m.data = Some(state.sealer.open_raw(d, &state.metrics));
+        }
+    }
     let messages: Vec<Listed<'_>> = page.messages.iter().map(render).collect();
     let pagination = json!({"limit": limit, "offset": offset, "total": page.total});
     Ok(Json(Listing {

@@ -215,7 +215,10 @@ async fn respond(state: &AppState, req: &PopReq, slices: Vec<Slice>) -> ApiResul
     }
     Metrics::add(&state.metrics.messages_popped, msgs.len() as u64);
     let group = named_group(req.group.as_deref());
-    let messages: Vec<WireMsg<'_>> = msgs.iter().map(|m| render_msg(m, req, group)).collect();
+    let messages: Vec<WireMsg<'_>> = msgs
+        .iter()
+        .map(|m| render_msg(m, req, group, state))
+        .collect();
     let mut claimed: Vec<Uuid> = msgs.iter().map(|m| m.pid).collect();
     claimed.dedup();
     let first = msgs.first();
@@ -290,13 +293,25 @@ struct WireMsg<'a> {
     offset: i64,
 }
 
-fn render_msg<'a>(m: &'a Msg, req: &'a PopReq, group: Option<&'a str>) -> WireMsg<'a> {
+/// A sealed payload (frame flag 4) is opened for the client (crate::engine::sealing).
+fn render_msg<'a>(
+    m: &'a Msg,
+    req: &'a PopReq,
+    group: Option<&'a str>,
+    state: &AppState,
+) -> WireMsg<'a> {
     let f = &m.frame;
     WireMsg {
         id: Uuid::from_bytes(f.message_id),
         transaction_id: &f.transaction_id,
         trace_id: f.trace_id.map(Uuid::from_bytes),
-        data: payload::json_raw_of(&f.payload),
+        data: if f.encrypted {
+            state
+                .sealer
+                .open(payload::json_raw_of(&f.payload), &state.metrics)
+        } else {
+            payload::json_raw_of(&f.payload)
+        },
         producer_sub: f.producer_sub.as_deref(),
         created_at: iso_ms(m.created_at),
         partition_id: m.pid,

@@ -8,7 +8,7 @@
 //! `QUEEN_PUSH_FUSION`) or on the request's own connection; either way through
 //! the database client's `log_push_multi` (crate::db).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -30,7 +30,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::input::parse_json;
 use crate::http::items::{
-    check_item_count, group_by_partition, mark_request_duplicates, read_push_item, PushItem,
+    check_item_count, group_by_partition, mark_request_duplicates, read_push_item, seal_items,
+    PushItem,
 };
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
@@ -59,6 +60,8 @@ struct Group {
     partition: String,
     pending: Vec<usize>,
     pid: Option<Uuid>,
+    /// Its queue encrypts payloads (looked up with the partition).
+    encrypts: bool,
 }
 
 pub async fn push(
@@ -82,6 +85,14 @@ pub async fn push(
     let mut outcomes = vec![Outcome::default(); items.len()];
     let db = state.db.conn().await?;
     let windows = known_partitions(&db, tenant, &mut groups).await?;
+    let encrypting: HashSet<&str> = groups
+        .iter()
+        .filter(|g| g.encrypts)
+        .map(|g| g.queue.as_str())
+        .collect();
+    seal_items(&state, &mut items, |it| {
+        encrypting.contains(it.queue.as_str())
+    })?;
     let cached = dedup_targets(&db, &state.dedup, &groups, &windows).await?;
     // A push waiting for a fused flush holds no connection (the flush needs one).
     let via = match &state.push_fusion {
@@ -115,13 +126,14 @@ fn group_items(items: &[PushItem]) -> Vec<Group> {
             partition: partition.to_string(),
             pending,
             pid: None,
+            encrypts: false,
         })
         .collect()
 }
 
 /// The id of every group whose partition exists already, and its queue's dedup window
-/// now (the cache checks it, engine/dedup.rs): one call per request, before pushing. Returns
-/// the windows by group.
+/// now (the cache checks it, engine/dedup.rs) and encryption switch: one call per request,
+/// before pushing. Returns the windows of the existing partitions by group.
 async fn known_partitions(
     db: &Conn,
     tenant: Uuid,
@@ -135,8 +147,11 @@ async fn known_partitions(
         let g = groups.get_mut(f.index).ok_or_else(|| {
             ApiError::Internal(format!("partitions_lookup_v1 answered index {}", f.index))
         })?;
-        g.pid = Some(f.partition_id);
-        windows.insert(f.index, f.dedup_window);
+        g.encrypts = f.encrypted;
+        if let Some(pid) = f.partition_id {
+            g.pid = Some(pid);
+            windows.insert(f.index, f.dedup_window);
+        }
     }
     Ok(windows)
 }

@@ -28,7 +28,7 @@ use crate::http::auth::{owned_partitions, Tenant};
 use crate::http::input::{parse_json, part_error};
 use crate::http::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_ack_item, read_push_item,
-    AckAt, AckItem, PushItem,
+    seal_items, AckAt, AckItem, PushItem,
 };
 use crate::state::AppState;
 
@@ -173,6 +173,7 @@ pub async fn transaction(
         }
     };
     mark_request_duplicates(p.pushes.iter_mut());
+    seal_pushes(&state, tenant, &mut p.pushes).await?;
     let pushes = encode_pushes(&p.pushes).await?;
     // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
     // wire itself then refuses it exactly like a nonexistent one (docs/contract.md §9 step 1).
@@ -335,6 +336,28 @@ fn bad_type(i: usize, kind: Option<&str>) -> ApiError {
         format!("operations[{i}].type"),
         format!("operations[{i}]: {got}: type must be \"push\" or \"ack\""),
     )
+}
+
+/// `encryptionEnabled` (crate::engine::sealing): the pushes into queues that encrypt are
+/// sealed; one lookup of the pushed queues, made only when the transaction pushes.
+async fn seal_pushes(state: &AppState, tenant: Uuid, items: &mut [PushItem]) -> ApiResult<()> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let qs: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
+    let ps: Vec<&str> = items.iter().map(|i| i.partition.as_str()).collect();
+    let found = state
+        .db
+        .conn()
+        .await?
+        .partitions_lookup(tenant, &qs, &ps)
+        .await?;
+    let encrypting: HashSet<String> = found
+        .iter()
+        .filter(|f| f.encrypted)
+        .filter_map(|f| items.get(f.index).map(|i| i.queue.clone()))
+        .collect();
+    seal_items(state, items, |it| encrypting.contains(&it.queue))
 }
 
 /// One segment per (queue, partition); a transactionId repeated inside the request for

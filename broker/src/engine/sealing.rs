@@ -1,0 +1,97 @@
+//! Payload encryption (docs/decisions.md, "Payload encryption"): pushes to a queue with
+//! `encryptionEnabled` are sealed here with `QUEEN_ENCRYPTION_KEY` into Queen's envelope
+//! (queen_log::encryption) and flagged encrypted in their frame; readers of this broker
+//! get them back decrypted. The key lives in this process only: the database stores
+//! ciphertext and refuses a plaintext frame into such a queue, so a broker without the
+//! key cannot write one in clear either.
+
+use std::borrow::Cow;
+
+use queen_log::encryption::{Cipher, Envelope};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::config::EncryptionKey;
+use crate::ops::metrics::Metrics;
+
+/// The broker's cipher, if it has a key.
+pub struct Sealer(Option<Cipher>);
+
+impl Sealer {
+    pub fn new(key: Option<&EncryptionKey>) -> Sealer {
+        Sealer(key.map(|k| Cipher::new(&k.0)))
+    }
+
+    /// Whether this broker can seal (configure refuses `encryptionEnabled` otherwise).
+    pub fn has_key(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// A push item's payload (JSON text; empty means null) as the envelope stored in its
+    /// frame. None without a key.
+    pub fn seal(&self, payload: &[u8], metrics: &Metrics) -> Option<Vec<u8>> {
+        let c = self.0.as_ref()?;
+        let text: &[u8] = if payload.is_empty() { b"null" } else { payload };
+        Metrics::add(&metrics.payloads_sealed, 1);
+        Some(c.seal(text))
+    }
+
+    /// What a reader gets for a stored payload flagged encrypted: its JSON decrypted, or,
+    /// when this broker cannot open it (no key, another key, tampered bytes), the
+    /// envelope as stored — which says what it is — counted and logged, never garbage.
+    pub fn open<'a>(&self, stored: Cow<'a, RawValue>, metrics: &Metrics) -> Cow<'a, RawValue> {
+        match self.open_text(stored.get().as_bytes(), metrics) {
+            Some(text) => Cow::Owned(RawValue::from_string(text).expect("opened text is JSON")),
+            None => stored,
+        }
+    }
+
+    /// A payload inside a JSON answer of the extension (the DLQ listing, a message by
+    /// address), where the frame's flag is not carried: an object of exactly Queen's
+    /// envelope shape is opened, as Queen's own routes do; anything else stays.
+    pub fn open_raw(&self, stored: Box<RawValue>, metrics: &Metrics) -> Box<RawValue> {
+        if Envelope::parse(stored.get().as_bytes()).is_none() {
+            return stored;
+        }
+        match self.open_text(stored.get().as_bytes(), metrics) {
+            Some(text) => RawValue::from_string(text).expect("opened text is JSON"),
+            None => stored,
+        }
+    }
+
+    /// `open_raw` on a parsed value.
+    pub fn open_value(&self, v: &mut Value, metrics: &Metrics) {
+        if !v.is_object() {
+            return;
+        }
+        let Ok(raw) = serde_json::value::to_raw_value(v) else {
+            return;
+        };
+        if Envelope::parse(raw.get().as_bytes()).is_none() {
+            return;
+        }
+        if let Some(text) = self.open_text(raw.get().as_bytes(), metrics) {
+            if let Ok(plain) = serde_json::from_str(&text) {
+                *v = plain;
+            }
+        }
+    }
+
+    fn open_text(&self, envelope: &[u8], metrics: &Metrics) -> Option<String> {
+        let opened = match &self.0 {
+            Some(c) => c.open(envelope).map_err(|e| format!("{e:?}")),
+            None => Err("this broker has no QUEEN_ENCRYPTION_KEY".to_string()),
+        };
+        match opened {
+            Ok(text) => {
+                Metrics::add(&metrics.payloads_opened, 1);
+                Some(text)
+            }
+            Err(why) => {
+                Metrics::add(&metrics.payloads_unopened, 1);
+                tracing::warn!(%why, "an encrypted payload could not be opened; served as its envelope");
+                None
+            }
+        }
+    }
+}
