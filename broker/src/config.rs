@@ -8,6 +8,137 @@ use std::fmt;
 
 use queen_log::encryption;
 
+/// Which token signatures are accepted (Queen's `JWT_ALGORITHM`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JwtAlgorithm {
+    Hs256,
+    Rs256,
+    EdDsa,
+    /// Any of the three the configuration has a key for.
+    Auto,
+}
+
+/// Bearer-token authentication (docs/security.md, "Tokens and roles"), read from Queen's
+/// variables (server/ENV_VARIABLES.md, "JWT Authentication Configuration") so that a
+/// Queen deployment's environment works unchanged, plus `QUEEN_JWT_SECRET` and
+/// `QUEEN_JWT_TENANT_REQUIRED` of this project's tenancy.
+#[derive(Clone, Debug)]
+pub struct AuthConfig {
+    pub algorithm: JwtAlgorithm,
+    /// HS256 secret (`JWT_SECRET`, or `QUEEN_JWT_SECRET`).
+    pub secret: Option<String>,
+    /// `JWT_PUBLIC_KEY`: a PEM public key (RSA for RS256, Ed25519 for EdDSA).
+    pub public_key: Option<String>,
+    /// `JWT_JWKS_URL`: keys by `kid`, fetched at start, every refresh interval, and when
+    /// a token names a key not seen yet.
+    pub jwks_url: Option<String>,
+    pub jwks_refresh_s: u64,
+    pub jwks_timeout_ms: u64,
+    /// `JWT_ISSUER` / `JWT_AUDIENCE`: the `iss` / `aud` a token must carry (None = any).
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+    /// `JWT_CLOCK_SKEW`: seconds of leeway on `exp` and `nbf`.
+    pub clock_skew_s: u64,
+    /// `JWT_ROLES_CLAIM` (a single role) and `JWT_ROLES_ARRAY_CLAIM` (an array).
+    pub role_claim: String,
+    pub roles_array_claim: String,
+    /// The role values of Queen's three levels (`JWT_ROLE_ADMIN`, ...).
+    pub role_admin: String,
+    pub role_read_write: String,
+    pub role_read_only: String,
+    /// A token must carry a `tenant` claim (403 otherwise); when false a token without
+    /// one is the default tenant. `QUEEN_JWT_TENANT_REQUIRED`, default: on with
+    /// `QUEEN_JWT_SECRET` (multi-tenant), off with Queen's `JWT_ENABLED` alone.
+    pub tenant_required: bool,
+}
+
+/// Queen's default `JWT_SKIP_PATHS`: the only value accepted (see from_lookup).
+const QUEEN_SKIP_PATHS: &str = "/health,/metrics/prometheus,/metrics,/";
+
+impl AuthConfig {
+    /// HS256 with `secret` and the `tenant` claim required: what `QUEEN_JWT_SECRET` alone
+    /// configures (and the tests use).
+    pub fn hs256(secret: &str) -> AuthConfig {
+        AuthConfig::from_lookup(&|k: &str| (k == "QUEEN_JWT_SECRET").then(|| secret.to_string()))
+            .expect("an HS256 configuration parses")
+            .expect("a secret turns authentication on")
+    }
+
+    fn from_lookup(get: &impl Fn(&str) -> Option<String>) -> Result<Option<AuthConfig>, String> {
+        let text = |k: &str| {
+            get(k)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let ours = text("QUEEN_JWT_SECRET");
+        if !flag(get, "JWT_ENABLED", false)? && ours.is_none() {
+            return Ok(None);
+        }
+        let secret = match (ours.clone(), text("JWT_SECRET")) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(
+                    "QUEEN_JWT_SECRET and JWT_SECRET are both set, to different values".into(),
+                )
+            }
+            (a, b) => a.or(b),
+        };
+        let algorithm = match text("JWT_ALGORITHM").as_deref().unwrap_or("HS256") {
+            a if a.eq_ignore_ascii_case("HS256") => JwtAlgorithm::Hs256,
+            a if a.eq_ignore_ascii_case("RS256") => JwtAlgorithm::Rs256,
+            a if a.eq_ignore_ascii_case("EdDSA") => JwtAlgorithm::EdDsa,
+            a if a.eq_ignore_ascii_case("auto") => JwtAlgorithm::Auto,
+            other => {
+                return Err(format!(
+                    "JWT_ALGORITHM={other} is not one of HS256, RS256, EdDSA, auto"
+                ))
+            }
+        };
+        if let Some(p) = text("JWT_SKIP_PATHS").filter(|p| p != QUEEN_SKIP_PATHS) {
+            return Err(format!(
+                "JWT_SKIP_PATHS={p} is not supported: /health and /metrics never need a token \
+                 and every /api/v1 route does (unset it, or set Queen's default {QUEEN_SKIP_PATHS})"
+            ));
+        }
+        let cfg = AuthConfig {
+            algorithm,
+            secret,
+            public_key: text("JWT_PUBLIC_KEY").map(|k| k.replace("\\n", "\n")),
+            jwks_url: text("JWT_JWKS_URL"),
+            jwks_refresh_s: num(get, "JWT_JWKS_REFRESH_INTERVAL", 3600)?.max(1),
+            jwks_timeout_ms: num(get, "JWT_JWKS_TIMEOUT_MS", 5000)?.max(1),
+            issuer: text("JWT_ISSUER"),
+            audience: text("JWT_AUDIENCE"),
+            clock_skew_s: num(get, "JWT_CLOCK_SKEW", 30)?,
+            role_claim: text("JWT_ROLES_CLAIM").unwrap_or("role".into()),
+            roles_array_claim: text("JWT_ROLES_ARRAY_CLAIM").unwrap_or("roles".into()),
+            role_admin: text("JWT_ROLE_ADMIN").unwrap_or("admin".into()),
+            role_read_write: text("JWT_ROLE_READ_WRITE").unwrap_or("read-write".into()),
+            role_read_only: text("JWT_ROLE_READ_ONLY").unwrap_or("read-only".into()),
+            tenant_required: flag(get, "QUEEN_JWT_TENANT_REQUIRED", ours.is_some())?,
+        };
+        cfg.check()?;
+        Ok(Some(cfg))
+    }
+
+    /// Every algorithm accepted needs its key: refused at startup, not at the first token.
+    fn check(&self) -> Result<(), String> {
+        let asym = self.public_key.is_some() || self.jwks_url.is_some();
+        match self.algorithm {
+            JwtAlgorithm::Hs256 if self.secret.is_none() => {
+                Err("JWT_ALGORITHM=HS256 needs JWT_SECRET (or QUEEN_JWT_SECRET)".into())
+            }
+            JwtAlgorithm::Rs256 | JwtAlgorithm::EdDsa if !asym => Err(format!(
+                "JWT_ALGORITHM={:?} needs JWT_PUBLIC_KEY or JWT_JWKS_URL",
+                self.algorithm
+            )),
+            JwtAlgorithm::Auto if !asym && self.secret.is_none() => {
+                Err("JWT_ALGORITHM=auto needs JWT_SECRET, JWT_PUBLIC_KEY or JWT_JWKS_URL".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// The payload key's bytes; never printed (Debug and the startup line say only whether
 /// there is one).
 #[derive(Clone)]
@@ -53,9 +184,10 @@ pub struct Config {
     /// `QUEEN_POOL_TIMEOUT_MS`: how long a request waits for a free pooled connection
     /// before it is answered 503 with `Retry-After`.
     pub pool_timeout_ms: u64,
-    /// `QUEEN_JWT_SECRET`: HS256 secret; set = tenancy on (every `/api/v1` request needs
-    /// a Bearer token with a `tenant` claim). Unset = tenancy off, default tenant.
-    pub jwt_secret: Option<String>,
+    /// Bearer-token authentication: `QUEEN_JWT_SECRET` (ours: HS256, a `tenant` claim
+    /// required) or Queen's `JWT_ENABLED` with its `JWT_*` variables ([`AuthConfig`]).
+    /// None = off: every request runs as the default tenant (http/auth.rs).
+    pub auth: Option<AuthConfig>,
     /// `QUEEN_ENCRYPTION_KEY`: 64 hex digits (Queen's variable and format); payloads of
     /// queues with `encryptionEnabled` are sealed with it (crate::engine::sealing). A key
     /// that does not parse stops the broker: Queen would run on without encryption.
@@ -134,7 +266,7 @@ impl Config {
             ack_fusion_hold_ms: num(&get, "QUEEN_ACK_FUSION_HOLD_MS", 3)?,
             push_fusion: flag(&get, "QUEEN_PUSH_FUSION", false)?,
             pool_timeout_ms: num(&get, "QUEEN_POOL_TIMEOUT_MS", 5_000)?.max(1),
-            jwt_secret: get("QUEEN_JWT_SECRET").filter(|v| !v.is_empty()),
+            auth: AuthConfig::from_lookup(&get)?,
             encryption_key: get(encryption::KEY_VAR)
                 .filter(|v| !v.trim().is_empty())
                 .map(|v| encryption::parse_key(&v).map(EncryptionKey))
@@ -168,7 +300,7 @@ impl Config {
 
     /// Whether tenancy (JWT authentication) is on.
     pub fn tenancy(&self) -> bool {
-        self.jwt_secret.is_some()
+        self.auth.is_some()
     }
 
     /// Request body cap in bytes.

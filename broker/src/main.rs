@@ -24,8 +24,10 @@ async fn main() {
 async fn run() -> Result<(), String> {
     let config = Config::from_env()?;
     tracing::info!("queen-broker config: {config}");
-    if config.jwt_secret.as_ref().is_some_and(|s| s.len() < 32) {
-        tracing::warn!("QUEEN_JWT_SECRET is shorter than 32 bytes: use a long random secret");
+    if let Some(s) = config.auth.as_ref().and_then(|a| a.secret.as_ref()) {
+        if s.len() < 32 {
+            tracing::warn!("the JWT secret is shorter than 32 bytes: use a long random secret");
+        }
     }
     let listener = TcpListener::bind(&config.listen)
         .await

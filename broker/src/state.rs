@@ -18,6 +18,7 @@ use crate::engine::fusion::Fusion;
 use crate::engine::push_fusion::PushFusion;
 use crate::engine::registry::Registry;
 use crate::engine::sealing::Sealer;
+use crate::http::jwks::Keys;
 use crate::ops::exposition::Sources;
 use crate::ops::maintenance::MaintenanceStats;
 use crate::ops::metrics::Metrics;
@@ -35,6 +36,8 @@ pub struct Inner {
     pub registry: Registry,
     /// Payload encryption (QUEEN_ENCRYPTION_KEY).
     pub sealer: Sealer,
+    /// The token keys when authentication is on (crate::http::jwks).
+    pub keys: Option<Arc<Keys>>,
     /// Push dedup watermarks (QUEEN_DEDUP_CACHE_MB).
     pub dedup: DedupCache,
     /// Present when `QUEEN_ACK_FUSION` is on (and the registry, which feeds it).
@@ -62,6 +65,16 @@ type WakerKey = (Uuid, String, Option<String>);
 /// one-off queue names cannot grow it without bound.
 const WAKER_PRUNE_AT: usize = 4096;
 
+/// The JWKS loop: a fetch at start, then one every `JWT_JWKS_REFRESH_INTERVAL`; it ends
+/// with the runtime. A failed fetch keeps the known keys (crate::http::jwks).
+async fn refresh_jwks(keys: Arc<Keys>) {
+    let Some(jwks) = keys.jwks() else { return };
+    loop {
+        let _ = jwks.fetch().await;
+        tokio::time::sleep(jwks.refresh_interval()).await;
+    }
+}
+
 impl AppState {
     /// Builds the state. Connections are opened lazily, so a broker can start before its
     /// database and report 503 until it is reachable. Must run inside a tokio runtime
@@ -77,12 +90,22 @@ impl AppState {
             )
         });
         let push_fusion = config.push_fusion.then(|| PushFusion::start(db.clone()));
+        let keys = config
+            .auth
+            .as_ref()
+            .map(Keys::new)
+            .transpose()?
+            .map(Arc::new);
+        if let Some(k) = keys.clone().filter(|k| k.jwks().is_some()) {
+            tokio::spawn(refresh_jwks(k));
+        }
         Ok(AppState(Arc::new(Inner {
             fusion,
             push_fusion,
             registry: Registry::new(&config),
             dedup: DedupCache::new(config.dedup_cache_mb),
             sealer: Sealer::new(config.encryption_key.as_ref()),
+            keys,
             config,
             db,
             metrics: Metrics::default(),

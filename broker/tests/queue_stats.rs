@@ -358,8 +358,8 @@ const SECRET: &str = "stats-tenancy-secret";
 
 #[tokio::test]
 async fn another_tenants_queues_are_not_listed_and_their_detail_is_not_found() {
-    let base = start_with(|c| c.jwt_secret = Some(SECRET.into())).await;
-    let token = |t: Uuid| sign(SECRET.as_bytes(), &json!({"tenant": t}));
+    let base = start_with(|c| c.auth = Some(queen_broker::config::AuthConfig::hs256(SECRET))).await;
+    let token = |t: Uuid| sign(SECRET.as_bytes(), &json!({"tenant": t, "role": "admin"}));
     let (a, other) = (
         base.with_token(&token(Uuid::new_v4())),
         base.with_token(&token(Uuid::new_v4())),

@@ -295,8 +295,8 @@ const SECRET: &str = "redrive-tenancy-secret";
 
 #[tokio::test]
 async fn another_tenants_dlq_rows_cannot_be_redriven_or_deleted() {
-    let base = start_with(|c| c.jwt_secret = Some(SECRET.into())).await;
-    let token = |t: Uuid| sign(SECRET.as_bytes(), &json!({"tenant": t}));
+    let base = start_with(|c| c.auth = Some(queen_broker::config::AuthConfig::hs256(SECRET))).await;
+    let token = |t: Uuid| sign(SECRET.as_bytes(), &json!({"tenant": t, "role": "admin"}));
     let a = base.with_token(&token(Uuid::new_v4()));
     let other = base.with_token(&token(Uuid::new_v4()));
     let q = unique("redrive-tenant");

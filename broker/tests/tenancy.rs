@@ -14,12 +14,15 @@ use uuid::Uuid;
 const SECRET: &str = "tenancy-test-secret";
 
 fn token_for(tenant: Uuid) -> String {
-    sign(SECRET.as_bytes(), &json!({"tenant": tenant, "sub": "test"}))
+    sign(
+        SECRET.as_bytes(),
+        &json!({"tenant": tenant, "sub": "test", "role": "admin"}),
+    )
 }
 
 /// A broker with tenancy on, and clients for two fresh tenants A and B.
 async fn setup() -> (Broker, Broker, Broker) {
-    let b = start_with(|c| c.jwt_secret = Some(SECRET.into())).await;
+    let b = start_with(|c| c.auth = Some(queen_broker::config::AuthConfig::hs256(SECRET))).await;
     let a = b.with_token(&token_for(Uuid::new_v4()));
     let other = b.with_token(&token_for(Uuid::new_v4()));
     (b, a, other)
@@ -74,11 +77,17 @@ async fn missing_or_bad_tokens_are_401_and_no_tenant_is_403() {
     assert_eq!(r.headers()["www-authenticate"], "Bearer");
     // A valid token whose exp lies ahead is fine.
     let future = chrono::Utc::now().timestamp() + 3600;
-    let ok = sign(SECRET.as_bytes(), &json!({"tenant": tenant, "exp": future}));
+    let ok = sign(
+        SECRET.as_bytes(),
+        &json!({"tenant": tenant, "exp": future, "role": "read-write"}),
+    );
     let (s, v) = b.with_token(&ok).post("/api/v1/push", &body).await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     // Valid signature, no (usable) tenant claim → 403.
-    for claims in [json!({"sub": "x"}), json!({"tenant": "not-a-uuid"})] {
+    for claims in [
+        json!({"sub": "x", "role": "admin"}),
+        json!({"tenant": "not-a-uuid", "role": "admin"}),
+    ] {
         let t = sign(SECRET.as_bytes(), &claims);
         let (s, v) = b.with_token(&t).get("/api/v1/dlq").await;
         assert_eq!(s, StatusCode::FORBIDDEN, "{claims}: {v}");
@@ -393,7 +402,7 @@ async fn no_route_reaches_another_tenants_data() {
     // QUEEN_METRICS_QUEUE_SERIES=0: the queue gauges of /metrics would show every
     // tenant's queue names (documented in docs/security.md).
     let b = start_with(|c| {
-        c.jwt_secret = Some(SECRET.into());
+        c.auth = Some(queen_broker::config::AuthConfig::hs256(SECRET));
         c.metrics_queue_series = 0;
     })
     .await;

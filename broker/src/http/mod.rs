@@ -4,11 +4,13 @@
 //! (`input.rs`, `items.rs`), how an `ApiError` answers (`response.rs`), and the routes
 //! (`routes/`).
 
+pub mod access;
 pub mod auth;
 pub mod body_timeout;
 mod dlq_ops;
 pub mod input;
 pub mod items;
+pub mod jwks;
 mod known_queue;
 mod response;
 pub mod routes;
