@@ -1898,3 +1898,16 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION queen.subscriptions_v1(uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.subscriptions_v1(uuid) TO queen_broker;
+
+-- Reads by offset (src/fetch.rs, queen_log::fetch): Queen 2.x's fetch, no lease, no cursor.
+CREATE FUNCTION queen.fetch_v1(
+    "p_entries" jsonb,
+    "p_max_bytes" bigint DEFAULT 8388608,
+    "p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+STABLE SECURITY DEFINER
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'fetch_v1_wrapper';
+REVOKE ALL ON FUNCTION queen.fetch_v1(jsonb, bigint, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.fetch_v1(jsonb, bigint, uuid) TO queen_broker;

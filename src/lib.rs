@@ -12,6 +12,7 @@ mod broker_api;
 mod browse;
 mod db;
 mod dlq;
+mod fetch;
 mod lifecycle;
 mod names;
 mod native;

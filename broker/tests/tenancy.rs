@@ -457,6 +457,7 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/dlq/redrive",
         "/api/v1/dlq/{id}",
         "/api/v1/dlq/{id}/replay",
+        "/api/v1/fetch",
         "/api/v1/lease/{lease_id}/extend",
         "/api/v1/messages",
         "/api/v1/messages/{partition_id}/{transaction_id}",
@@ -588,6 +589,17 @@ async fn no_route_reaches_another_tenants_data() {
         .await;
     assert_eq!(foreign, absent, "a message of A by address");
     note("named message", foreign);
+    // A's partition read by offset answers like a partition nobody has.
+    let ask = |queue: &str| {
+        json!({"entries": [{"queue": queue, "partition": "Default", "offset": 0,
+                            "maxBytes": 1_048_576}]})
+    };
+    let foreign = other.post("/api/v1/fetch", &ask(&q)).await;
+    let absent = other.post("/api/v1/fetch", &ask(&missing)).await;
+    assert_eq!(foreign.0, StatusCode::OK, "{foreign:?}");
+    let shape = |v: &Value| (v["entries"][0]["error"].clone(), v["entries"][0]["records"].clone());
+    assert_eq!(shape(&foreign.1), shape(&absent.1), "a fetch of A's partition");
+    note("fetch", foreign);
     // Writes aimed at A's lease, partition and names.
     note("ack", other.post("/api/v1/ack", &ack_a).await);
     for status in ["completed", "failed", "dlq"] {

@@ -229,6 +229,22 @@ impl Conn {
         .await
     }
 
+    /// `queen.fetch_v1`: reads by offset, one answer entry per asked (queen_log::fetch).
+    pub async fn fetch(
+        &self,
+        entries: &[queen_log::fetch::EntryIn],
+        max_bytes: i64,
+        tenant: Uuid,
+    ) -> Result<queen_log::fetch::FetchOut, DbError> {
+        let entries = serde_json::to_value(entries)
+            .map_err(|e| DbError::Unreadable(format!("fetch entries: {e}")))?;
+        self.json(
+            "SELECT queen.fetch_v1($1::jsonb, $2::bigint, $3::uuid)",
+            &[&entries, &max_bytes, &tenant],
+        )
+        .await
+    }
+
     /// `queen.get_message_v1`: one message of the tenant by address (P0002 when there is
     /// none).
     pub async fn get_message(&self, pid: Uuid, txn: &str, tenant: Uuid) -> Result<Value, DbError> {

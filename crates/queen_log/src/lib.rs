@@ -5,6 +5,7 @@
 //! - [`frame`]: the frame codec of docs/contract.md §3.
 //! - [`segment`]: zstd segment blobs (one zstd frame over concatenated frames).
 //! - [`payload`]: how a stored payload reads back as JSON (one rule for every reader).
+//! - [`fetch`]: reads by offset (Queen 2.x's fetch): request bounds, ranges, byte budgets.
 //! - [`encryption`]: Queen's encrypted-payload envelope, and (feature `cipher`) its AES-256-GCM.
 //! - [`ack`]: the ack decision procedure of docs/contract.md §6 as a pure function.
 //! - [`pop`]: the pop's decisions of docs/contract.md §5 (seeding, slices, lease transitions).
@@ -26,6 +27,7 @@ pub mod conventions;
 pub mod dedup;
 pub mod dlq;
 pub mod encryption;
+pub mod fetch;
 pub mod frame;
 pub mod hash;
 pub mod lifecycle;
