@@ -579,3 +579,103 @@ BEGIN
       FROM queen.consumer_groups_metadata m JOIN queen.queues q ON q.id = m.queue_id
      WHERE m.tenant_id = p_tenant AND q.tenant_id = p_tenant;
 END $$;
+
+-- Partition discovery (Queen 2.x's POST /api/v1/partitions/changed; docs/decisions.md,
+-- "Partition discovery"): per entry {queue, since?, after?, limit?} the queue's partitions
+-- written at or after `since`, in creation order, a page of `limit` (1..1000, 1000) after
+-- the cursor `after`, with `next` while more follow; and one safeTime for the call: every
+-- write stamped before it is visible to this call. A push stamps last_write_at after its
+-- transaction began, so safeTime is the earlier of the clock, read first, and the start
+-- of the oldest transaction then in progress; the partitions are read after both, in a
+-- later snapshot (hence VOLATILE and READ COMMITTED only).
+CREATE FUNCTION queen.partitions_changed_v1(p_entries jsonb,
+                                            p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz;
+    v_oldest timestamptz;
+    v_out jsonb := '[]'::jsonb;
+    e jsonb;
+    v_queue uuid;
+    v_since timestamptz;
+    v_limit int;
+    v_after_at timestamptz;
+    v_after_id uuid;
+    v_page jsonb;
+    v_more boolean;
+BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'partitions_changed_v1 needs READ COMMITTED: its safeTime rests on a snapshot taken after it'
+            USING ERRCODE = 'invalid_transaction_state';
+    END IF;
+    IF jsonb_typeof(p_entries) IS DISTINCT FROM 'array' OR jsonb_array_length(p_entries) > 1024 THEN
+        RAISE EXCEPTION 'partitions_changed: entries must be a JSON array of at most 1024'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Other roles' transactions are visible in pg_stat_activity to a superuser or a
+    -- member of pg_read_all_stats only; without them safeTime could pass a write.
+    IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+       AND NOT pg_has_role(current_user, 'pg_read_all_stats', 'MEMBER') THEN
+        RAISE EXCEPTION 'partitions_changed_v1: the extension owner % must be a superuser or a member of pg_read_all_stats', current_user
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    v_now := clock_timestamp();
+    SELECT min(a.xact_start) INTO v_oldest FROM pg_stat_activity a
+     WHERE a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL;
+    FOR e IN SELECT x FROM jsonb_array_elements(p_entries) x LOOP
+        IF jsonb_typeof(e) <> 'object' OR jsonb_typeof(e->'queue') IS DISTINCT FROM 'string'
+           OR EXISTS (SELECT 1 FROM jsonb_object_keys(e) k WHERE k NOT IN ('queue', 'since', 'after', 'limit')) THEN
+            RAISE EXCEPTION 'partitions_changed: an entry is {queue, since?, after?, limit?}: %', e
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_limit := COALESCE((e->>'limit')::int, 1000);
+        IF v_limit NOT BETWEEN 1 AND 1000 THEN
+            RAISE EXCEPTION 'partitions_changed: limit must be 1 to 1000, got %', v_limit
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_since := (e->>'since')::timestamptz;
+        v_after_at := NULL;
+        v_after_id := NULL;
+        IF e->>'after' IS NOT NULL THEN
+            BEGIN
+                v_after_at := to_timestamp(0) + split_part(e->>'after', '/', 1)::bigint * interval '1 microsecond';
+                v_after_id := split_part(e->>'after', '/', 2)::uuid;
+            EXCEPTION WHEN others THEN
+                RAISE EXCEPTION 'partitions_changed: after % is not a cursor this function answered', e->>'after'
+                    USING ERRCODE = 'invalid_parameter_value';
+            END;
+        END IF;
+        SELECT q.id INTO v_queue FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = e->>'queue';
+        IF v_queue IS NULL THEN
+            v_out := v_out || jsonb_build_array(jsonb_build_object('queue', e->>'queue',
+                         'partitions', '[]'::jsonb, 'next', NULL, 'error', 'UNKNOWN_TOPIC_OR_PARTITION'));
+            CONTINUE;
+        END IF;
+        SELECT COALESCE(jsonb_agg(jsonb_build_object('name', p.name, 'id', p.id, 'lastOffset', p.last_offset,
+                                                     'logStart', p.log_start, 'lastWriteAt', queen.iso_ms(p.last_write_at),
+                                                     '_at', ((extract(epoch FROM p.created_at) * 1000000)::numeric)::bigint)
+                                  ORDER BY p.created_at, p.id), '[]'::jsonb),
+               count(*) > v_limit
+          INTO v_page, v_more
+          FROM (SELECT * FROM queen.log_partitions p
+                 WHERE p.queue_id = v_queue
+                   AND (v_since IS NULL OR p.last_write_at >= v_since)
+                   AND (v_after_id IS NULL OR (p.created_at, p.id) > (v_after_at, v_after_id))
+                 ORDER BY p.created_at, p.id LIMIT v_limit + 1) p;
+        IF v_more THEN
+            v_page := v_page - v_limit;
+        END IF;
+        v_out := v_out || jsonb_build_array(jsonb_build_object(
+            'queue', e->>'queue',
+            'partitions', (SELECT COALESCE(jsonb_agg(x - '_at' ORDER BY o), '[]'::jsonb)
+                             FROM jsonb_array_elements(v_page) WITH ORDINALITY t(x, o)),
+            'next', CASE WHEN v_more THEN (v_page->-1->>'_at') || '/' || (v_page->-1->>'id') END));
+    END LOOP;
+    RETURN jsonb_build_object('entries', v_out,
+                              'safeTime', queen.iso_ms(LEAST(v_now, COALESCE(v_oldest, v_now))));
+EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_text_representation THEN
+    RAISE EXCEPTION 'partitions_changed: %', SQLERRM USING ERRCODE = 'invalid_parameter_value';
+END $$;

@@ -462,6 +462,7 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/messages",
         "/api/v1/messages/{partition_id}/{transaction_id}",
         "/api/v1/messages/{partition_id}/{transaction_id}/retry",
+        "/api/v1/partitions/changed",
         "/api/v1/pop/queue/{queue}",
         "/api/v1/pop/queue/{queue}/partition/{partition}",
         "/api/v1/push",
@@ -600,6 +601,14 @@ async fn no_route_reaches_another_tenants_data() {
     let shape = |v: &Value| (v["entries"][0]["error"].clone(), v["entries"][0]["records"].clone());
     assert_eq!(shape(&foreign.1), shape(&absent.1), "a fetch of A's partition");
     note("fetch", foreign);
+    // A's queue in partition discovery answers like a queue nobody has.
+    let ask = |queue: &str| json!({"entries": [{"queue": queue}]});
+    let foreign = other.post("/api/v1/partitions/changed", &ask(&q)).await;
+    let absent = other.post("/api/v1/partitions/changed", &ask(&missing)).await;
+    assert_eq!(foreign.0, StatusCode::OK, "{foreign:?}");
+    let shape = |v: &Value| (v["entries"][0]["error"].clone(), v["entries"][0]["partitions"].clone());
+    assert_eq!(shape(&foreign.1), shape(&absent.1), "discovery of A's queue");
+    note("partitions changed", foreign);
     // Writes aimed at A's lease, partition and names.
     note("ack", other.post("/api/v1/ack", &ack_a).await);
     for status in ["completed", "failed", "dlq"] {

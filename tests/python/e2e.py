@@ -525,8 +525,9 @@ async def test_trace_seek_browse(client):
 
 
 async def test_fetch_by_offset(client):
-    """queue(...).fetch() of the 2.x SDK: reads by offset, exactly what was pushed, in
-    order, with the high watermark; no lease, so a consumer still gets every message."""
+    """queue(...).fetch() and changed_since() of the 2.x SDK: reads by offset, exactly
+    what was pushed, in order, with the high watermark, and partition discovery; no
+    lease, so a consumer still gets every message."""
     q = qname("fetch")
     await configure(client, q)
     await client.queue(q).partition("p1").push([{"data": {"i": i}, "transactionId": f"f{i}"} for i in range(5)])
@@ -542,6 +543,12 @@ async def test_fetch_by_offset(client):
     # Small budgets: the SDK asks again until the end it first saw.
     looped = await client.queue(q).fetch(["p1"], max_bytes=10)
     check(len(looped["p1"]["records"]) == 5, f"fetch in small steps {looped!r}")
+    # Discovery: p1 is listed; since the answer's safeTime, only what is written later.
+    changed = await client.queue(q).changed_since()
+    check([p["name"] for p in changed["partitions"]] == ["Default", "p1"], f"changed_since {changed!r}")
+    await client.queue(q).partition("p2").push([{"data": {"i": 9}, "transactionId": "f9"}])
+    later = await client.queue(q).changed_since(changed["safeTime"])
+    check([p["name"] for p in later["partitions"]] == ["p2"], f"changed_since(safeTime) {later!r}")
     got = await client.queue(q).partition("p1").batch(10).wait(False).pop()
     check(len(got) == 5, f"a pop after the fetches still gets every message: {got!r}")
 

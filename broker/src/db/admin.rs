@@ -245,6 +245,15 @@ impl Conn {
         .await
     }
 
+    /// `queen.partitions_changed_v1`: partition discovery with its safeTime.
+    pub async fn partitions_changed(&self, entries: &Value, tenant: Uuid) -> Result<Value, DbError> {
+        self.json(
+            "SELECT queen.partitions_changed_v1($1::jsonb, $2::uuid)",
+            &[entries, &tenant],
+        )
+        .await
+    }
+
     /// `queen.get_message_v1`: one message of the tenant by address (P0002 when there is
     /// none).
     pub async fn get_message(&self, pid: Uuid, txn: &str, tenant: Uuid) -> Result<Value, DbError> {

@@ -19,7 +19,9 @@
 //! - `push.rs`: `partitions_lookup_v1`, `log_push_multi_v1`, `dedup_window_v1`;
 //! - `pop.rs`: `broker_pop_v1`;
 //! - `admin.rs`: `configure_queue_v1`, `delete_queue_v1`, the `dlq_*_v1` functions,
-//!   `queue_list_v1`, `queue_stats_v1`, the extension's installed version;
+//!   `queue_list_v1`, `queue_stats_v1`, the browsing, trace and seek functions, the
+//!   reads of Queen 2.x (`fetch_v1`, `partitions_changed_v1`), the extension's installed
+//!   version;
 //! - `maintenance.rs`: `CALL queen.run_maintenance(...)`.
 
 pub mod ack;

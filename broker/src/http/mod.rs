@@ -27,8 +27,8 @@ use serde_json::json;
 
 use crate::state::AppState;
 use routes::{
-    ack, browse, configure, consumer_groups, dlq, dlq_admin, fetch, health, lease, messages, pop,
-    push, queues, resources, status, traces, transaction,
+    ack, browse, configure, consumer_groups, dlq, dlq_admin, health, lease, messages, pop, push,
+    queues, reads, resources, status, traces, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -47,7 +47,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/ack/batch", post(ack::ack_batch))
         .route("/api/v1/lease/{lease_id}/extend", post(lease::extend))
         .route("/api/v1/transaction", post(transaction::transaction))
-        .route("/api/v1/fetch", post(fetch::fetch))
+        .route("/api/v1/fetch", post(reads::fetch))
+        .route("/api/v1/partitions/changed", post(reads::partitions_changed))
         .route("/api/v1/dlq", get(dlq::list).delete(dlq_admin::purge))
         .route(
             "/api/v1/resources/queues/{queue}",

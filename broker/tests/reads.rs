@@ -1,6 +1,9 @@
-//! Reads by offset (`POST /api/v1/fetch`, Queen 2.x): exactly the pushed records from an
-//! offset, with the partition's high watermark and log start, bounded by byte budgets,
-//! and the SDK's error codes; no lease, no cursor, nothing written.
+//! Queen 2.x's reads of the log. Reads by offset (`POST /api/v1/fetch`): exactly the pushed
+//! records from an offset, with the partition's high watermark and log start, bounded by
+//! byte budgets, and the SDK's error codes; no lease, no cursor, nothing written.
+//! Partition discovery (`POST /api/v1/partitions/changed`): the partitions written since a
+//! time, paged, and a safeTime that no concurrent commit can slip under (driven by a
+//! transaction held open).
 
 mod common;
 
@@ -177,4 +180,85 @@ async fn bad_fetches_are_400_naming_what() {
         assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
         assert!(v["error"].as_str().unwrap().contains(says), "{says}: {v}");
     }
+}
+
+async fn changed(b: &Broker, entry: Value) -> (Value, String) {
+    let (s, v) = b
+        .post("/api/v1/partitions/changed", &json!({"entries": [entry]}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let safe = v["safeTime"].as_str().expect("a safeTime").to_string();
+    (v["entries"][0].clone(), safe)
+}
+
+fn names(e: &Value) -> Vec<String> {
+    e["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn discovery_lists_what_changed_since_in_creation_order_and_pages() {
+    let _serial = SERIAL.lock().await;
+    let b = start().await;
+    let q = unique("changed");
+    for p in ["p1", "p2", "p3"] {
+        b.push(json!([{"queue": q, "partition": p, "payload": 1}])).await;
+    }
+    let (all, safe) = changed(&b, json!({"queue": q})).await;
+    // configure is not called: the three pushed partitions only (no "Default").
+    assert_eq!(names(&all), ["p1", "p2", "p3"], "{all}");
+    let p1 = &all["partitions"][0];
+    assert_eq!((p1["lastOffset"].clone(), p1["logStart"].clone()), (json!(0), json!(0)));
+    assert!(p1["id"].is_string() && p1["lastWriteAt"].as_str().unwrap().ends_with('Z'));
+    assert!(all["next"].is_null());
+    // Since that answer's safeTime: only what was written after it.
+    b.push(json!([{"queue": q, "partition": "p2", "payload": 2}])).await;
+    let (since, _) = changed(&b, json!({"queue": q, "since": safe})).await;
+    assert_eq!(names(&since), ["p2"], "{since}");
+    // Pages of two, following `next`.
+    let (first, _) = changed(&b, json!({"queue": q, "limit": 2})).await;
+    assert_eq!(names(&first), ["p1", "p2"]);
+    let next = first["next"].as_str().expect("a cursor").to_string();
+    let (rest, _) = changed(&b, json!({"queue": q, "limit": 2, "after": next})).await;
+    assert_eq!(names(&rest), ["p3"]);
+    assert!(rest["next"].is_null());
+    let (none, _) = changed(&b, json!({"queue": unique("nobody")})).await;
+    assert_eq!(none["error"], "UNKNOWN_TOPIC_OR_PARTITION");
+    for (body, says) in [
+        (json!({"entries": [{"queue": q, "limit": 0}]}), "limit"),
+        (json!({"entries": [{"queue": q, "since": "yesterday-ish"}]}), "partitions_changed"),
+        (json!({"entries": [{"queue": q, "after": "x"}]}), "cursor"),
+        (json!({"entries": [{"queue": q, "from": 1}]}), "from"),
+    ] {
+        let (s, v) = b.post("/api/v1/partitions/changed", &body).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+        assert!(v["error"].as_str().unwrap().contains(says), "{says}: {v}");
+    }
+}
+
+/// A push whose transaction is still open when discovery answers: its write is not in
+/// the answer, and the answer's safeTime is no later than that transaction's start, so
+/// the next call (since that safeTime) lists the partition once the push commits.
+#[tokio::test]
+async fn a_write_committed_after_an_answer_is_not_missed_by_the_next() {
+    let _serial = SERIAL.lock().await;
+    let b = start().await;
+    let q = unique("changed-race");
+    b.push(json!([{"queue": q, "partition": "early", "payload": 1}])).await;
+    let (_, t0) = changed(&b, json!({"queue": q})).await;
+    let pusher = admin().await;
+    pusher.batch_execute("BEGIN").await.unwrap();
+    pusher
+        .query("SELECT queen.push($1, '[1]'::jsonb, NULL, 'late')", &[&q])
+        .await
+        .unwrap();
+    let (during, safe) = changed(&b, json!({"queue": q, "since": t0})).await;
+    assert!(!names(&during).contains(&"late".to_string()), "uncommitted: {during}");
+    pusher.batch_execute("COMMIT").await.unwrap();
+    let (after, _) = changed(&b, json!({"queue": q, "since": safe})).await;
+    assert!(names(&after).contains(&"late".to_string()), "missed across the commit: {after} (safeTime {safe})");
 }
