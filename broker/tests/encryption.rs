@@ -9,8 +9,10 @@ mod common;
 use common::{acks_for, admin, metric, metrics, snapshot, start, start_with, unique, Broker};
 use queen_broker::config::EncryptionKey;
 use queen_log::encryption::{is_envelope, parse_key, Cipher, Envelope};
+use queen_log::segment::decode_segment;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use uuid::Uuid;
 
 /// Some tests compare whole-database snapshots: the tests of this file run one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -23,24 +25,39 @@ async fn with_key(hex: &str) -> Broker {
     start_with(|c| c.encryption_key = Some(EncryptionKey(key))).await
 }
 
-/// The payloads of `queue` as the database holds them (frames decoded in SQL), oldest
-/// first: (payload JSON text, whether the frame is flagged encrypted).
+/// The payloads of `queue` as the database holds them (its segments decoded here), oldest
+/// first: (payload JSON text, whether the frame is flagged encrypted). Plain reads by
+/// partition id, so the same on a Citus cluster.
 async fn stored(queue: &str) -> Vec<(String, bool)> {
     let db = admin().await;
-    db.query(
-        "SELECT (m->'payload')::text, (m->>'isEncrypted')::bool
-           FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
-           JOIN queen.log_segments s ON s.partition_id = p.id
-          CROSS JOIN LATERAL queen.decode_segment_v1(s.blob) x
-          CROSS JOIN LATERAL queen.get_message_v1(p.id, x.transaction_id, q.tenant_id) m
-          WHERE q.name = $1 ORDER BY s.base_offset, x.frame_index",
-        &[&queue],
-    )
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| (r.get(0), r.get(1)))
-    .collect()
+    let pids: Vec<Uuid> = db
+        .query(
+            "SELECT p.id FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE q.name = $1 ORDER BY p.name",
+            &[&queue],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut out = Vec::new();
+    for pid in pids {
+        for r in db
+            .query(
+                "SELECT blob FROM queen.log_segments WHERE partition_id = $1 ORDER BY base_offset",
+                &[&pid],
+            )
+            .await
+            .unwrap()
+        {
+            for f in decode_segment(r.get(0)).unwrap() {
+                let text = String::from_utf8(f.payload).unwrap();
+                out.push((if text.is_empty() { "null".into() } else { text }, f.encrypted));
+            }
+        }
+    }
+    out
 }
 
 #[tokio::test]

@@ -143,11 +143,19 @@ async fn an_offset_retention_deleted_is_out_of_range_and_the_log_start_says_wher
         b.push(json!([{"queue": q, "transactionId": t, "payload": t}])).await;
     }
     // The first segment is aged past the window; retention deletes it.
+    let pid: uuid::Uuid = db
+        .query_one(
+            "SELECT p.id FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE q.name = $1",
+            &[&q],
+        )
+        .await
+        .unwrap()
+        .get(0);
     db.execute(
-        "UPDATE queen.log_segments s SET created_at = now() - interval '2 hours'
-           FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-          WHERE s.partition_id = p.id AND q.name = $1 AND s.base_offset = 0",
-        &[&q],
+        "UPDATE queen.log_segments SET created_at = now() - interval '2 hours'
+          WHERE partition_id = $1 AND base_offset = 0",
+        &[&pid],
     )
     .await
     .unwrap();
