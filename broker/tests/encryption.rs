@@ -53,7 +53,10 @@ async fn stored(queue: &str) -> Vec<(String, bool)> {
         {
             for f in decode_segment(r.get(0)).unwrap() {
                 let text = String::from_utf8(f.payload).unwrap();
-                out.push((if text.is_empty() { "null".into() } else { text }, f.encrypted));
+                out.push((
+                    if text.is_empty() { "null".into() } else { text },
+                    f.encrypted,
+                ));
             }
         }
     }

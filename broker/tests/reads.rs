@@ -45,9 +45,11 @@ async fn a_fetch_returns_exactly_the_pushed_records_and_writes_nothing() {
     let db = admin().await;
     let q = unique("fetch");
     // Two pushes (two segments); a 30-digit integer survives as written.
-    b.push(json!([{"queue": q, "partition": "p", "transactionId": "a", "payload": {"i": 0}},
-                  {"queue": q, "partition": "p", "transactionId": "b", "payload": {"i": 1}}]))
-        .await;
+    b.push(
+        json!([{"queue": q, "partition": "p", "transactionId": "a", "payload": {"i": 0}},
+                  {"queue": q, "partition": "p", "transactionId": "b", "payload": {"i": 1}}]),
+    )
+    .await;
     let raw = format!(
         r#"{{"items":[{{"queue":"{q}","partition":"p","transactionId":"c","payload":{{"n":123456789012345678901234567890}}}}]}}"#
     );
@@ -69,7 +71,11 @@ async fn a_fetch_returns_exactly_the_pushed_records_and_writes_nothing() {
         .await
         .unwrap();
     let text = r.text().await.unwrap();
-    assert!(text.contains(r#""payload":{"n":123456789012345678901234567890}"#), "{text}");
+    // The value as pushed, digit for digit (jsonb spaces it: `{"n": ...}`).
+    assert!(
+        text.contains(r#""n": 123456789012345678901234567890}"#),
+        "{text}"
+    );
     let all: Value = serde_json::from_str(&text).unwrap();
     let e = &all["entries"][0];
     assert_eq!(txns(e), ["a", "b", "c"]);
@@ -82,19 +88,30 @@ async fn a_fetch_returns_exactly_the_pushed_records_and_writes_nothing() {
     assert_eq!(offsets, [0, 1, 2]);
     assert_eq!(e["records"][1]["payload"], json!({"i": 1}));
     assert!(e["records"][0]["ts"].as_str().unwrap().ends_with('Z'));
-    assert_eq!((e["highWatermark"].clone(), e["logStartOffset"].clone()), (json!(3), json!(0)));
+    assert_eq!(
+        (e["highWatermark"].clone(), e["logStartOffset"].clone()),
+        (json!(3), json!(0))
+    );
     assert_eq!(e["nextOffset"], 3);
     assert!(e.get("error").is_none(), "{e}");
-    assert_eq!(snapshot(&db).await, before, "a fetch takes no lease and moves no cursor");
+    assert_eq!(
+        snapshot(&db).await,
+        before,
+        "a fetch takes no lease and moves no cursor"
+    );
     // A consumer still gets everything: the fetch was invisible to it.
     let pop = b.pop(&q, "batch=10").await.unwrap();
     assert_eq!(pop["messages"].as_array().unwrap().len(), 3);
     // From the middle; at the end (no records, no error); past it; unknown names.
     let es = fetch(
         &b,
-        json!([entry(&q, "p", 1, 1 << 20), entry(&q, "p", 3, 1 << 20),
-               entry(&q, "p", 4, 1 << 20), entry(&q, "nope", 0, 1 << 20),
-               entry("nobody-has-this-queue", "p", 0, 1 << 20)]),
+        json!([
+            entry(&q, "p", 1, 1 << 20),
+            entry(&q, "p", 3, 1 << 20),
+            entry(&q, "p", 4, 1 << 20),
+            entry(&q, "nope", 0, 1 << 20),
+            entry("nobody-has-this-queue", "p", 0, 1 << 20)
+        ]),
         1 << 20,
     )
     .await;
@@ -124,7 +141,12 @@ async fn budgets_bound_a_read_and_the_first_record_always_comes() {
     assert_eq!(txns(&es[0]), ["t0", "t1", "t2"]);
     assert_eq!(es[0]["nextOffset"], 3);
     // The call's budget is shared in order: the second entry is starved, not refused.
-    let es = fetch(&b, json!([entry(&q, "p", 0, 1000), entry(&q, "p", 5, 1000)]), 450).await;
+    let es = fetch(
+        &b,
+        json!([entry(&q, "p", 0, 1000), entry(&q, "p", 5, 1000)]),
+        450,
+    )
+    .await;
     assert_eq!(txns(&es[0]).len(), 4);
     assert_eq!((txns(&es[1]).len(), es[1].get("error")), (0, None));
     // A record larger than every budget is read alone, as the first of its call.
@@ -140,7 +162,8 @@ async fn an_offset_retention_deleted_is_out_of_range_and_the_log_start_says_wher
     let q = unique("fetch-ret");
     b.configure(&q, json!({"retentionSeconds": 3600})).await;
     for t in ["old", "new"] {
-        b.push(json!([{"queue": q, "transactionId": t, "payload": t}])).await;
+        b.push(json!([{"queue": q, "transactionId": t, "payload": t}]))
+            .await;
     }
     // The first segment is aged past the window; retention deletes it.
     let pid: uuid::Uuid = db
@@ -164,7 +187,13 @@ async fn an_offset_retention_deleted_is_out_of_range_and_the_log_start_says_wher
         .unwrap();
     let es = fetch(&b, json!([entry(&q, "Default", 0, 1 << 20)]), 1 << 20).await;
     assert_eq!(es[0]["error"], "OFFSET_OUT_OF_RANGE", "{}", es[0]);
-    assert_eq!((es[0]["logStartOffset"].clone(), es[0]["highWatermark"].clone()), (json!(1), json!(2)));
+    assert_eq!(
+        (
+            es[0]["logStartOffset"].clone(),
+            es[0]["highWatermark"].clone()
+        ),
+        (json!(1), json!(2))
+    );
     let es = fetch(&b, json!([entry(&q, "Default", 1, 1 << 20)]), 1 << 20).await;
     assert_eq!(txns(&es[0]), ["new"]);
 }
@@ -180,9 +209,18 @@ async fn bad_fetches_are_400_naming_what() {
         (json!({"entries": [entry(&q, "p", 0, 9 << 20)]}), "maxBytes"),
         (json!({"entries": [], "maxBytes": 0}), "maxBytes"),
         (json!({"entries": many}), "at most 1024"),
-        (json!({"entries": [{"queue": q, "partition": "p", "from": 3}]}), "from"),
-        (json!({"entries": [entry(&"q".repeat(300), "p", 0, 1)]}), "255"),
-        (json!({"entries": [entry(&q, "p", 0, 1)], "isolation": "x"}), "isolation"),
+        (
+            json!({"entries": [{"queue": q, "partition": "p", "from": 3}]}),
+            "from",
+        ),
+        (
+            json!({"entries": [entry(&"q".repeat(300), "p", 0, 1)]}),
+            "255",
+        ),
+        (
+            json!({"entries": [entry(&q, "p", 0, 1)], "isolation": "x"}),
+            "isolation",
+        ),
     ] {
         let (s, v) = b.post("/api/v1/fetch", &body).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
@@ -214,17 +252,22 @@ async fn discovery_lists_what_changed_since_in_creation_order_and_pages() {
     let b = start().await;
     let q = unique("changed");
     for p in ["p1", "p2", "p3"] {
-        b.push(json!([{"queue": q, "partition": p, "payload": 1}])).await;
+        b.push(json!([{"queue": q, "partition": p, "payload": 1}]))
+            .await;
     }
     let (all, safe) = changed(&b, json!({"queue": q})).await;
     // configure is not called: the three pushed partitions only (no "Default").
     assert_eq!(names(&all), ["p1", "p2", "p3"], "{all}");
     let p1 = &all["partitions"][0];
-    assert_eq!((p1["lastOffset"].clone(), p1["logStart"].clone()), (json!(0), json!(0)));
+    assert_eq!(
+        (p1["lastOffset"].clone(), p1["logStart"].clone()),
+        (json!(0), json!(0))
+    );
     assert!(p1["id"].is_string() && p1["lastWriteAt"].as_str().unwrap().ends_with('Z'));
     assert!(all["next"].is_null());
     // Since that answer's safeTime: only what was written after it.
-    b.push(json!([{"queue": q, "partition": "p2", "payload": 2}])).await;
+    b.push(json!([{"queue": q, "partition": "p2", "payload": 2}]))
+        .await;
     let (since, _) = changed(&b, json!({"queue": q, "since": safe})).await;
     assert_eq!(names(&since), ["p2"], "{since}");
     // Pages of two, following `next`.
@@ -238,7 +281,10 @@ async fn discovery_lists_what_changed_since_in_creation_order_and_pages() {
     assert_eq!(none["error"], "UNKNOWN_TOPIC_OR_PARTITION");
     for (body, says) in [
         (json!({"entries": [{"queue": q, "limit": 0}]}), "limit"),
-        (json!({"entries": [{"queue": q, "since": "yesterday-ish"}]}), "partitions_changed"),
+        (
+            json!({"entries": [{"queue": q, "since": "yesterday-ish"}]}),
+            "partitions_changed",
+        ),
         (json!({"entries": [{"queue": q, "after": "x"}]}), "cursor"),
         (json!({"entries": [{"queue": q, "from": 1}]}), "from"),
     ] {
@@ -256,7 +302,8 @@ async fn a_write_committed_after_an_answer_is_not_missed_by_the_next() {
     let _serial = SERIAL.lock().await;
     let b = start().await;
     let q = unique("changed-race");
-    b.push(json!([{"queue": q, "partition": "early", "payload": 1}])).await;
+    b.push(json!([{"queue": q, "partition": "early", "payload": 1}]))
+        .await;
     let (_, t0) = changed(&b, json!({"queue": q})).await;
     let pusher = admin().await;
     pusher.batch_execute("BEGIN").await.unwrap();
@@ -265,8 +312,14 @@ async fn a_write_committed_after_an_answer_is_not_missed_by_the_next() {
         .await
         .unwrap();
     let (during, safe) = changed(&b, json!({"queue": q, "since": t0})).await;
-    assert!(!names(&during).contains(&"late".to_string()), "uncommitted: {during}");
+    assert!(
+        !names(&during).contains(&"late".to_string()),
+        "uncommitted: {during}"
+    );
     pusher.batch_execute("COMMIT").await.unwrap();
     let (after, _) = changed(&b, json!({"queue": q, "since": safe})).await;
-    assert!(names(&after).contains(&"late".to_string()), "missed across the commit: {after} (safeTime {safe})");
+    assert!(
+        names(&after).contains(&"late".to_string()),
+        "missed across the commit: {after} (safeTime {safe})"
+    );
 }

@@ -598,16 +598,36 @@ async fn no_route_reaches_another_tenants_data() {
     let foreign = other.post("/api/v1/fetch", &ask(&q)).await;
     let absent = other.post("/api/v1/fetch", &ask(&missing)).await;
     assert_eq!(foreign.0, StatusCode::OK, "{foreign:?}");
-    let shape = |v: &Value| (v["entries"][0]["error"].clone(), v["entries"][0]["records"].clone());
-    assert_eq!(shape(&foreign.1), shape(&absent.1), "a fetch of A's partition");
+    let shape = |v: &Value| {
+        (
+            v["entries"][0]["error"].clone(),
+            v["entries"][0]["records"].clone(),
+        )
+    };
+    assert_eq!(
+        shape(&foreign.1),
+        shape(&absent.1),
+        "a fetch of A's partition"
+    );
     note("fetch", foreign);
     // A's queue in partition discovery answers like a queue nobody has.
     let ask = |queue: &str| json!({"entries": [{"queue": queue}]});
     let foreign = other.post("/api/v1/partitions/changed", &ask(&q)).await;
-    let absent = other.post("/api/v1/partitions/changed", &ask(&missing)).await;
+    let absent = other
+        .post("/api/v1/partitions/changed", &ask(&missing))
+        .await;
     assert_eq!(foreign.0, StatusCode::OK, "{foreign:?}");
-    let shape = |v: &Value| (v["entries"][0]["error"].clone(), v["entries"][0]["partitions"].clone());
-    assert_eq!(shape(&foreign.1), shape(&absent.1), "discovery of A's queue");
+    let shape = |v: &Value| {
+        (
+            v["entries"][0]["error"].clone(),
+            v["entries"][0]["partitions"].clone(),
+        )
+    };
+    assert_eq!(
+        shape(&foreign.1),
+        shape(&absent.1),
+        "discovery of A's queue"
+    );
     note("partitions changed", foreign);
     // Writes aimed at A's lease, partition and names.
     note("ack", other.post("/api/v1/ack", &ack_a).await);

@@ -246,7 +246,11 @@ impl Conn {
     }
 
     /// `queen.partitions_changed_v1`: partition discovery with its safeTime.
-    pub async fn partitions_changed(&self, entries: &Value, tenant: Uuid) -> Result<Value, DbError> {
+    pub async fn partitions_changed(
+        &self,
+        entries: &Value,
+        tenant: Uuid,
+    ) -> Result<Value, DbError> {
         self.json(
             "SELECT queen.partitions_changed_v1($1::jsonb, $2::uuid)",
             &[entries, &tenant],

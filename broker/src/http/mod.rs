@@ -48,7 +48,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/lease/{lease_id}/extend", post(lease::extend))
         .route("/api/v1/transaction", post(transaction::transaction))
         .route("/api/v1/fetch", post(reads::fetch))
-        .route("/api/v1/partitions/changed", post(reads::partitions_changed))
+        .route(
+            "/api/v1/partitions/changed",
+            post(reads::partitions_changed),
+        )
         .route("/api/v1/dlq", get(dlq::list).delete(dlq_admin::purge))
         .route(
             "/api/v1/resources/queues/{queue}",

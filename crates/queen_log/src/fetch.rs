@@ -76,10 +76,14 @@ pub fn check(entries: &[EntryIn], call_bytes: i64) -> Result<(), String> {
     }
     for (i, e) in entries.iter().enumerate() {
         if e.offset < 0 {
-            return Err(format!("entries[{i}].offset must be a non-negative integer"));
+            return Err(format!(
+                "entries[{i}].offset must be a non-negative integer"
+            ));
         }
         if !(1..=MAX_ENTRY_BYTES).contains(&e.max_bytes) {
-            return Err(format!("entries[{i}].maxBytes must be 1 to {MAX_ENTRY_BYTES}"));
+            return Err(format!(
+                "entries[{i}].maxBytes must be 1 to {MAX_ENTRY_BYTES}"
+            ));
         }
     }
     Ok(())
@@ -137,7 +141,10 @@ mod tests {
     #[test]
     fn offsets_in_range() {
         assert!(in_range(3, 3, 10));
-        assert!(in_range(10, 3, 10), "the high watermark is the end, not an error");
+        assert!(
+            in_range(10, 3, 10),
+            "the high watermark is the end, not an error"
+        );
         assert!(!in_range(2, 3, 10), "deleted by retention");
         assert!(!in_range(11, 3, 10), "past the end");
         assert!(in_range(0, 0, 0), "an empty partition");

@@ -65,14 +65,10 @@ pub async fn fetch(
         check_name(NameKind::Queue, &e.queue)?;
         check_name(NameKind::Partition, &e.partition)?;
     }
-    let mut out = state
-        .db
-        .conn()
-        .await?
-        .fetch(&entries, call, tenant)
-        .await?;
+    let mut out = state.db.conn().await?.fetch(&entries, call, tenant).await?;
     for r in out.entries.iter_mut().flat_map(|e| e.records.iter_mut()) {
-        let stored = std::mem::replace(&mut r.payload, serde_json::value::RawValue::NULL.to_owned());
+        let stored =
+            std::mem::replace(&mut r.payload, serde_json::value::RawValue::NULL.to_owned());
         r.payload = state.sealer.open_raw(stored, &state.metrics);
     }
     Ok(Json(out))
