@@ -18,7 +18,7 @@ pub enum JwtAlgorithm {
     Auto,
 }
 
-/// Bearer-token authentication (docs/security.md, "Tokens and roles"), read from Queen's
+/// Bearer-token authentication (docs/decisions.md, "Tokens and roles"), read from Queen's
 /// variables (server/ENV_VARIABLES.md, "JWT Authentication Configuration") so that a
 /// Queen deployment's environment works unchanged, plus `QUEEN_JWT_SECRET` and
 /// `QUEEN_JWT_TENANT_REQUIRED` of this project's tenancy.

@@ -18,7 +18,7 @@ use crate::engine::fusion::Fusion;
 use crate::engine::push_fusion::PushFusion;
 use crate::engine::registry::Registry;
 use crate::engine::sealing::Sealer;
-use crate::http::jwks::Keys;
+use crate::keys::Keys;
 use crate::ops::exposition::Sources;
 use crate::ops::maintenance::MaintenanceStats;
 use crate::ops::metrics::Metrics;
@@ -36,7 +36,7 @@ pub struct Inner {
     pub registry: Registry,
     /// Payload encryption (QUEEN_ENCRYPTION_KEY).
     pub sealer: Sealer,
-    /// The token keys when authentication is on (crate::http::jwks).
+    /// The token keys when authentication is on (crate::keys).
     pub keys: Option<Arc<Keys>>,
     /// Push dedup watermarks (QUEEN_DEDUP_CACHE_MB).
     pub dedup: DedupCache,
@@ -66,7 +66,7 @@ type WakerKey = (Uuid, String, Option<String>);
 const WAKER_PRUNE_AT: usize = 4096;
 
 /// The JWKS loop: a fetch at start, then one every `JWT_JWKS_REFRESH_INTERVAL`; it ends
-/// with the runtime. A failed fetch keeps the known keys (crate::http::jwks).
+/// with the runtime. A failed fetch keeps the known keys (crate::keys).
 async fn refresh_jwks(keys: Arc<Keys>) {
     let Some(jwks) = keys.jwks() else { return };
     loop {
@@ -122,6 +122,7 @@ impl AppState {
             registry_enabled: self.registry.enabled(),
             registry: self.registry.stats(),
             dedup: self.dedup.stats(),
+            sealing: self.sealer.stats(),
             fusion: self.fusion.as_ref().map(Fusion::stats),
             push_fusion: self.push_fusion.as_ref().map(PushFusion::stats),
             maintenance: &self.maintenance,

@@ -272,7 +272,7 @@ async fn rs256_and_eddsa_tokens_verify_against_a_jwks_that_rotates() {
     *keys.lock().unwrap() = json!({"keys": [ed_jwk("ed-2")]});
     let fetched = *hits.lock().unwrap();
     let ed = b.with_token(&signed(Algorithm::EdDSA, "ed-2", &claims));
-    tokio::time::sleep(queen_broker::http::jwks::REFETCH_AFTER).await;
+    tokio::time::sleep(queen_broker::keys::REFETCH_AFTER).await;
     let (s, v) = ed.get(&format!("/api/v1/resources/queues/{q}")).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(

@@ -6,41 +6,67 @@
 //! key cannot write one in clear either.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use queen_log::encryption::{Cipher, Envelope};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::config::EncryptionKey;
-use crate::ops::metrics::Metrics;
 
-/// The broker's cipher, if it has a key.
-pub struct Sealer(Option<Cipher>);
+/// The broker's cipher, if it has a key, and its counts (exposed by crate::ops).
+pub struct Sealer {
+    cipher: Option<Cipher>,
+    sealed: AtomicU64,
+    opened: AtomicU64,
+    unopened: AtomicU64,
+}
+
+/// Payloads sealed on push, opened for a reader, and served unopened.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SealStats {
+    pub sealed: u64,
+    pub opened: u64,
+    pub unopened: u64,
+}
 
 impl Sealer {
     pub fn new(key: Option<&EncryptionKey>) -> Sealer {
-        Sealer(key.map(|k| Cipher::new(&k.0)))
+        Sealer {
+            cipher: key.map(|k| Cipher::new(&k.0)),
+            sealed: AtomicU64::new(0),
+            opened: AtomicU64::new(0),
+            unopened: AtomicU64::new(0),
+        }
     }
 
     /// Whether this broker can seal (configure refuses `encryptionEnabled` otherwise).
     pub fn has_key(&self) -> bool {
-        self.0.is_some()
+        self.cipher.is_some()
+    }
+
+    pub fn stats(&self) -> SealStats {
+        SealStats {
+            sealed: self.sealed.load(Ordering::Relaxed),
+            opened: self.opened.load(Ordering::Relaxed),
+            unopened: self.unopened.load(Ordering::Relaxed),
+        }
     }
 
     /// A push item's payload (JSON text; empty means null) as the envelope stored in its
     /// frame. None without a key.
-    pub fn seal(&self, payload: &[u8], metrics: &Metrics) -> Option<Vec<u8>> {
-        let c = self.0.as_ref()?;
+    pub fn seal(&self, payload: &[u8]) -> Option<Vec<u8>> {
+        let c = self.cipher.as_ref()?;
         let text: &[u8] = if payload.is_empty() { b"null" } else { payload };
-        Metrics::add(&metrics.payloads_sealed, 1);
+        self.sealed.fetch_add(1, Ordering::Relaxed);
         Some(c.seal(text))
     }
 
     /// What a reader gets for a stored payload flagged encrypted: its JSON decrypted, or,
     /// when this broker cannot open it (no key, another key, tampered bytes), the
     /// envelope as stored — which says what it is — counted and logged, never garbage.
-    pub fn open<'a>(&self, stored: Cow<'a, RawValue>, metrics: &Metrics) -> Cow<'a, RawValue> {
-        match self.open_text(stored.get().as_bytes(), metrics) {
+    pub fn open<'a>(&self, stored: Cow<'a, RawValue>) -> Cow<'a, RawValue> {
+        match self.open_text(stored.get().as_bytes()) {
             Some(text) => Cow::Owned(RawValue::from_string(text).expect("opened text is JSON")),
             None => stored,
         }
@@ -49,18 +75,18 @@ impl Sealer {
     /// A payload inside a JSON answer of the extension (the DLQ listing, a message by
     /// address), where the frame's flag is not carried: an object of exactly Queen's
     /// envelope shape is opened, as Queen's own routes do; anything else stays.
-    pub fn open_raw(&self, stored: Box<RawValue>, metrics: &Metrics) -> Box<RawValue> {
+    pub fn open_raw(&self, stored: Box<RawValue>) -> Box<RawValue> {
         if Envelope::parse(stored.get().as_bytes()).is_none() {
             return stored;
         }
-        match self.open_text(stored.get().as_bytes(), metrics) {
+        match self.open_text(stored.get().as_bytes()) {
             Some(text) => RawValue::from_string(text).expect("opened text is JSON"),
             None => stored,
         }
     }
 
     /// `open_raw` on a parsed value.
-    pub fn open_value(&self, v: &mut Value, metrics: &Metrics) {
+    pub fn open_value(&self, v: &mut Value) {
         if !v.is_object() {
             return;
         }
@@ -70,25 +96,25 @@ impl Sealer {
         if Envelope::parse(raw.get().as_bytes()).is_none() {
             return;
         }
-        if let Some(text) = self.open_text(raw.get().as_bytes(), metrics) {
+        if let Some(text) = self.open_text(raw.get().as_bytes()) {
             if let Ok(plain) = serde_json::from_str(&text) {
                 *v = plain;
             }
         }
     }
 
-    fn open_text(&self, envelope: &[u8], metrics: &Metrics) -> Option<String> {
-        let opened = match &self.0 {
+    fn open_text(&self, envelope: &[u8]) -> Option<String> {
+        let opened = match &self.cipher {
             Some(c) => c.open(envelope).map_err(|e| format!("{e:?}")),
             None => Err("this broker has no QUEEN_ENCRYPTION_KEY".to_string()),
         };
         match opened {
             Ok(text) => {
-                Metrics::add(&metrics.payloads_opened, 1);
+                self.opened.fetch_add(1, Ordering::Relaxed);
                 Some(text)
             }
             Err(why) => {
-                Metrics::add(&metrics.payloads_unopened, 1);
+                self.unopened.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%why, "an encrypted payload could not be opened; served as its envelope");
                 None
             }

@@ -1,7 +1,7 @@
-//! Authentication (docs/security.md, "Tokens and roles"): when it is on (`QUEEN_JWT_SECRET`,
-//! or Queen's `JWT_ENABLED`), every `/api/v1` request carries `Authorization: Bearer
+//! Authentication (docs/security.md, "Tenancy and JWT"; docs/decisions.md, "Tokens and
+//! roles"): when it is on (`QUEEN_JWT_SECRET`, or Queen's `JWT_ENABLED`), every `/api/v1` request carries `Authorization: Bearer
 //! <JWT>`, verified with the configured keys (HS256 secret, RS256 / EdDSA PEM key or
-//! JWKS: crate::http::jwks), whose role must reach the route's level (Queen's rules:
+//! JWKS: crate::keys), whose role must reach the route's level (Queen's rules:
 //! crate::http::access) and whose `tenant` claim scopes everything the request touches.
 //!
 //! Refusals: no, malformed, badly signed, expired or not-yet-valid token, wrong issuer
@@ -32,7 +32,7 @@ use uuid::Uuid;
 use crate::config::AuthConfig;
 use crate::error::{ApiError, ApiResult};
 use crate::http::access::{allows, level_of, roles_of};
-use crate::http::jwks::Keys;
+use crate::keys::Keys;
 use crate::state::AppState;
 use crate::util::DEFAULT_TENANT;
 

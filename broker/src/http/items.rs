@@ -168,7 +168,7 @@ pub fn seal_items(
     encrypts: impl Fn(&PushItem) -> bool,
 ) -> ApiResult<()> {
     for it in items.iter_mut().filter(|it| encrypts(it)) {
-        let Some(sealed) = state.sealer.seal(&it.payload, &state.metrics) else {
+        let Some(sealed) = state.sealer.seal(&it.payload) else {
             return Err(ApiError::Internal(format!(
                 "queue {} encrypts payloads (encryptionEnabled) but this broker has no \
                  QUEEN_ENCRYPTION_KEY; nothing was written",

@@ -10,7 +10,6 @@ pub mod body_timeout;
 mod dlq_ops;
 pub mod input;
 pub mod items;
-pub mod jwks;
 mod known_queue;
 mod response;
 pub mod routes;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::db::Db;
 use crate::engine::dedup::DedupStats;
+use crate::engine::sealing::SealStats;
 use crate::engine::fusion::FusionStats;
 use crate::engine::push_fusion::PushFusionStats;
 use crate::engine::registry::RegistryStats;
@@ -21,6 +22,7 @@ pub struct Sources<'a> {
     pub registry_enabled: bool,
     pub registry: RegistryStats,
     pub dedup: DedupStats,
+    pub sealing: SealStats,
     pub fusion: Option<FusionStats>,
     pub push_fusion: Option<PushFusionStats>,
     pub maintenance: &'a MaintenanceStats,
@@ -95,6 +97,26 @@ pub fn render(state: &Sources<'_>) -> String {
             out,
             "queen_ack_registry_evictions_total{{cause=\"{cause}\"}} {v}"
         );
+    }
+    let s = state.sealing;
+    for (name, help, v) in [
+        (
+            "queen_payloads_sealed_total",
+            "Payloads encrypted with QUEEN_ENCRYPTION_KEY on push (encryptionEnabled queues).",
+            s.sealed,
+        ),
+        (
+            "queen_payloads_opened_total",
+            "Encrypted payloads decrypted for a reader (pop, fetch, DLQ, message by address).",
+            s.opened,
+        ),
+        (
+            "queen_payloads_unopened_total",
+            "Encrypted payloads this broker could not decrypt (no key, another key, tampered); served as their envelope.",
+            s.unopened,
+        ),
+    ] {
+        scalar(&mut out, name, "counter", help, v);
     }
     let d = state.dedup;
     for (name, kind, help, v) in [

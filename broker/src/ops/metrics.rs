@@ -57,13 +57,6 @@ pub struct Metrics {
     pub connections_rejected: AtomicU64,
     /// Requests whose body did not arrive within `QUEEN_BODY_READ_TIMEOUT_MS` (408).
     pub body_timeouts: AtomicU64,
-    /// Payloads sealed for queues with `encryptionEnabled` (crate::engine::sealing).
-    pub payloads_sealed: AtomicU64,
-    /// Encrypted payloads opened for a reader.
-    pub payloads_opened: AtomicU64,
-    /// Encrypted payloads this broker could not open (no key, another key, tampered):
-    /// served as the envelope they are stored as.
-    pub payloads_unopened: AtomicU64,
 }
 
 impl Metrics {
@@ -176,21 +169,6 @@ impl Metrics {
                 "queen_http_body_timeouts_total",
                 "Requests whose body did not arrive within QUEEN_BODY_READ_TIMEOUT_MS (408).",
                 &self.body_timeouts,
-            ),
-            (
-                "queen_payloads_sealed_total",
-                "Payloads encrypted with QUEEN_ENCRYPTION_KEY on push (encryptionEnabled queues).",
-                &self.payloads_sealed,
-            ),
-            (
-                "queen_payloads_opened_total",
-                "Encrypted payloads decrypted for a reader (pop, DLQ, message browsing).",
-                &self.payloads_opened,
-            ),
-            (
-                "queen_payloads_unopened_total",
-                "Encrypted payloads this broker could not decrypt (no key, another key, tampered); served as their envelope.",
-                &self.payloads_unopened,
             ),
         ] {
             scalar(&mut out, name, "counter", help, load(c));

@@ -80,7 +80,7 @@ pub async fn get_one(
     // A sealed payload is opened for the reader (crate::engine::sealing).
     if m.get("isEncrypted") == Some(&Value::Bool(true)) {
         if let Some(p) = m.get_mut("payload") {
-            state.sealer.open_value(p, &state.metrics);
+            state.sealer.open_value(p);
         }
     }
     Ok(Json(m).into_response())

@@ -43,7 +43,7 @@ pub async fn list(
     // Sealed payloads are opened for the reader (crate::engine::sealing).
     for m in &mut page.messages {
         if let Some(d) = m.data.take() {
-            m.data = Some(state.sealer.open_raw(d, &state.metrics));
+            m.data = Some(state.sealer.open_raw(d));
         }
     }
     let messages: Vec<Listed<'_>> = page.messages.iter().map(render).collect();

@@ -306,9 +306,7 @@ fn render_msg<'a>(
         transaction_id: &f.transaction_id,
         trace_id: f.trace_id.map(Uuid::from_bytes),
         data: if f.encrypted {
-            state
-                .sealer
-                .open(payload::json_raw_of(&f.payload), &state.metrics)
+            state.sealer.open(payload::json_raw_of(&f.payload))
         } else {
             payload::json_raw_of(&f.payload)
         },

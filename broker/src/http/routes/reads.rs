@@ -69,7 +69,7 @@ pub async fn fetch(
     for r in out.entries.iter_mut().flat_map(|e| e.records.iter_mut()) {
         let stored =
             std::mem::replace(&mut r.payload, serde_json::value::RawValue::NULL.to_owned());
-        r.payload = state.sealer.open_raw(stored, &state.metrics);
+        r.payload = state.sealer.open_raw(stored);
     }
     Ok(Json(out))
 }

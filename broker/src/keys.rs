@@ -1,4 +1,5 @@
-//! The token keys (docs/security.md, "Tokens and roles"): the HS256 secret, a PEM public
+//! The keys bearer tokens are verified with (docs/security.md, "Tenancy and JWT"; the
+//! verification itself is crate::http::auth): the HS256 secret, a PEM public
 //! key, and a JWKS fetched from `JWT_JWKS_URL` — at start, every
 //! `JWT_JWKS_REFRESH_INTERVAL`, and again when a token names a `kid` not seen yet (at
 //! most once per [`REFETCH_AFTER`], so a stream of forged kids cannot hammer the
