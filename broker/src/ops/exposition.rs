@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use crate::db::Db;
 use crate::engine::dedup::DedupStats;
-use crate::engine::sealing::SealStats;
 use crate::engine::fusion::FusionStats;
 use crate::engine::push_fusion::PushFusionStats;
 use crate::engine::registry::RegistryStats;
+use crate::engine::sealing::SealStats;
 use crate::ops::maintenance::MaintenanceStats;
 use crate::ops::metrics::{header, label, load, scalar, Metrics};
 
