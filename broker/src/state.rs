@@ -48,6 +48,8 @@ pub struct Inner {
     pub maintenance: Arc<MaintenanceStats>,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
+    /// Whose turn it is among the queues of a namespace pop (http/routes/pop.rs).
+    pop_turn: std::sync::atomic::AtomicUsize,
     /// Becomes true once shutdown begins: parked long-polls answer 204 at once.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -111,6 +113,7 @@ impl AppState {
             metrics: Metrics::default(),
             maintenance: Arc::default(),
             wakers: Mutex::new(HashMap::new()),
+            pop_turn: std::sync::atomic::AtomicUsize::new(0),
             stopping: tokio::sync::watch::Sender::new(false),
         })))
     }
@@ -128,6 +131,12 @@ impl AppState {
             maintenance: &self.maintenance,
             pool: self.db.pool().status(),
         }
+    }
+
+    /// The next turn of the namespace pops: each request starts one queue further.
+    pub fn next_pop_turn(&self) -> usize {
+        self.pop_turn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Shutdown has begun (http/server.rs): every parked long-poll answers 204 now instead

@@ -463,6 +463,7 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/messages/{partition_id}/{transaction_id}",
         "/api/v1/messages/{partition_id}/{transaction_id}/retry",
         "/api/v1/partitions/changed",
+        "/api/v1/pop",
         "/api/v1/pop/queue/{queue}",
         "/api/v1/pop/queue/{queue}/partition/{partition}",
         "/api/v1/push",
@@ -629,6 +630,12 @@ async fn no_route_reaches_another_tenants_data() {
         "discovery of A's queue"
     );
     note("partitions changed", foreign);
+    // A pop across A's namespace (the queue's own name, which has no dot) finds nothing.
+    let r = other
+        .get(&format!("/api/v1/pop?namespace={q}&batch=10"))
+        .await;
+    assert_eq!(r.0, StatusCode::NO_CONTENT, "{r:?}");
+    note("pop across A's namespace", r);
     // Writes aimed at A's lease, partition and names.
     note("ack", other.post("/api/v1/ack", &ack_a).await);
     for status in ["completed", "failed", "dlq"] {

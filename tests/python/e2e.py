@@ -553,6 +553,21 @@ async def test_fetch_by_offset(client):
     check(len(got) == 5, f"a pop after the fetches still gets every message: {got!r}")
 
 
+async def test_namespace_pop(client):
+    """A pop by namespace and by task through the 2.x SDK (`queue().namespace(...)`)."""
+    ns = qname("ns")
+    for q in ("alpha", "beta"):
+        await client.queue(f"{ns}.{q}").push([{"data": {"q": q}, "transactionId": f"{q}-1"}])
+    got = await client.queue().namespace(ns).batch(1).wait(False).pop()
+    check(len(got) == 1 and got[0]["data"]["q"] in ("alpha", "beta"), f"namespace pop {got!r}")
+    both = await client.queue().namespace(ns).task("beta").batch(10).wait(False).pop()
+    remaining = {"alpha", "beta"} - {got[0]["data"]["q"]}
+    if "beta" in remaining:
+        check([m["data"] for m in both] == [{"q": "beta"}], f"namespace+task pop {both!r}")
+    else:
+        check(both == [], f"beta was already served: {both!r}")
+
+
 SCENARIOS = [
     ("configure_queue", test_configure_queue),
     ("push_consume_ack", test_push_consume_ack),
@@ -564,6 +579,7 @@ SCENARIOS = [
     ("admin_helpers", test_admin_helpers),
     ("trace_seek_browse", test_trace_seek_browse),
     ("fetch_by_offset", test_fetch_by_offset),
+    ("namespace_pop", test_namespace_pop),
 ]
 
 

@@ -37,6 +37,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/api/v1/configure", post(configure::configure))
         .route("/api/v1/push", post(push::push))
+        .route("/api/v1/pop", get(pop::pop_across))
         .route("/api/v1/pop/queue/{queue}", get(pop::pop_queue))
         .route(
             "/api/v1/pop/queue/{queue}/partition/{partition}",

@@ -1,5 +1,7 @@
 //! `GET /api/v1/pop/queue/{queue}[/partition/{partition}]`: a leasing (or auto-ack) pop,
-//! with segments decoded here and an optional long-poll.
+//! with segments decoded here and an optional long-poll. `GET /api/v1/pop?namespace=&task=`
+//! (Queen 2.x): the same pop over every queue of a namespace and/or task, each request
+//! starting at the next queue in turn (docs/decisions.md, "Pops across a namespace").
 //!
 //! The long-poll re-polls with backoff until its timeout and is woken early by a push to
 //! the same queue. It never holds a pooled connection while parked.
@@ -38,6 +40,7 @@ const BACKOFF_START: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_millis(500);
 
 /// A validated pop request.
+#[derive(Clone)]
 struct PopReq {
     queue: String,
     partition: Option<String>,
@@ -64,6 +67,40 @@ pub async fn pop_queue(
     run(state, req).await
 }
 
+/// `GET /api/v1/pop?namespace=&task=`: the queue pop's parameters, over the caller's
+/// queues whose namespace and task match (at least one of the two is required).
+pub async fn pop_across(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let (namespace, task) = (get("namespace"), get("task"));
+    if namespace.is_none() && task.is_none() {
+        return Err(ApiError::BadParameter {
+            name: "namespace".into(),
+            message: "a pop without a queue needs namespace or task (or both)".into(),
+        });
+    }
+    for (kind, v) in [(NameKind::Queue, namespace), (NameKind::Queue, task)] {
+        v.map_or(Ok(()), |n| check_name(kind, n))?;
+    }
+    let req = parse_params(&state, tenant, &q)?;
+    let mut queues: Vec<String> = state
+        .db
+        .conn()
+        .await?
+        .queue_list(Some(tenant), None)
+        .await?
+        .into_iter()
+        .filter(|m| namespace.is_none_or(|n| m.namespace.as_deref() == Some(n)))
+        .filter(|m| task.is_none_or(|t| m.task.as_deref() == Some(t)))
+        .map(|m| m.name)
+        .collect();
+    queues.sort();
+    run_across(state, req, queues).await
+}
+
 pub async fn pop_partition(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
@@ -81,6 +118,19 @@ fn parse(
     partition: Option<String>,
     q: &HashMap<String, String>,
 ) -> ApiResult<PopReq> {
+    check_queue_name(&queue)?;
+    if let Some(p) = &partition {
+        check_name(NameKind::Partition, p)?;
+    }
+    Ok(PopReq {
+        queue,
+        partition,
+        ..parse_params(state, tenant, q)?
+    })
+}
+
+/// Every parameter of a pop but its queue and partition.
+fn parse_params(state: &AppState, tenant: Uuid, q: &HashMap<String, String>) -> ApiResult<PopReq> {
     let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
     let cfg = &state.config;
     let batch = Param::new("batch", 1, i64::from(cfg.max_batch)).max_is("QUEEN_MAX_BATCH");
@@ -101,18 +151,14 @@ fn parse(
     )
     .max_is("QUEEN_MAX_LEASE_SECONDS; 0 or less means the queue's leaseTime");
     let lease_seconds = int_query(q, &lease)?.map(|n| n.max(0) as i32);
-    check_queue_name(&queue)?;
-    if let Some(p) = &partition {
-        check_name(NameKind::Partition, p)?;
-    }
     let group = named_group(get("consumerGroup"));
     if let Some(g) = group {
         check_name(NameKind::ConsumerGroup, g)?;
     }
     let auto_ack = bool_param(get("autoAck"), "autoAck", false)?;
     Ok(PopReq {
-        queue,
-        partition,
+        queue: String::new(),
+        partition: None,
         batch,
         wait: bool_param(get("wait"), "wait", false)?,
         timeout: Duration::from_millis(timeout_ms),
@@ -154,6 +200,45 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
             _ = &mut notified => {}
             _ = tokio::time::sleep(backoff.min(deadline - now)) => {}
             // Shutdown: answer now, the drain must not wait out the long-poll.
+            _ = state.stopping() => return Ok(StatusCode::NO_CONTENT.into_response()),
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// The long-poll over several queues: each round tries every queue once, starting at the
+/// next one in turn (so concurrent consumers of a namespace spread over its queues), and
+/// parks until a push into any of them or the backoff.
+async fn run_across(state: AppState, req: PopReq, queues: Vec<String>) -> ApiResult<Response> {
+    let deadline = Instant::now() + req.timeout;
+    let wakers: Vec<_> = queues
+        .iter()
+        .map(|q| state.waker(req.tenant, q, None))
+        .collect();
+    let mut backoff = BACKOFF_START;
+    loop {
+        let mut notified: Vec<_> = wakers.iter().map(|w| Box::pin(w.notified())).collect();
+        notified.iter_mut().for_each(|n| {
+            n.as_mut().enable();
+        });
+        let start = state.next_pop_turn();
+        for k in 0..queues.len() {
+            let one = PopReq {
+                queue: queues[(start + k) % queues.len()].clone(),
+                ..req.clone()
+            };
+            let slices = pop_once(&state, &one).await?;
+            if !slices.is_empty() {
+                return respond(&state, &one, slices).await;
+            }
+        }
+        let now = Instant::now();
+        if !req.wait || now >= deadline || state.is_stopping() || queues.is_empty() {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        tokio::select! {
+            _ = futures_util::future::select_all(notified) => {}
+            _ = tokio::time::sleep(backoff.min(deadline - now)) => {}
             _ = state.stopping() => return Ok(StatusCode::NO_CONTENT.into_response()),
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
