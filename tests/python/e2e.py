@@ -566,6 +566,13 @@ async def test_namespace_pop(client):
         check([m["data"] for m in both] == [{"q": "beta"}], f"namespace+task pop {both!r}")
     else:
         check(both == [], f"beta was already served: {both!r}")
+    # Conflation is not built: the broker refuses it and the SDK raises, never drains.
+    try:
+        await client.queue(f"{ns}.alpha").group("g").conflation().wait(False).pop()
+        raised = "returned"
+    except Exception as e:  # the SDK raises a conflating pop's 400
+        raised = str(e)
+    check("conflation" in raised, f"a conflating pop must be refused: {raised!r}")
 
 
 SCENARIOS = [

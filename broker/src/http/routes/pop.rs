@@ -156,6 +156,16 @@ fn parse_params(state: &AppState, tenant: Uuid, q: &HashMap<String, String>) -> 
         check_name(NameKind::ConsumerGroup, g)?;
     }
     let auto_ack = bool_param(get("autoAck"), "autoAck", false)?;
+    // Queen 2.x's last-value delivery is not built: refused, never ignored (its SDK would
+    // otherwise drain the backlog message by message; on a 400 it raises instead).
+    if bool_param(get("conflation"), "conflation", false)? {
+        return Err(ApiError::BadParameter {
+            name: "conflation".into(),
+            message: "conflation=true (last-value delivery) is not implemented by this broker; \
+                      pop without it"
+                .into(),
+        });
+    }
     Ok(PopReq {
         queue: String::new(),
         partition: None,
