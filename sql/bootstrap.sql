@@ -182,3 +182,28 @@ CREATE TABLE queen.consumer_groups_metadata (
     created_at timestamptz NOT NULL DEFAULT now(),
     UNIQUE (tenant_id, consumer_group, queue_id)
 );
+
+-- Timers (docs/decisions.md, "Timers"; src/timers.rs): Queen 2.x's scheduled messages,
+-- one pending per (queue, key). A due timer is delivered into its queue by a push whose
+-- transactionId is `txn` and whose message id is `message_id` (both promised at schedule
+-- time), and its row is deleted in the same transaction: there is no tombstone. The
+-- payload is the frame's (JSON text, or Queen's envelope when `encrypted`). `attempts`
+-- and `last_error` record deliveries that could not be made (the row then waits).
+CREATE TABLE queen.timers (
+    queue_id uuid NOT NULL REFERENCES queen.queues(id) ON DELETE CASCADE,
+    -- byte order: a list page is a keyset over the primary key, the same on every node
+    timer_key text COLLATE "C" NOT NULL,
+    partition text NOT NULL DEFAULT 'Default',
+    txn text NOT NULL,
+    message_id uuid NOT NULL,
+    payload bytea NOT NULL,
+    encrypted bool NOT NULL DEFAULT false,
+    deliver_at timestamptz NOT NULL,
+    attempts int NOT NULL DEFAULT 0,
+    last_error text,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT timers_pkey PRIMARY KEY (queue_id, timer_key)
+);
+-- The sweeper's scan: the earliest due first.
+CREATE INDEX timers_deliver_at_idx ON queen.timers (deliver_at);

@@ -42,7 +42,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_reference text[] := ARRAY['queen.queues', 'queen.partition_names',
-                                'queen.consumer_groups_metadata', 'queen.maintenance_state'];
+                                'queen.consumer_groups_metadata', 'queen.maintenance_state',
+                                'queen.timers'];
     -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
     v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
                                   'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq',

@@ -1107,7 +1107,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_reference text[] := ARRAY['queen.queues', 'queen.partition_names',
-                                'queen.consumer_groups_metadata', 'queen.maintenance_state'];
+                                'queen.consumer_groups_metadata', 'queen.maintenance_state',
+                                'queen.timers'];
     -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
     v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
                                   'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq',
@@ -2013,3 +2014,111 @@ EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_tex
 END $$;
 REVOKE ALL ON FUNCTION queen.partitions_changed_v1(jsonb, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.partitions_changed_v1(jsonb, uuid) TO queen_broker;
+
+-- Timers (docs/decisions.md, "Timers"; src/timers.rs): Queen 2.x's scheduled messages,
+-- one pending per (queue, key). A due timer is delivered into its queue by a push whose
+-- transactionId is `txn` and whose message id is `message_id` (both promised at schedule
+-- time), and its row is deleted in the same transaction: there is no tombstone. The
+-- payload is the frame's (JSON text, or Queen's envelope when `encrypted`). `attempts`
+-- and `last_error` record deliveries that could not be made (the row then waits).
+CREATE TABLE queen.timers (
+    queue_id uuid NOT NULL REFERENCES queen.queues(id) ON DELETE CASCADE,
+    -- byte order: a list page is a keyset over the primary key, the same on every node
+    timer_key text COLLATE "C" NOT NULL,
+    partition text NOT NULL DEFAULT 'Default',
+    txn text NOT NULL,
+    message_id uuid NOT NULL,
+    payload bytea NOT NULL,
+    encrypted bool NOT NULL DEFAULT false,
+    deliver_at timestamptz NOT NULL,
+    attempts int NOT NULL DEFAULT 0,
+    last_error text,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT timers_pkey PRIMARY KEY (queue_id, timer_key)
+);
+-- The sweeper's scan: the earliest due first.
+CREATE INDEX timers_deliver_at_idx ON queen.timers (deliver_at);
+
+-- Timers' writes and deliveries (src/timers.rs).
+CREATE FUNCTION queen."timers_apply_v1"(
+	"p_ops" jsonb,
+	"p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'timers_apply_v1_wrapper';
+CREATE FUNCTION queen."timers_fire_v1"(
+	"p_limit" INT DEFAULT 1000
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'timers_fire_v1_wrapper';
+
+-- Timers' reads (src/timers.rs writes and delivers; docs/decisions.md, "Timers").
+
+-- One timer of the tenant's queue, with its payload exactly as stored (base64; an
+-- envelope stays an envelope: `encrypted` says so). A miss is {"found": false}.
+CREATE FUNCTION queen.timers_get_v1(
+    p_queue text,
+    p_key text,
+    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT COALESCE(
+        (SELECT jsonb_build_object(
+                    'found', true, 'queue', q.name, 'timerKey', t.timer_key,
+                    'partition', t.partition, 'txn', t.txn, 'messageId', t.message_id,
+                    'deliverAt', queen.iso_ms(t.deliver_at),
+                    'payload', translate(encode(t.payload, 'base64'), E'\n', ''),
+                    'encrypted', t.encrypted, 'attempts', t.attempts, 'lastError', t.last_error,
+                    'createdAt', queen.iso_ms(t.created_at), 'updatedAt', queen.iso_ms(t.updated_at))
+           FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
+          WHERE q.tenant_id = p_tenant AND q.name = p_queue AND t.timer_key = p_key),
+        '{"found": false}'::jsonb)
+$$;
+
+-- A keyset page of one queue's pending timers, by key: `p_after` is exclusive, the
+-- limit is clamped to 1..1000 (default 100), never refused; `truncated` says whether
+-- more follow, `nextAfter` is the cursor for the next page.
+CREATE FUNCTION queen.timers_list_v1(
+    p_queue text,
+    p_after text DEFAULT NULL,
+    p_limit int DEFAULT NULL,
+    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH lim AS (SELECT least(greatest(COALESCE(p_limit, 100), 1), 1000) AS n),
+    page AS (
+        SELECT t.* FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
+         WHERE q.tenant_id = p_tenant AND q.name = p_queue
+           AND (p_after IS NULL OR t.timer_key > p_after)
+         ORDER BY t.timer_key
+         LIMIT (SELECT n + 1 FROM lim)),
+    shown AS (
+        SELECT * FROM page ORDER BY timer_key LIMIT (SELECT n FROM lim))
+    SELECT jsonb_build_object(
+        'queue', p_queue,
+        'rows', COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                    'timerKey', s.timer_key, 'partition', s.partition, 'txn', s.txn,
+                    'messageId', s.message_id, 'deliverAt', queen.iso_ms(s.deliver_at),
+                    'encrypted', s.encrypted, 'attempts', s.attempts, 'lastError', s.last_error)
+                    ORDER BY s.timer_key) FROM shown s), '[]'::jsonb),
+        'truncated', (SELECT count(*) FROM page) > (SELECT n FROM lim),
+        'nextAfter', CASE WHEN (SELECT count(*) FROM page) > (SELECT n FROM lim)
+                          THEN (SELECT max(timer_key) FROM shown) END)
+$$;
+REVOKE ALL ON FUNCTION queen.timers_apply_v1(jsonb, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.timers_apply_v1(jsonb, uuid) TO queen_broker;
+REVOKE ALL ON FUNCTION queen.timers_fire_v1(int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.timers_fire_v1(int) TO queen_broker;
+REVOKE ALL ON FUNCTION queen.timers_get_v1(text, text, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.timers_get_v1(text, text, uuid) TO queen_broker;
+REVOKE ALL ON FUNCTION queen.timers_list_v1(text, text, int, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.timers_list_v1(text, text, int, uuid) TO queen_broker;

@@ -19,6 +19,7 @@ mod native;
 mod pop;
 mod push;
 mod redrive;
+mod timers;
 mod traces;
 mod txn_wire;
 
@@ -57,7 +58,8 @@ extension_sql_file!(
     requires = ["broker_api"]
 );
 extension_sql_file!("../sql/admin.sql", name = "admin", requires = ["lifecycle"]);
-extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["admin"]);
+extension_sql_file!("../sql/timers.sql", name = "timers", requires = ["admin"]);
+extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["timers"]);
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 
 /// Hooks for `cargo pgrx test`: every test cluster runs with `pg_test_config`.

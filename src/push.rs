@@ -96,6 +96,19 @@ impl Checked {
 pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partition: &str) {
     crate::names::check(NameKind::Queue, queue);
     crate::names::check(NameKind::Partition, partition);
+    let queue_id = provision_queue(client, tenant, queue);
+    q(
+        client,
+        "SELECT queen.provision_partition($1, $2)",
+        &[queue_id.into(), partition.into()],
+    )
+    .or_raise();
+}
+
+/// Create the queue (per tenant) if missing and lock its row FOR KEY SHARE (see
+/// `provision`); returns its id.
+pub fn provision_queue(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str) -> Uuid {
+    crate::names::check(NameKind::Queue, queue);
     // Separate statements on purpose: when a concurrent push creates the same queue, the
     // INSERT waits for it and does nothing; only a statement started after that wait (a
     // fresh snapshot) sees the committed queue row the partition must hang off.
@@ -119,13 +132,7 @@ pub fn provision(client: &mut SpiClient<'_>, tenant: Uuid, queue: &str, partitio
         .next()
         .map(|r| col::<Uuid>(&r, 1, "queues.id"));
         if let Some(queue_id) = locked {
-            q(
-                client,
-                "SELECT queen.provision_partition($1, $2)",
-                &[queue_id.into(), partition.into()],
-            )
-            .or_raise();
-            return;
+            return queue_id;
         }
     }
     retry_later(format!(

@@ -235,6 +235,10 @@ fn wire(client: &mut SpiClient<'_>, w: TxnWireRequest) -> TxnWire {
         })
         .collect();
     check_ownership(client, tenant, &pids);
+    // Before the pushes: a sweeper holds due timer rows while it waits for partition
+    // locks, so a rider taking timer rows after this call's partition locks could wait
+    // on it in a cycle (docs/decisions.md, "Timers").
+    let timers = crate::timers::apply(client, tenant, &w.timers);
     let pushes = run_pushes(client, tenant, &w.pushes);
     let keys: Vec<([u8; 16], &str)> = pids
         .iter()
@@ -267,6 +271,7 @@ fn wire(client: &mut SpiClient<'_>, w: TxnWireRequest) -> TxnWire {
         ok: true,
         pushes,
         acks,
+        timers,
     }
 }
 

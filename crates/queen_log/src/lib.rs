@@ -39,4 +39,5 @@ pub mod pop;
 pub mod segment;
 pub mod sqlstate;
 pub mod stats;
+pub mod timers;
 pub mod wire;

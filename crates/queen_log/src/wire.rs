@@ -254,17 +254,24 @@ pub struct TxnWire {
     pub ok: bool,
     pub pushes: Vec<PushVerdict>,
     pub acks: Vec<Reply<WireAck>>,
+    /// The timer rider's verdicts, index-aligned with the request's `timers`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timers: Vec<crate::timers::TimerResult>,
 }
 
 /// `log_transaction_wire_v1`'s input (docs/contract.md §9): built by the broker, read by the
 /// extension.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TxnWireRequest {
     #[serde(default)]
     pub pushes: Vec<WirePush>,
     #[serde(default)]
     pub acks: Vec<WireAckOp>,
+    /// Timer ops applied in the same transaction, before the pushes (docs/decisions.md,
+    /// "Timers": the lock order against the sweeper).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timers: Vec<crate::timers::TimerOp>,
     #[serde(rename = "_tenant", default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
 }

@@ -1,0 +1,399 @@
+//! Timers (docs/decisions.md, "Timers"; the rules in queen_log::timers): Queen 2.x's
+//! scheduled messages. `queen.timers_apply_v1(ops, tenant)` schedules, reschedules and
+//! cancels (also the transaction wire's rider); `queen.timers_fire_v1(limit)` delivers
+//! the due ones. A delivery is one transaction: the due rows are locked SKIP LOCKED (two
+//! sweepers never take the same timer), pushed through the ordinary push path (its dedup
+//! window included) and deleted, so a timer arrives once or, when the transaction fails,
+//! stays pending. The reads (`timers_get_v1`, `timers_list_v1`) are in sql/timers.sql.
+
+use std::collections::HashSet;
+
+use pgrx::datum::Uuid;
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::JsonB;
+use queen_log::encryption::is_envelope;
+use queen_log::frame::Frame;
+use queen_log::segment::{encode_segment, segment_hashes};
+use queen_log::timers::{
+    check_ops, DeliveredTo, OpKind, SweepReport, TimerOp, TimerResult, TimerStatus, SWEEP_MAX,
+};
+use queen_log::wire::PushVerdict;
+
+use crate::db::{bad_param, col, default_tenant, jsonb, q, raise, required, OrRaise};
+use crate::push::{provision_queue, push_many, SegmentIn};
+
+/// How long a timer that cannot be delivered waits before the next try (a plaintext
+/// payload for a queue that now encrypts: the database cannot seal it).
+const RETRY_AFTER_SECONDS: f64 = 60.0;
+
+/// Applies `ops` (checked first, nothing written on a refusal), in (queue, key) order so
+/// that two calls on the same keys lock them in one order; answers in input order.
+pub fn apply(client: &mut SpiClient<'_>, tenant: Uuid, ops: &[TimerOp]) -> Vec<TimerResult> {
+    check_ops(ops).unwrap_or_else(|e| bad_param(format!("QTIMER {e}")));
+    for (i, op) in ops.iter().enumerate() {
+        check_envelope(i, op);
+    }
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    order.sort_by(|&a, &b| {
+        (&ops[a].queue, &ops[a].timer_key).cmp(&(&ops[b].queue, &ops[b].timer_key))
+    });
+    let mut out: Vec<Option<TimerResult>> = vec![None; ops.len()];
+    for i in order {
+        out[i] = Some(match ops[i].op {
+            OpKind::Cancel => cancel(client, tenant, &ops[i]),
+            OpKind::Schedule | OpKind::Reschedule => schedule(client, tenant, &ops[i]),
+        });
+    }
+    out.into_iter().flatten().collect()
+}
+
+/// A payload flagged encrypted must be Queen's envelope, as a pushed frame must.
+fn check_envelope(i: usize, op: &TimerOp) {
+    let sealed = op.payload.as_ref().map(|p| p.get().as_bytes());
+    if op.encrypted && !sealed.is_some_and(is_envelope) {
+        bad_param(format!(
+            "QTIMER operations[{i}]: the payload is flagged encrypted but is not an \
+             encryption envelope {{\"encrypted\", \"iv\", \"authTag\"}}"
+        ));
+    }
+}
+
+/// The upsert: a new timer under the key, or the pending one replaced (its attempts and
+/// last error cleared: a rescheduled timer is a new timer under an old name). The queue
+/// is created as a push would create it; its partition is created by the delivery.
+fn schedule(client: &mut SpiClient<'_>, tenant: Uuid, op: &TimerOp) -> TimerResult {
+    let queue_id = provision_queue(client, tenant, &op.queue);
+    let encrypts: bool = q(
+        client,
+        "SELECT encryption_enabled FROM queen.queues WHERE id = $1",
+        &[queue_id.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| col(&r, 1, "queues.encryption_enabled"))
+    .unwrap_or(false);
+    if encrypts && !op.encrypted {
+        raise(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "QENC queue {} encrypts payloads (encryptionEnabled) but timer \"{}\" is \
+                 plaintext: schedule through a broker that holds QUEEN_ENCRYPTION_KEY. \
+                 Nothing was written",
+                op.queue, op.timer_key
+            ),
+        );
+    }
+    let message_id = uuid::Uuid::now_v7();
+    let payload = op.payload.as_ref().map_or("null", |p| p.get()).as_bytes();
+    let row = q(
+        client,
+        "INSERT INTO queen.timers AS t (queue_id, timer_key, partition, txn, message_id,
+                                        payload, encrypted, deliver_at)
+         VALUES ($1, $2, $3, COALESCE($4, $5::text), $5, $6, $7,
+                 clock_timestamp() + make_interval(secs => $8::float8 / 1000))
+         ON CONFLICT (queue_id, timer_key) DO UPDATE
+            SET partition = EXCLUDED.partition, txn = EXCLUDED.txn,
+                message_id = EXCLUDED.message_id, payload = EXCLUDED.payload,
+                encrypted = EXCLUDED.encrypted, deliver_at = EXCLUDED.deliver_at,
+                attempts = 0, last_error = NULL, updated_at = clock_timestamp()
+         RETURNING (xmax = 0), txn, queen.iso_ms(deliver_at)",
+        &[
+            queue_id.into(),
+            op.timer_key.as_str().into(),
+            op.partition().into(),
+            op.txn.as_deref().into(),
+            Uuid::from_bytes(*message_id.as_bytes()).into(),
+            payload.into(),
+            op.encrypted.into(),
+            (op.delay_ms.unwrap_or(0) as f64).into(),
+        ],
+    )
+    .or_raise()
+    .next()
+    .expect("an upsert returns its row");
+    let created: bool = col(&row, 1, "inserted");
+    let status = if created {
+        TimerStatus::Scheduled
+    } else {
+        TimerStatus::Rescheduled
+    };
+    TimerResult {
+        ok: true,
+        status,
+        queue: op.queue.clone(),
+        timer_key: op.timer_key.clone(),
+        txn: Some(col(&row, 2, "timers.txn")),
+        message_id: Some(message_id),
+        deliver_at: Some(col(&row, 3, "deliverAt")),
+    }
+}
+
+/// Deletes the pending timer (only the one carrying `txn` when the op names one). A
+/// delivery in progress holds the row: the delete waits for it and then finds nothing,
+/// which is `absent` (the timer was delivered).
+fn cancel(client: &mut SpiClient<'_>, tenant: Uuid, op: &TimerOp) -> TimerResult {
+    let gone = q(
+        client,
+        "DELETE FROM queen.timers t USING queen.queues q
+          WHERE q.id = t.queue_id AND q.tenant_id = $1 AND q.name = $2 AND t.timer_key = $3
+            AND ($4::text IS NULL OR t.txn = $4)
+         RETURNING t.txn, t.message_id",
+        &[
+            tenant.into(),
+            op.queue.as_str().into(),
+            op.timer_key.as_str().into(),
+            op.txn.as_deref().into(),
+        ],
+    )
+    .or_raise()
+    .next()
+    .map(|r| {
+        let id: Uuid = col(&r, 2, "timers.message_id");
+        (
+            col::<String>(&r, 1, "timers.txn"),
+            uuid::Uuid::from_bytes(*id.as_bytes()),
+        )
+    });
+    let status = if gone.is_some() {
+        TimerStatus::Cancelled
+    } else {
+        TimerStatus::Absent
+    };
+    TimerResult {
+        ok: status.ok(),
+        status,
+        queue: op.queue.clone(),
+        timer_key: op.timer_key.clone(),
+        txn: gone
+            .as_ref()
+            .map(|g| g.0.clone())
+            .or_else(|| op.txn.clone()),
+        message_id: gone.map(|g| g.1),
+        deliver_at: None,
+    }
+}
+
+/// A due timer, locked for delivery.
+struct Due {
+    queue_id: Uuid,
+    key: String,
+    queue: String,
+    tenant: Uuid,
+    partition: String,
+    frame: Frame,
+    /// The queue encrypts and the payload is plaintext: not deliverable.
+    refused: bool,
+}
+
+fn lock_due(client: &SpiClient<'_>, limit: i32) -> Vec<Due> {
+    q(
+        client,
+        "SELECT t.queue_id, t.timer_key, q.name::text, q.tenant_id, t.partition, t.txn,
+                t.message_id, t.payload, t.encrypted, q.encryption_enabled
+           FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
+          WHERE t.deliver_at <= clock_timestamp()
+          ORDER BY t.deliver_at, t.queue_id, t.timer_key
+          LIMIT $1
+            FOR UPDATE OF t SKIP LOCKED",
+        &[limit.into()],
+    )
+    .or_raise()
+    .map(|r| {
+        let id: Uuid = col(&r, 7, "timers.message_id");
+        let encrypted: bool = col(&r, 9, "timers.encrypted");
+        Due {
+            queue_id: col(&r, 1, "timers.queue_id"),
+            key: col(&r, 2, "timers.timer_key"),
+            queue: col(&r, 3, "queues.name"),
+            tenant: col(&r, 4, "queues.tenant_id"),
+            partition: col(&r, 5, "timers.partition"),
+            frame: Frame {
+                message_id: *id.as_bytes(),
+                trace_id: None,
+                transaction_id: col(&r, 6, "timers.txn"),
+                producer_sub: None,
+                encrypted,
+                payload: col(&r, 8, "timers.payload"),
+            },
+            refused: col::<bool>(&r, 10, "queues.encryption_enabled") && !encrypted,
+        }
+    })
+    .collect()
+}
+
+/// One partition's due timers, in due order, as one segment; a timer whose
+/// transactionId an earlier one of the same sweep carries is a duplicate.
+struct Group<'d> {
+    due: Vec<&'d Due>,
+}
+
+fn groups(due: &[Due]) -> (Vec<Group<'_>>, i64) {
+    let mut out: Vec<Group<'_>> = Vec::new();
+    let mut seen: HashSet<(&[u8; 16], &str, &str)> = HashSet::new();
+    let mut dups = 0;
+    for d in due.iter().filter(|d| !d.refused) {
+        let txn = (
+            d.tenant.as_bytes(),
+            d.queue.as_str(),
+            d.frame.transaction_id.as_str(),
+        );
+        if !seen.insert(txn) {
+            dups += 1;
+            continue;
+        }
+        let at = out.iter().position(|g| {
+            let h = g.due[0];
+            h.tenant == d.tenant && h.queue == d.queue && h.partition == d.partition
+        });
+        match at {
+            Some(i) => out[i].due.push(d),
+            None => out.push(Group { due: vec![d] }),
+        }
+    }
+    (out, dups)
+}
+
+/// Pushes the groups; a group the dedup window refuses in part is pushed again without
+/// the frames it already holds (nothing of a refused segment was written). Returns
+/// (delivered, duplicates).
+fn deliver(client: &mut SpiClient<'_>, mut groups: Vec<Group<'_>>) -> (i64, i64) {
+    let (mut fired, mut dups) = (0, 0);
+    while !groups.is_empty() {
+        let encoded: Vec<(Vec<u8>, Vec<u8>)> = groups
+            .iter()
+            .map(|g| {
+                let frames: Vec<Frame> = g.due.iter().map(|d| d.frame.clone()).collect();
+                let blob = encode_segment(&frames).unwrap_or_else(|e| bad_param(e.to_string()));
+                (segment_hashes(&frames), blob)
+            })
+            .collect();
+        let segs: Vec<SegmentIn<'_>> = groups
+            .iter()
+            .zip(&encoded)
+            .map(|(g, (hashes, blob))| SegmentIn {
+                queue: &g.due[0].queue,
+                partition: &g.due[0].partition,
+                msg_count: g.due.len() as i32,
+                hashes,
+                verified: -1,
+                blob,
+                tenant: g.due[0].tenant,
+            })
+            .collect();
+        let verdicts = push_many(client, &segs);
+        let mut again = Vec::new();
+        for (g, v) in groups.iter().zip(verdicts) {
+            match v {
+                PushVerdict::Queued { .. } => fired += g.due.len() as i64,
+                PushVerdict::Duplicate { dups: found, .. } => {
+                    let held: HashSet<usize> = found.iter().map(|d| d.i).collect();
+                    if held.is_empty() {
+                        crate::db::raise_internal("a duplicate verdict named no frame");
+                    }
+                    dups += held.len() as i64;
+                    let rest: Vec<&Due> = (0..g.due.len())
+                        .filter(|i| !held.contains(i))
+                        .map(|i| g.due[i])
+                        .collect();
+                    if !rest.is_empty() {
+                        again.push(Group { due: rest });
+                    }
+                }
+            }
+        }
+        groups = again;
+    }
+    (fired, dups)
+}
+
+/// The delivered (and duplicate) timers leave; the refused ones wait and say why.
+fn settle(client: &SpiClient<'_>, due: &[Due]) {
+    let (refused, done): (Vec<&Due>, Vec<&Due>) = due.iter().partition(|d| d.refused);
+    let keys = |ds: &[&Due]| -> (Vec<Uuid>, Vec<String>) {
+        ds.iter().map(|d| (d.queue_id, d.key.clone())).unzip()
+    };
+    let (ids, names) = keys(&done);
+    q(
+        client,
+        "DELETE FROM queen.timers t USING unnest($1::uuid[], $2::text[]) AS d(qid, k)
+          WHERE t.queue_id = d.qid AND t.timer_key = d.k",
+        &[ids.into(), names.into()],
+    )
+    .or_raise();
+    let (ids, names) = keys(&refused);
+    q(
+        client,
+        "UPDATE queen.timers t
+            SET attempts = attempts + 1, deliver_at = clock_timestamp() + make_interval(secs => $3),
+                last_error = 'the queue encrypts payloads (encryptionEnabled) and this timer \
+                              was scheduled in plaintext: cancel it, or reschedule it through \
+                              a broker that holds the key'
+           FROM unnest($1::uuid[], $2::text[]) AS d(qid, k)
+          WHERE t.queue_id = d.qid AND t.timer_key = d.k",
+        &[ids.into(), names.into(), RETRY_AFTER_SECONDS.into()],
+    )
+    .or_raise();
+}
+
+/// Milliseconds until the earliest pending timer falls due (0 when due already).
+fn next_due_ms(client: &SpiClient<'_>) -> Option<i64> {
+    q(
+        client,
+        "SELECT ceil(extract(epoch FROM min(deliver_at) - clock_timestamp()) * 1000)::bigint
+           FROM queen.timers",
+        &[],
+    )
+    .or_raise()
+    .next()
+    .and_then(|r| r.get::<i64>(1).or_raise())
+    .map(|ms| ms.max(0))
+}
+
+pub fn fire(client: &mut SpiClient<'_>, limit: i32) -> SweepReport {
+    let due = lock_due(client, limit);
+    let (groups, in_sweep_dups) = groups(&due);
+    let mut queues: Vec<DeliveredTo> = groups
+        .iter()
+        .map(|g| DeliveredTo {
+            tenant: uuid::Uuid::from_bytes(*g.due[0].tenant.as_bytes()),
+            queue: g.due[0].queue.clone(),
+        })
+        .collect();
+    queues.sort_by(|a, b| (a.tenant, &a.queue).cmp(&(b.tenant, &b.queue)));
+    queues.dedup();
+    let (fired, dups) = deliver(client, groups);
+    settle(client, &due);
+    SweepReport {
+        fired,
+        duplicates: dups + in_sweep_dups,
+        next_due_ms: if due.len() as i32 >= limit {
+            Some(0)
+        } else {
+            next_due_ms(client)
+        },
+        queues,
+    }
+}
+
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn timers_apply_v1(
+    p_ops: Option<JsonB>,
+    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+) -> JsonB {
+    let ops: Vec<TimerOp> = serde_json::from_value(required(p_ops, "p_ops").0)
+        .unwrap_or_else(|e| bad_param(format!("QTIMER p_ops: {e}")));
+    let tenant = p_tenant.unwrap_or_else(default_tenant);
+    jsonb(&Spi::connect_mut(|c| apply(c, tenant, &ops)))
+}
+
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn timers_fire_v1(p_limit: default!(Option<i32>, "1000")) -> JsonB {
+    let limit = p_limit.unwrap_or(SWEEP_MAX);
+    if !(1..=SWEEP_MAX).contains(&limit) {
+        bad_param(format!("QTIMER p_limit must be 1 to {SWEEP_MAX}"));
+    }
+    jsonb(&Spi::connect_mut(|c| fire(c, limit)))
+}
