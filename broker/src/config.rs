@@ -228,6 +228,10 @@ pub struct Config {
     pub maintenance_budget_ms: u64,
     /// `QUEEN_MAINTENANCE_MAX_ROWS`: rows per step (`p_max_rows`).
     pub maintenance_max_rows: u32,
+    /// `QUEEN_TIMER_SWEEP_MS`: the longest the timer sweeper sleeps between two sweeps
+    /// (it wakes earlier for the next due timer, and at once for one scheduled through
+    /// this broker); 0 = no sweeper in this broker (docs/operations.md, "Timers").
+    pub timer_sweep_ms: u64,
 }
 
 /// The in-flight cap when `QUEEN_ACK_FUSION_MAX_INFLIGHT` is not set: the CPU count.
@@ -288,6 +292,7 @@ impl Config {
                 .clamp(1, i32::MAX as u64),
             maintenance_max_rows: num(&get, "QUEEN_MAINTENANCE_MAX_ROWS", 1_000)?
                 .clamp(1, i32::MAX as u32),
+            timer_sweep_ms: num(&get, "QUEEN_TIMER_SWEEP_MS", 1_000)?,
         })
     }
 
@@ -320,7 +325,7 @@ impl fmt::Display for Config {
              max_push_items={} dedup_cache_mb={} metrics_queue_series={} max_lease_seconds={} \
              header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={} \
              maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={} \
-             encryption={}",
+             timer_sweep_ms={} encryption={}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -348,6 +353,7 @@ impl fmt::Display for Config {
             self.maintenance_interval_ms,
             self.maintenance_budget_ms,
             self.maintenance_max_rows,
+            self.timer_sweep_ms,
             if self.encryption_key.is_some() { "key set" } else { "no key" }
         )
     }

@@ -22,6 +22,7 @@ use crate::keys::Keys;
 use crate::ops::exposition::Sources;
 use crate::ops::maintenance::MaintenanceStats;
 use crate::ops::metrics::Metrics;
+use crate::ops::timers::TimerSweeper;
 
 /// Cloned into every handler; cheap (one Arc).
 #[derive(Clone)]
@@ -46,6 +47,8 @@ pub struct Inner {
     pub push_fusion: Option<PushFusion>,
     /// What the maintenance loop did (crate::ops::maintenance; the server starts it).
     pub maintenance: Arc<MaintenanceStats>,
+    /// The timer sweeper's counters and wake-up (crate::ops::timers; the server starts it).
+    pub timers: Arc<TimerSweeper>,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
     /// Whose turn it is among the queues of a namespace pop (http/routes/pop.rs).
@@ -112,6 +115,7 @@ impl AppState {
             db,
             metrics: Metrics::default(),
             maintenance: Arc::default(),
+            timers: Arc::default(),
             wakers: Mutex::new(HashMap::new()),
             pop_turn: std::sync::atomic::AtomicUsize::new(0),
             stopping: tokio::sync::watch::Sender::new(false),
@@ -129,6 +133,7 @@ impl AppState {
             fusion: self.fusion.as_ref().map(Fusion::stats),
             push_fusion: self.push_fusion.as_ref().map(PushFusion::stats),
             maintenance: &self.maintenance,
+            timers: &self.timers,
             pool: self.db.pool().status(),
         }
     }

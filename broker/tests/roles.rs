@@ -82,6 +82,8 @@ fn queen_level(method: &str, path: &str) -> u8 {
             "/api/v1/consumer-groups",
             "/api/v1/dlq",
             "/api/v1/traces",
+            // Ours for Queen 2.x's timers (docs/decisions.md, "Timers").
+            "/api/v1/timers",
         ]
         .iter()
         .any(|p| path.starts_with(p));
@@ -104,6 +106,7 @@ fn concrete(template: &str, q: &str) -> String {
         .replace("{transaction_id}", "t")
         .replace("{id}", &id)
         .replace("{name}", "n")
+        .replace("{*key}", "k")
         + if template.starts_with("/api/v1/pop") {
             "?wait=false"
         } else {

@@ -383,7 +383,9 @@ async fn tenant_digest(db: &tokio_postgres::Client, t: Uuid) -> String {
            UNION ALL SELECT 'c' || c::text FROM queen.log_consumers c WHERE c.partition_id IN (SELECT id FROM ps)
            UNION ALL SELECT 'l' || l::text FROM queen.log_leases l WHERE l.partition_id IN (SELECT id FROM ps)
            UNION ALL SELECT 'd' || d::text FROM queen.log_dlq d WHERE d.partition_id IN (SELECT id FROM ps)
-           UNION ALL SELECT 'm' || m::text FROM queen.consumer_groups_metadata m WHERE m.tenant_id = $1) r",
+           UNION ALL SELECT 'm' || m::text FROM queen.consumer_groups_metadata m WHERE m.tenant_id = $1
+           UNION ALL SELECT 'x' || concat_ws(',', x.queue_id, x.timer_key, x.txn, x.deliver_at, md5(x.payload))
+                       FROM queen.timers x WHERE x.queue_id IN (SELECT id FROM qs)) r",
         &[&t],
     )
     .await
@@ -438,6 +440,16 @@ async fn no_route_reaches_another_tenants_data() {
         .as_str()
         .expect("A's DLQ row id")
         .to_string();
+    let timer = |queue: &str, key: &str| {
+        json!({"operations": [{"op": "schedule", "queue": queue, "timerKey": key,
+                               "payload": "eyJzIjoic2VjcmV0LW9mLUEifQ==", "delayMs": 3_600_000,
+                               "txn": "timer-of-A"}]})
+    };
+    let (s, v) = a.post("/api/v1/timers", &timer(&q, "ta")).await;
+    assert_eq!(
+        (s, v["results"][0]["status"].clone()),
+        (StatusCode::OK, json!("scheduled"))
+    );
     let db = common::admin().await;
     let before = tenant_digest(&db, ta).await;
 
@@ -476,6 +488,9 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/resources/tasks",
         "/api/v1/status/queues",
         "/api/v1/status/queues/{queue}",
+        "/api/v1/timers",
+        "/api/v1/timers/{queue}",
+        "/api/v1/timers/{queue}/{*key}",
         "/api/v1/traces",
         "/api/v1/traces/by-name/{name}",
         "/api/v1/traces/names",
@@ -630,6 +645,32 @@ async fn no_route_reaches_another_tenants_data() {
         "discovery of A's queue"
     );
     note("partitions changed", foreign);
+    // A's timer: a peek, a list and a cancel answer like a queue nobody has (and A's
+    // digest, timers included, is unchanged).
+    for (foreign, absent) in [
+        (
+            other.get(&format!("/api/v1/timers/{q}/ta")).await,
+            other.get(&format!("/api/v1/timers/{missing}/ta")).await,
+        ),
+        (
+            other.get(&format!("/api/v1/timers/{q}")).await,
+            other.get(&format!("/api/v1/timers/{missing}")).await,
+        ),
+    ] {
+        assert_eq!(foreign.0, StatusCode::OK, "{foreign:?}");
+        assert_eq!(
+            foreign.1["found"], absent.1["found"],
+            "a timer read of A's queue"
+        );
+        assert_eq!(
+            foreign.1["rows"], absent.1["rows"],
+            "a timer list of A's queue"
+        );
+        note("timer read", foreign);
+    }
+    let r = other.delete(&format!("/api/v1/timers/{q}/ta")).await;
+    assert_eq!(r.1["status"], "absent", "{r:?}");
+    note("timer cancel", r);
     // A pop across A's namespace (the queue's own name, which has no dot) finds nothing.
     let r = other
         .get(&format!("/api/v1/pop?namespace={q}&batch=10"))

@@ -59,21 +59,27 @@ impl MaintenanceConn {
     }
 
     async fn connect(&self) -> Result<Client, String> {
-        let (client, conn) = tokio_postgres::connect(&self.url, NoTls)
-            .await
-            .map_err(|e| format!("maintenance connection: {e}"))?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!("maintenance connection closed: {e}");
-            }
-        });
         let timeout = self.budget_ms.saturating_add(TIMEOUT_MARGIN_MS);
-        client
-            .batch_execute(&format!(
-                "SET application_name = 'queen-broker maintenance'; SET statement_timeout = {timeout}"
-            ))
-            .await
-            .map_err(|e| format!("maintenance connection setup: {e}"))?;
-        Ok(client)
+        own_connection(&self.url, "queen-broker maintenance", timeout).await
     }
+}
+
+/// A connection outside the pool for a loop of its own (maintenance, the timer
+/// sweeper), named for `pg_stat_activity`, with its own `statement_timeout`.
+pub async fn own_connection(url: &str, name: &str, timeout_ms: u64) -> Result<Client, String> {
+    let (client, conn) = tokio_postgres::connect(url, NoTls)
+        .await
+        .map_err(|e| format!("{name} connection: {e}"))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("own connection closed: {e}");
+        }
+    });
+    client
+        .batch_execute(&format!(
+            "SET application_name = '{name}'; SET statement_timeout = {timeout_ms}"
+        ))
+        .await
+        .map_err(|e| format!("{name} connection setup: {e}"))?;
+    Ok(client)
 }

@@ -22,6 +22,8 @@
 //!   `queue_list_v1`, `queue_stats_v1`, the browsing, trace and seek functions, the
 //!   reads of Queen 2.x (`fetch_v1`, `partitions_changed_v1`), the extension's installed
 //!   version;
+//! - `timers.rs`: `timers_apply_v1`, `timers_get_v1`, `timers_list_v1`, and the
+//!   sweeper's `timers_fire_v1` on a connection of its own;
 //! - `maintenance.rs`: `CALL queen.run_maintenance(...)`.
 
 pub mod ack;
@@ -30,6 +32,7 @@ pub mod error;
 pub mod maintenance;
 pub mod pop;
 pub mod push;
+pub mod timers;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -45,7 +45,7 @@ pub fn level_of(method: &Method, path: &str) -> Level {
     {
         return Level::Admin;
     }
-    const READABLE: [&str; 7] = [
+    const READABLE: [&str; 8] = [
         "/api/v1/status",
         "/api/v1/analytics",
         "/api/v1/resources",
@@ -53,6 +53,8 @@ pub fn level_of(method: &Method, path: &str) -> Level {
         "/api/v1/consumer-groups",
         "/api/v1/dlq",
         "/api/v1/traces",
+        // Not in Queen 0.15's table (2.x): a peek or a list reads like /messages.
+        "/api/v1/timers",
     ];
     if method == Method::GET && READABLE.iter().any(|p| under(p)) {
         return Level::ReadOnly;
@@ -107,6 +109,9 @@ mod tests {
             ("GET", "/api/v1/messages", Level::ReadOnly),
             ("GET", "/api/v1/dlq", Level::ReadOnly),
             ("GET", "/api/v1/traces/names", Level::ReadOnly),
+            ("GET", "/api/v1/timers/q/k", Level::ReadOnly),
+            ("DELETE", "/api/v1/timers/q/k", Level::ReadWrite),
+            ("POST", "/api/v1/timers", Level::ReadWrite),
             ("GET", "/api/v1/consumer-groups", Level::ReadOnly),
             ("GET", "/api/v1/pop/queue/q", Level::ReadWrite),
             ("POST", "/api/v1/push", Level::ReadWrite),

@@ -1,7 +1,7 @@
 //! The HTTP room: the router and its middleware (request counting, the body limit and
 //! read deadline, authentication and tenancy of the `/api/v1` routes, JSON bodies on every
 //! error; docs/broker-contract.md §1), the connection loop (`server.rs`), request parsing
-//! (`input.rs`, `items.rs`), how an `ApiError` answers (`response.rs`), and the routes
+//! (`input.rs`, `items.rs`, `timer_ops.rs`), how an `ApiError` answers (`response.rs`), and the routes
 //! (`routes/`).
 
 pub mod access;
@@ -14,6 +14,7 @@ mod known_queue;
 mod response;
 pub mod routes;
 pub mod server;
+pub mod timer_ops;
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
@@ -27,7 +28,7 @@ use serde_json::json;
 use crate::state::AppState;
 use routes::{
     ack, browse, configure, consumer_groups, dlq, dlq_admin, health, lease, messages, pop, push,
-    queues, reads, resources, status, traces, transaction,
+    queues, reads, resources, status, timers, traces, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -132,6 +133,12 @@ fn admin_routes() -> Router<AppState> {
         .route(
             "/api/v1/messages/{partition_id}/{transaction_id}/retry",
             post(messages::retry),
+        )
+        .route("/api/v1/timers", post(timers::batch))
+        .route("/api/v1/timers/{queue}", get(timers::list))
+        .route(
+            "/api/v1/timers/{queue}/{*key}",
+            get(timers::peek).delete(timers::cancel),
         )
         .route("/api/v1/dlq/redrive", post(dlq_admin::redrive_many))
         .route("/api/v1/dlq/{id}", delete(dlq_admin::delete_one))

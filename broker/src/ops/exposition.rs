@@ -14,6 +14,7 @@ use crate::engine::registry::RegistryStats;
 use crate::engine::sealing::SealStats;
 use crate::ops::maintenance::MaintenanceStats;
 use crate::ops::metrics::{header, label, load, scalar, Metrics};
+use crate::ops::timers::TimerSweeper;
 
 /// What `/metrics` reads from the running broker (`AppState::metric_sources`); None for
 /// a fusion that is off.
@@ -26,6 +27,7 @@ pub struct Sources<'a> {
     pub fusion: Option<FusionStats>,
     pub push_fusion: Option<PushFusionStats>,
     pub maintenance: &'a MaintenanceStats,
+    pub timers: &'a TimerSweeper,
     pub pool: deadpool_postgres::Status,
 }
 
@@ -246,6 +248,7 @@ pub fn render(state: &Sources<'_>) -> String {
         scalar(&mut out, name, "counter", help, v);
     }
     render_maintenance(&mut out, state.maintenance);
+    render_timers(&mut out, state.timers);
     let p = state.pool;
     let in_use = p.size.saturating_sub(p.available);
     for (name, help, v) in [
@@ -274,6 +277,37 @@ pub fn render(state: &Sources<'_>) -> String {
         scalar(&mut out, name, "gauge", help, v as u64);
     }
     out
+}
+
+/// The timer sweeper's counters (crate::ops::timers).
+fn render_timers(out: &mut String, t: &TimerSweeper) {
+    header(
+        out,
+        "queen_timer_sweeps_total",
+        "counter",
+        "queen.timers_fire_v1() calls by this broker's sweeper, by outcome.",
+    );
+    for (result, c) in [("ok", &t.sweeps), ("failed", &t.failed)] {
+        let _ = writeln!(
+            out,
+            "queen_timer_sweeps_total{{result=\"{result}\"}} {}",
+            load(c)
+        );
+    }
+    for (name, help, c) in [
+        (
+            "queen_timers_fired_total",
+            "Due timers this broker's sweeper delivered into their queues.",
+            &t.fired,
+        ),
+        (
+            "queen_timers_duplicate_total",
+            "Due timers whose transactionId their queue already held (removed, not delivered twice).",
+            &t.duplicates,
+        ),
+    ] {
+        scalar(out, name, "counter", help, load(c));
+    }
 }
 
 /// The maintenance loop's counters (crate::ops::maintenance): deletions per retention rule,

@@ -1,8 +1,9 @@
-//! Running the broker: the maintenance loop, the metrics it and the engine count, their
+//! Running the broker: the maintenance loop and the timer sweeper, the metrics it and the engine count, their
 //! `/metrics` exposition, and the queue statistics with the admin views rendered from
 //! them. Reads the database through crate::db; knows nothing of HTTP routing.
 //!
 //! - `maintenance.rs`: `CALL queen.run_maintenance()` every interval, and its counters;
+//! - `timers.rs`: the timer sweeper (`queen.timers_fire_v1`), and its counters;
 //! - `metrics.rs`: request counters and latency histograms (no metrics crate);
 //! - `exposition.rs`: the `/metrics` text;
 //! - `queue_stats.rs`: `queue_list_v1` and `queue_stats_v1` grouped per queue and
@@ -14,3 +15,4 @@ pub mod maintenance;
 pub mod metrics;
 pub mod queue_stats;
 pub mod queue_views;
+pub mod timers;

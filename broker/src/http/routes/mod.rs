@@ -17,5 +17,6 @@ pub mod queues;
 pub mod reads;
 pub mod resources;
 pub mod status;
+pub mod timers;
 pub mod traces;
 pub mod transaction;

@@ -4,6 +4,8 @@
 //! Pushes are encoded here exactly as for `/push`. Acks are grouped by (partitionId,
 //! group); a group goes in positional form when this process served its pop and the
 //! registry's fast-path conditions hold (the entry is consumed), else in hash form.
+//! The `timers` rider (crate::http::timer_ops) is applied in the same transaction, its
+//! results after the operations'; the `kv` rider is refused until key/value exists.
 
 use std::collections::HashSet;
 
@@ -16,6 +18,7 @@ use base64::Engine;
 use queen_log::ack::Status;
 use queen_log::hash::{hash_hex, TxnHash};
 use queen_log::segment::{encode_segment, segment_hashes};
+use queen_log::timers::{TimerOp, TimerResult};
 use queen_log::wire::{Reply, TxnWire, TxnWireRequest, WireAck, WireAckOp, WireHashElem, WirePush};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -30,6 +33,7 @@ use crate::http::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_ack_item, read_push_item,
     seal_items, AckAt, AckItem, PushItem,
 };
+use crate::http::timer_ops::{nudge, read_ops, seal_ops};
 use crate::state::AppState;
 
 /// The body: operations stay raw JSON until read (crate::http::items), as for /push and /ack.
@@ -45,7 +49,8 @@ struct Body<'a> {
     /// refused unless absent, null or `[]` (which ask for nothing).
     #[serde(borrow, default)]
     kv: Option<&'a RawValue>,
-    /// Queen 2.x's timer rider (`tx.timer(..)`): likewise.
+    /// Queen 2.x's timer rider (`tx.timer(..)`): applied in the same database
+    /// transaction (crate::http::timer_ops reads it).
     #[serde(borrow, default)]
     timers: Option<&'a RawValue>,
 }
@@ -107,6 +112,8 @@ struct Parsed {
     pushes: Vec<PushItem>,
     acks: Vec<AckItem>,
     required: Vec<String>,
+    /// The timer rider's ops; their results follow the operations' (a flat index space).
+    timers: Vec<TimerOp>,
 }
 
 /// An operation's entries in `Parsed`: push items `pushes[first..first + n]`, or ack
@@ -160,7 +167,11 @@ pub async fn transaction(
     body: Bytes,
 ) -> ApiResult<Response> {
     let txn = Uuid::now_v7().to_string();
-    let mut p = match parse(&body, state.config.max_push_items) {
+    let mut p = match parse(
+        &body,
+        state.config.max_push_items,
+        state.config.body_limit_bytes(),
+    ) {
         Ok(p) => p,
         Err(e) => {
             return Ok(failure(
@@ -174,6 +185,7 @@ pub async fn transaction(
     };
     mark_request_duplicates(p.pushes.iter_mut());
     seal_pushes(&state, tenant, &mut p.pushes).await?;
+    seal_ops(&state, tenant, &mut p.timers).await?;
     let pushes = encode_pushes(&p.pushes).await?;
     // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
     // wire itself then refuses it exactly like a nonexistent one (docs/contract.md §9 step 1).
@@ -188,6 +200,7 @@ pub async fn transaction(
     let wire = TxnWireRequest {
         pushes,
         acks,
+        timers: std::mem::take(&mut p.timers),
         tenant: Some(tenant.to_string()),
     };
     match db.log_transaction_wire(&wire).await {
@@ -196,6 +209,7 @@ pub async fn transaction(
             for q in queues {
                 state.wake_queue(tenant, q);
             }
+            nudge(&state, &wire.timers);
             copy_request_duplicates(&mut p.pushes);
             let results = render(&p, &r);
             Ok(Json(Done {
@@ -214,18 +228,17 @@ pub async fn transaction(
     }
 }
 
-fn parse(body: &[u8], max_items: usize) -> ApiResult<Parsed> {
+fn parse(body: &[u8], max_items: usize, max_payload: usize) -> ApiResult<Parsed> {
     let b: Body<'_> = parse_json(body)?;
     refuse_rider(
         "kv",
         b.kv,
         "key/value rider ops (tx.kv.*, tx.once, tx.guard lock guards)",
     )?;
-    refuse_rider(
-        "timers",
-        b.timers,
-        "timer rider ops (tx.timer(..).schedule/reschedule/cancel)",
-    )?;
+    let timers = match b.timers.filter(|t| t.get() != "null") {
+        Some(t) => read_ops(t, "timers", max_payload)?,
+        None => Vec::new(),
+    };
     let ops: Vec<&RawValue> = b
         .operations
         .and_then(|o| serde_json::from_str(o.get()).ok())
@@ -240,6 +253,7 @@ fn parse(body: &[u8], max_items: usize) -> ApiResult<Parsed> {
         pushes: Vec::new(),
         acks: Vec::new(),
         required,
+        timers,
     };
     for (i, op) in ops.into_iter().enumerate() {
         parse_op(i, op, &mut p)?;
@@ -326,7 +340,7 @@ fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
 }
 
 /// An operation type other than push and ack (Queen 2.x's kv, check, guard and timer ops
-/// travel in the `kv` / `timers` riders; none is implemented here).
+/// travel in the `kv` / `timers` riders, not in `operations`).
 fn bad_type(i: usize, kind: Option<&str>) -> ApiError {
     let got = match kind {
         Some(k) => format!("operation type \"{k}\" is not implemented by this broker"),
@@ -516,10 +530,19 @@ enum OpResult<'a> {
         error: Option<()>,
         dlq: bool,
     },
+    /// A timer op's verdict, its `index` its place in `results`.
+    Timer {
+        index: usize,
+        #[serde(rename = "type")]
+        kind: &'static str,
+        success: bool,
+        #[serde(flatten)]
+        result: &'a TimerResult,
+    },
 }
 
 /// Results in operation order: one per pushed item, one per ack.
-fn render<'a>(p: &'a Parsed, r: &TxnWire) -> Vec<OpResult<'a>> {
+fn render<'a>(p: &'a Parsed, r: &'a TxnWire) -> Vec<OpResult<'a>> {
     let dlq_groups: HashSet<(Uuid, &str)> = r
         .acks
         .iter()
@@ -556,6 +579,14 @@ fn render<'a>(p: &'a Parsed, r: &TxnWire) -> Vec<OpResult<'a>> {
                 });
             }
         }
+    }
+    for t in &r.timers {
+        out.push(OpResult::Timer {
+            index: out.len(),
+            kind: "timer",
+            success: t.ok,
+            result: t,
+        });
     }
     out
 }
