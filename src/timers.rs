@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use pgrx::datum::Uuid;
+use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
@@ -20,12 +20,15 @@ use queen_log::timers::{
 };
 use queen_log::wire::PushVerdict;
 
+use crate::db::find_queue;
 use crate::db::{bad_param, col, default_tenant, jsonb, q, raise, required, OrRaise};
-use crate::push::{provision_queue, push_many, SegmentIn};
+use crate::push::{provision, push_many, resolve, SegmentIn};
 
 /// How long a timer that cannot be delivered waits before the next try (a plaintext
 /// payload for a queue that now encrypts: the database cannot seal it).
 const RETRY_AFTER_SECONDS: f64 = 60.0;
+/// The pause a sweeper is told to take while another sweep holds the lock.
+const BUSY_PAUSE_MS: i64 = 50;
 
 /// Applies `ops` (checked first, nothing written on a refusal), in (queue, key) order so
 /// that two calls on the same keys lock them in one order; answers in input order.
@@ -61,18 +64,25 @@ fn check_envelope(i: usize, op: &TimerOp) {
 
 /// The upsert: a new timer under the key, or the pending one replaced (its attempts and
 /// last error cleared: a rescheduled timer is a new timer under an old name). The queue
-/// is created as a push would create it; its partition is created by the delivery.
+/// and the partition are created here, as a push would create them, so that a delivery
+/// never writes the shared tables (lock order: queues and partition names before timer
+/// rows, everywhere; docs/decisions.md, "Timers").
 fn schedule(client: &mut SpiClient<'_>, tenant: Uuid, op: &TimerOp) -> TimerResult {
-    let queue_id = provision_queue(client, tenant, &op.queue);
-    let encrypts: bool = q(
-        client,
-        "SELECT encryption_enabled FROM queen.queues WHERE id = $1",
-        &[queue_id.into()],
-    )
-    .or_raise()
-    .next()
-    .map(|r| col(&r, 1, "queues.encryption_enabled"))
-    .unwrap_or(false);
+    let target = resolve(client, tenant, &op.queue, op.partition(), None).or_else(|| {
+        provision(client, tenant, &op.queue, op.partition());
+        resolve(client, tenant, &op.queue, op.partition(), None)
+    });
+    let (Some((_, _, encrypts)), Some(queue)) = (target, find_queue(client, tenant, &op.queue))
+    else {
+        raise(
+            PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+            format!(
+                "QTIMER queue {} was deleted while this call scheduled into it; retry",
+                op.queue
+            ),
+        );
+    };
+    let queue_id = queue.id;
     if encrypts && !op.encrypted {
         raise(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -86,47 +96,75 @@ fn schedule(client: &mut SpiClient<'_>, tenant: Uuid, op: &TimerOp) -> TimerResu
     }
     let message_id = uuid::Uuid::now_v7();
     let payload = op.payload.as_ref().map_or("null", |p| p.get()).as_bytes();
-    let row = q(
+    let (now, deliver_at) = clock_plus(client, op.delay_ms.unwrap_or(0) as f64 / 1000.0);
+    // Whether the key is pending, its row locked: the verdict, and a reschedule that
+    // waits here for a delivery in progress then finds the key free.
+    let existed = !q(
+        client,
+        "SELECT 1 FROM queen.timers WHERE queue_id = $1 AND timer_key = $2 FOR UPDATE",
+        &[queue_id.into(), op.timer_key.as_str().into()],
+    )
+    .or_raise()
+    .is_empty();
+    let txn = op.txn.clone().unwrap_or_else(|| message_id.to_string());
+    // The instants are parameters: Citus refuses volatile functions in a modification
+    // of a reference table.
+    q(
         client,
         "INSERT INTO queen.timers AS t (queue_id, timer_key, partition, txn, message_id,
-                                        payload, encrypted, deliver_at)
-         VALUES ($1, $2, $3, COALESCE($4, $5::text), $5, $6, $7,
-                 clock_timestamp() + make_interval(secs => $8::float8 / 1000))
+                                        payload, encrypted, deliver_at, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
          ON CONFLICT (queue_id, timer_key) DO UPDATE
             SET partition = EXCLUDED.partition, txn = EXCLUDED.txn,
                 message_id = EXCLUDED.message_id, payload = EXCLUDED.payload,
                 encrypted = EXCLUDED.encrypted, deliver_at = EXCLUDED.deliver_at,
-                attempts = 0, last_error = NULL, updated_at = clock_timestamp()
-         RETURNING (xmax = 0), txn, queen.iso_ms(deliver_at)",
+                attempts = 0, last_error = NULL, updated_at = EXCLUDED.updated_at",
         &[
             queue_id.into(),
             op.timer_key.as_str().into(),
             op.partition().into(),
-            op.txn.as_deref().into(),
+            txn.as_str().into(),
             Uuid::from_bytes(*message_id.as_bytes()).into(),
             payload.into(),
             op.encrypted.into(),
-            (op.delay_ms.unwrap_or(0) as f64).into(),
+            deliver_at.into(),
+            now.into(),
         ],
     )
-    .or_raise()
-    .next()
-    .expect("an upsert returns its row");
-    let created: bool = col(&row, 1, "inserted");
-    let status = if created {
-        TimerStatus::Scheduled
-    } else {
+    .or_raise();
+    let status = if existed {
         TimerStatus::Rescheduled
+    } else {
+        TimerStatus::Scheduled
     };
     TimerResult {
         ok: true,
         status,
         queue: op.queue.clone(),
         timer_key: op.timer_key.clone(),
-        txn: Some(col(&row, 2, "timers.txn")),
+        txn: Some(txn),
         message_id: Some(message_id),
-        deliver_at: Some(col(&row, 3, "deliverAt")),
+        deliver_at: Some(iso_ms(deliver_at)),
     }
+}
+
+/// The database clock now, and `secs` from now.
+fn clock_plus(client: &SpiClient<'_>, secs: f64) -> (TimestampWithTimeZone, TimestampWithTimeZone) {
+    q(
+        client,
+        "SELECT clock_timestamp(), clock_timestamp() + make_interval(secs => $1)",
+        &[secs.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| (col(&r, 1, "now"), col(&r, 2, "deliver_at")))
+    .expect("one row")
+}
+
+/// UTC with milliseconds (queen.iso_ms's format: truncated, not rounded).
+fn iso_ms(t: TimestampWithTimeZone) -> String {
+    let micros = crate::db::iso_utc(t);
+    format!("{}Z", &micros[..23])
 }
 
 /// Deletes the pending timer (only the one carrying `txn` when the op names one). A
@@ -192,11 +230,11 @@ fn lock_due(client: &SpiClient<'_>, limit: i32) -> Vec<Due> {
         "SELECT t.queue_id, t.timer_key, q.name::text, q.tenant_id, t.partition, t.txn,
                 t.message_id, t.payload, t.encrypted, q.encryption_enabled
            FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
-          WHERE t.deliver_at <= clock_timestamp()
+          WHERE t.deliver_at <= $2
           ORDER BY t.deliver_at, t.queue_id, t.timer_key
           LIMIT $1
             FOR UPDATE OF t SKIP LOCKED",
-        &[limit.into()],
+        &[limit.into(), clock_plus(client, 0.0).0.into()],
     )
     .or_raise()
     .map(|r| {
@@ -307,42 +345,40 @@ fn deliver(client: &mut SpiClient<'_>, mut groups: Vec<Group<'_>>) -> (i64, i64)
     (fired, dups)
 }
 
-/// The delivered (and duplicate) timers leave; the refused ones wait and say why.
+/// The delivered (and duplicate) timers leave; the refused ones wait and say why. Row by
+/// row by primary key: a plain router statement on every layout (Citus included).
 fn settle(client: &SpiClient<'_>, due: &[Due]) {
-    let (refused, done): (Vec<&Due>, Vec<&Due>) = due.iter().partition(|d| d.refused);
-    let keys = |ds: &[&Due]| -> (Vec<Uuid>, Vec<String>) {
-        ds.iter().map(|d| (d.queue_id, d.key.clone())).unzip()
-    };
-    let (ids, names) = keys(&done);
-    q(
-        client,
-        "DELETE FROM queen.timers t USING unnest($1::uuid[], $2::text[]) AS d(qid, k)
-          WHERE t.queue_id = d.qid AND t.timer_key = d.k",
-        &[ids.into(), names.into()],
-    )
-    .or_raise();
-    let (ids, names) = keys(&refused);
-    q(
-        client,
-        "UPDATE queen.timers t
-            SET attempts = attempts + 1, deliver_at = clock_timestamp() + make_interval(secs => $3),
-                last_error = 'the queue encrypts payloads (encryptionEnabled) and this timer \
-                              was scheduled in plaintext: cancel it, or reschedule it through \
-                              a broker that holds the key'
-           FROM unnest($1::uuid[], $2::text[]) AS d(qid, k)
-          WHERE t.queue_id = d.qid AND t.timer_key = d.k",
-        &[ids.into(), names.into(), RETRY_AFTER_SECONDS.into()],
-    )
-    .or_raise();
+    let retry_at = due
+        .iter()
+        .any(|d| d.refused)
+        .then(|| clock_plus(client, RETRY_AFTER_SECONDS).1);
+    for d in due {
+        match retry_at.filter(|_| d.refused) {
+            None => q(
+                client,
+                "DELETE FROM queen.timers WHERE queue_id = $1 AND timer_key = $2",
+                &[d.queue_id.into(), d.key.as_str().into()],
+            ),
+            Some(at) => q(
+                client,
+                "UPDATE queen.timers SET attempts = attempts + 1, deliver_at = $3,
+                        last_error = 'the queue encrypts payloads (encryptionEnabled) and \
+                                      this timer was scheduled in plaintext: cancel it, or \
+                                      reschedule it through a broker that holds the key'
+                  WHERE queue_id = $1 AND timer_key = $2",
+                &[d.queue_id.into(), d.key.as_str().into(), at.into()],
+            ),
+        }
+        .or_raise();
+    }
 }
 
 /// Milliseconds until the earliest pending timer falls due (0 when due already).
 fn next_due_ms(client: &SpiClient<'_>) -> Option<i64> {
     q(
         client,
-        "SELECT ceil(extract(epoch FROM min(deliver_at) - clock_timestamp()) * 1000)::bigint
-           FROM queen.timers",
-        &[],
+        "SELECT ceil(extract(epoch FROM min(deliver_at) - $1) * 1000)::bigint FROM queen.timers",
+        &[clock_plus(client, 0.0).0.into()],
     )
     .or_raise()
     .next()
@@ -351,6 +387,23 @@ fn next_due_ms(client: &SpiClient<'_>) -> Option<i64> {
 }
 
 pub fn fire(client: &mut SpiClient<'_>, limit: i32) -> SweepReport {
+    // One sweep at a time: on Citus, concurrent deliveries met in distributed deadlocks
+    // over the replicated timer rows; a caller that finds the lock taken only reads when
+    // the next timer falls due (the other sweep delivers what is due now).
+    let free = q(
+        client,
+        "SELECT pg_try_advisory_xact_lock(hashtext('queen.timers_fire_v1'))",
+        &[],
+    )
+    .or_raise()
+    .next()
+    .is_some_and(|r| col::<bool>(&r, 1, "advisory lock"));
+    if !free {
+        return SweepReport {
+            next_due_ms: next_due_ms(client).map(|ms| ms.max(BUSY_PAUSE_MS)),
+            ..Default::default()
+        };
+    }
     let due = lock_due(client, limit);
     let (groups, in_sweep_dups) = groups(&due);
     let mut queues: Vec<DeliveredTo> = groups

@@ -454,14 +454,13 @@ async def test_admin_helpers(client):
 
 
 async def test_transaction_riders_refused(client):
-    """Queen 2.x riders this broker does not implement (tx.once, tx.kv.*, tx.timer) are a
-    400 naming the rider: the SDK raises, and the push beside them is NOT committed."""
+    """Queen 2.x riders this broker does not implement (tx.once, tx.kv.*) are a 400
+    naming the rider: the SDK raises, and the push beside them is NOT committed."""
     q = qname("tx-riders")
     await configure(client, q, lease_time=30)
     bundles = {
         "kv": lambda tx: tx.once("orders", "o-42", forever=True),
         "kv ": lambda tx: tx.kv.put("orders", "o-42", {"n": 1}, ttl_seconds=60),
-        "timers": lambda tx: tx.timer(q).key("t-1").payload({"n": 1}).after_ms(1000).schedule(),
     }
     for rider, add in bundles.items():
         tx = client.transaction().queue(q).push([{"data": {"rider": rider}}])
@@ -473,6 +472,57 @@ async def test_transaction_riders_refused(client):
         text = str(raised)
         check(text.startswith(rider.strip() + ":") and "not implemented" in text, f"{rider}: {raised!r}")
     check(await pop(client, q, batch=10) == [], "a refused transaction pushed nothing")
+
+
+async def test_timers(client):
+    """client.timers / client.timer(queue) / tx.timer() of the 2.x SDK: a timer arrives
+    once, not before its deliverAt, with the txn and message id promised at schedule
+    time; reschedule, cancel (then absent), the keyset list, and the rider of a
+    transaction, all checked against what the queue then holds."""
+    q = qname("timers")
+    await configure(client, q)
+    t0 = time.monotonic()
+    res = await client.timers.schedule(q, "fire:1", {"orderId": "9f1"}, delay_ms=500)
+    check(res["status"] == "scheduled" and res["ok"] is True and res["messageId"], f"schedule {res!r}")
+    check(await pop(client, q, batch=10) == [], "a timer must not arrive before its deliverAt")
+    got = []
+    while not got and time.monotonic() - t0 < 10:
+        got = await pop(client, q, batch=10)
+        if not got:
+            await asyncio.sleep(0.05)
+    check(time.monotonic() - t0 >= 0.5, "arrived early")
+    check([m["data"] for m in got] == [{"orderId": "9f1"}], f"delivered {got!r}")
+    check(got[0]["transactionId"] == res["txn"] and got[0]["id"] == res["messageId"], f"ids {got!r}")
+    check((await client.timers.peek(q, "fire:1"))["found"] is False, "no row after delivery")
+
+    first = await client.timers.schedule(q, "later", {"v": 1}, delay_ms=60_000)
+    again = await client.timers.reschedule(q, "later", {"v": 2}, delay_ms=30_000)
+    check(again["status"] == "rescheduled" and again["deliverAt"] < first["deliverAt"], f"reschedule {again!r}")
+    for i in range(3):
+        await client.timer(q).key(f"list:{i}").payload({"i": i}).after_ms(120_000).schedule()
+    rows = await client.timers.list_all(q, limit=2)
+    check([r["timerKey"] for r in rows] == ["later", "list:0", "list:1", "list:2"], f"list_all {rows!r}")
+    gone = await client.timers.cancel(q, "later", txn=again["txn"])
+    check(gone["status"] == "cancelled" and gone["txn"] == again["txn"], f"cancel {gone!r}")
+    absent = await client.timers.cancel(q, "later", txn=again["txn"])
+    check(absent["status"] == "absent" and not absent, f"cancel again {absent!r}")
+    try:
+        await client.timers.batch([client.timers.op.schedule(q, "dup", {}, delay_ms=1),
+                                   client.timers.op.schedule(q, "dup", {}, delay_ms=2)])
+        code = None
+    except Exception as e:  # noqa: BLE001  (TimerError)
+        code = getattr(e, "code", None)
+    check(code == "timers_bad_request", f"one key twice is refused: {code!r}")
+
+    # The rider: committed with the push beside it.
+    r = await (client.transaction().queue(q).push([{"data": {"with": "timer"}}])
+               .timer(q).key("saga:1").payload({"saga": 1}).after_ms(60_000).schedule().commit())
+    check(r["success"] is True, f"transaction with a timer {r!r}")
+    check((await client.timers.peek(q, "saga:1"))["found"] is True, "the rider's timer is pending")
+    r = await client.transaction().timer(q).key("saga:1").cancel().commit()
+    check(r["success"] is True and (await client.timers.peek(q, "saga:1"))["found"] is False, f"rider cancel {r!r}")
+    for i in range(3):
+        await client.timers.cancel(q, f"list:{i}")
 
 
 async def test_trace_seek_browse(client):
@@ -587,6 +637,7 @@ SCENARIOS = [
     ("trace_seek_browse", test_trace_seek_browse),
     ("fetch_by_offset", test_fetch_by_offset),
     ("namespace_pop", test_namespace_pop),
+    ("timers", test_timers),
 ]
 
 
