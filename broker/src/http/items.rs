@@ -5,7 +5,7 @@
 //! a 30-digit integer survives), and nothing builds a `Value` tree per item.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use queen_log::ack::Status;
 use queen_log::frame::Frame;
@@ -179,6 +179,27 @@ pub fn seal_items(
         it.encrypted = true;
     }
     Ok(())
+}
+
+/// Which of the (queue, partition) pairs name a queue that encrypts (`encryptionEnabled`),
+/// by index: one `partitions_lookup_v1`, for the pushes and timers a route must seal.
+pub async fn encrypting(
+    state: &AppState,
+    tenant: Uuid,
+    queues: &[&str],
+    partitions: &[&str],
+) -> ApiResult<HashSet<usize>> {
+    let found = state
+        .db
+        .conn()
+        .await?
+        .partitions_lookup(tenant, queues, partitions)
+        .await?;
+    Ok(found
+        .iter()
+        .filter(|f| f.encrypted)
+        .map(|f| f.index)
+        .collect())
 }
 
 /// A transactionId repeated inside one request for the same partition: the first wins,

@@ -4,8 +4,6 @@
 //! encrypts (crate::engine::sealing); the fields the server owns are refused naming
 //! them, as is any other key (docs/decisions.md, "Timers").
 
-use std::collections::HashSet;
-
 use base64::Engine;
 use queen_log::timers::{check_ops, OpKind, TimerOp};
 use serde::Deserialize;
@@ -15,6 +13,7 @@ use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::http::input::part_error;
+use crate::http::items::encrypting;
 use crate::state::AppState;
 
 /// What a client may not say of a timer: who produced it, its tenant and message id,
@@ -134,18 +133,12 @@ pub async fn seal_ops(state: &AppState, tenant: Uuid, ops: &mut [TimerOp]) -> Ap
     }
     let qs: Vec<&str> = scheduled.iter().map(|&i| ops[i].queue.as_str()).collect();
     let ps: Vec<&str> = scheduled.iter().map(|&i| ops[i].partition()).collect();
-    let found = state
-        .db
-        .conn()
+    let sealed: Vec<usize> = encrypting(state, tenant, &qs, &ps)
         .await?
-        .partitions_lookup(tenant, &qs, &ps)
-        .await?;
-    let encrypting: HashSet<usize> = found
-        .iter()
-        .filter(|f| f.encrypted)
-        .filter_map(|f| scheduled.get(f.index).copied())
+        .into_iter()
+        .filter_map(|i| scheduled.get(i).copied())
         .collect();
-    for i in encrypting {
+    for i in sealed {
         let op = &mut ops[i];
         let plain = op.payload.as_ref().map_or("null", |p| p.get());
         let sealed = state.sealer.seal(plain.as_bytes()).ok_or_else(|| {

@@ -30,8 +30,8 @@ use crate::error::{ApiError, ApiResult};
 use crate::http::auth::{owned_partitions, Tenant};
 use crate::http::input::{parse_json, part_error};
 use crate::http::items::{
-    check_item_count, group_by_partition, mark_request_duplicates, read_ack_item, read_push_item,
-    seal_items, AckAt, AckItem, PushItem,
+    check_item_count, encrypting, group_by_partition, mark_request_duplicates, read_ack_item,
+    read_push_item, seal_items, AckAt, AckItem, PushItem,
 };
 use crate::http::timer_ops::{nudge, read_ops, seal_ops};
 use crate::state::AppState;
@@ -360,18 +360,12 @@ async fn seal_pushes(state: &AppState, tenant: Uuid, items: &mut [PushItem]) -> 
     }
     let qs: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
     let ps: Vec<&str> = items.iter().map(|i| i.partition.as_str()).collect();
-    let found = state
-        .db
-        .conn()
+    let queues: HashSet<String> = encrypting(state, tenant, &qs, &ps)
         .await?
-        .partitions_lookup(tenant, &qs, &ps)
-        .await?;
-    let encrypting: HashSet<String> = found
-        .iter()
-        .filter(|f| f.encrypted)
-        .filter_map(|f| items.get(f.index).map(|i| i.queue.clone()))
+        .into_iter()
+        .filter_map(|i| items.get(i).map(|it| it.queue.clone()))
         .collect();
-    seal_items(state, items, |it| encrypting.contains(&it.queue))
+    seal_items(state, items, |it| queues.contains(&it.queue))
 }
 
 /// One segment per (queue, partition); a transactionId repeated inside the request for
