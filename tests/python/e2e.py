@@ -625,6 +625,62 @@ async def test_namespace_pop(client):
     check("conflation" in raised, f"a conflating pop must be refused: {raised!r}")
 
 
+async def test_binary_push(client):
+    """binary_push (QPB1), push_compression (framed groups, and QTB1 for a transaction's
+    pushes) and framed_pop (answered JSON here: docs/decisions.md, "Binary bodies"): the
+    same messages arrive, in order, as with the JSON body."""
+    plain_q, framed_q = qname("bin-plain"), qname("bin-framed")
+    seen = len(TRANSPORT.log)
+    binary = Queen(url=BASE_URL, transport=TRANSPORT, retry_attempts=1, timeout_millis=10000,
+                   binary_push=True)
+    framed = Queen(url=BASE_URL, transport=TRANSPORT, retry_attempts=1, timeout_millis=10000,
+                   binary_push=True, push_compression=True, framed_pop=True)
+    try:
+        big = 123456789012345678901234567890
+        res = await binary.queue(plain_q).partition("p").push(
+            [{"data": {"n": big, "i": i}, "transactionId": f"bp-{i}"} for i in range(3)])
+        check([r.get("status") for r in res] == ["queued"] * 3, f"binary push {res!r}")
+        sent = [r for r in TRANSPORT.log[seen:] if r[1].endswith("/api/v1/push")]
+        check(sent and sent[-1][2][:4] == b"QPB1", "binary_push did not send QPB1")
+        again = await binary.queue(plain_q).partition("p").push(
+            [{"data": {"i": 0}, "transactionId": "bp-0"}])
+        check(again[0].get("status") == "duplicate", f"binary duplicate {again!r}")
+        got = await pop(client, plain_q, batch=10)
+        check([m["transactionId"] for m in got] == ["bp-0", "bp-1", "bp-2"], f"pop {got!r}")
+        check(got[0]["data"]["n"] == big, f"payload {got[0]['data']!r}")
+        for m in got:
+            await client.ack(m)
+
+        seen = len(TRANSPORT.log)
+        res = await framed.queue(framed_q).push([{"data": {"k": i}} for i in range(4)])
+        check(len(res) == 4 and all(r.get("status") == "queued" for r in res), f"{res!r}")
+        body = [r for r in TRANSPORT.log[seen:] if r[1].endswith("/api/v1/push")][-1][2]
+        check(body[:5] == b"QPB1\x08", f"push_compression sent flags {body[:5]!r}")
+        msgs = await framed.queue(framed_q).batch(10).wait(False).pop()
+        check([m["data"] for m in msgs] == [{"k": i} for i in range(4)], f"framed {msgs!r}")
+        check([m["id"] for m in msgs] == [r["message_id"] for r in res], "client's ids kept")
+
+        # A transaction: the ack in the JSON head, the pushes as framed groups (QTB1).
+        seen = len(TRANSPORT.log)
+        out = await (
+            framed.transaction()
+            .queue(plain_q).push([{"data": {"moved": 1}, "transactionId": "bt-1"}])
+            .ack(msgs[0])
+            .commit()
+        )
+        check(out.get("success") is True, f"binary transaction {out!r}")
+        kinds = [r.get("type") for r in out.get("results", [])]
+        check(kinds == ["push", "ack"], f"results back in the caller's order: {kinds!r}")
+        tx = [r for r in TRANSPORT.log[seen:] if r[1].endswith("/api/v1/transaction")][-1][2]
+        check(tx[:4] == b"QTB1", f"transaction body {tx[:4]!r}")
+        moved = await pop(client, plain_q, batch=10)
+        check([m["data"] for m in moved] == [{"moved": 1}], f"moved {moved!r}")
+    finally:
+        with contextlib.redirect_stdout(sys.stderr):
+            await binary.close()
+            await framed.close()
+
+
 SCENARIOS = [
     ("configure_queue", test_configure_queue),
     ("push_consume_ack", test_push_consume_ack),
@@ -638,6 +694,7 @@ SCENARIOS = [
     ("fetch_by_offset", test_fetch_by_offset),
     ("namespace_pop", test_namespace_pop),
     ("timers", test_timers),
+    ("binary_push", test_binary_push),
 ]
 
 

@@ -1,11 +1,12 @@
 //! The HTTP room: the router and its middleware (request counting, the body limit and
 //! read deadline, authentication and tenancy of the `/api/v1` routes, JSON bodies on every
 //! error; docs/broker-contract.md §1), the connection loop (`server.rs`), request parsing
-//! (`input.rs`, `items.rs`, `timer_ops.rs`), how an `ApiError` answers (`response.rs`), and the routes
+//! (`input.rs`, `items.rs`, `binary_body.rs`, `timer_ops.rs`), how an `ApiError` answers (`response.rs`), and the routes
 //! (`routes/`).
 
 pub mod access;
 pub mod auth;
+pub mod binary_body;
 pub mod body_timeout;
 mod dlq_ops;
 pub mod input;

@@ -1,5 +1,7 @@
 //! `POST /api/v1/push`: encode frames, zstd and hashes here with the shared codec, push
-//! one segment per (queue, partition) through `log_push_multi_v1`, answer per item.
+//! one segment per (queue, partition) through `log_push_multi_v1`, answer per item. The
+//! body is JSON or the SDK's binary one (crate::http::binary_body), whose framed groups
+//! are stored as the client compressed them.
 //!
 //! The SQL push writes nothing for a segment in which any frame is a duplicate, so the
 //! non-duplicate rest of such a segment is pushed again in a further round. Items are
@@ -28,6 +30,7 @@ use crate::engine::dedup::DedupCache;
 use crate::engine::push_fusion::PushFusion;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
+use crate::http::binary_body::{is_binary, read_push, take_ready, BinaryPush, PUSH_MAGIC};
 use crate::http::input::parse_json;
 use crate::http::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_push_item, seal_items,
@@ -62,6 +65,9 @@ struct Group {
     pid: Option<Uuid>,
     /// Its queue encrypts payloads (looked up with the partition).
     encrypts: bool,
+    /// The client's compressed frames of exactly `pending`, stored as they came in the
+    /// first round unless the queue encrypts (crate::http::binary_body).
+    ready: Option<Vec<u8>>,
 }
 
 pub async fn push(
@@ -69,19 +75,19 @@ pub async fn push(
     Tenant(tenant): Tenant,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let body: PushBody<'_> = parse_json(&body)?;
-    check_item_count(body.items.len(), state.config.max_push_items)?;
-    let mut items = body
-        .items
-        .iter()
-        .enumerate()
-        .map(|(i, v)| read_push_item(i, v))
-        .collect::<ApiResult<Vec<_>>>()?;
+    let BinaryPush {
+        mut items,
+        mut ready,
+        counts,
+    } = read_body(&state, &body)?;
     if items.is_empty() {
-        return Ok((StatusCode::CREATED, Json(Vec::<Pushed<'_>>::new())).into_response());
+        return Ok(answer(counts, &[], &[], &[]));
     }
     mark_request_duplicates(items.iter_mut());
     let mut groups = group_items(&items);
+    for g in groups.iter_mut() {
+        g.ready = take_ready(&mut ready, &g.pending);
+    }
     let mut outcomes = vec![Outcome::default(); items.len()];
     let db = state.db.conn().await?;
     let windows = known_partitions(&db, tenant, &mut groups).await?;
@@ -113,8 +119,44 @@ pub async fn push(
     drop(via);
     copy_request_duplicates(&mut items);
     wake_and_count(&state, tenant, &items, &outcomes);
-    let answer = render(&items, &outcomes, &groups);
-    Ok((StatusCode::CREATED, Json(answer)).into_response())
+    Ok(answer(counts, &items, &outcomes, &groups))
+}
+
+/// The JSON body, or the SDK's binary one (crate::http::binary_body), as push items.
+fn read_body(state: &AppState, body: &[u8]) -> ApiResult<BinaryPush> {
+    let read = if is_binary(body, PUSH_MAGIC) {
+        read_push(body, state.config.body_limit_bytes())?
+    } else {
+        let json: PushBody<'_> = parse_json(body)?;
+        check_item_count(json.items.len(), state.config.max_push_items)?;
+        BinaryPush {
+            items: json
+                .items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| read_push_item(i, v))
+                .collect::<ApiResult<Vec<_>>>()?,
+            ready: Vec::new(),
+            counts: false,
+        }
+    };
+    check_item_count(read.items.len(), state.config.max_push_items)?;
+    Ok(read)
+}
+
+/// 201 with one object per item, or (the binary body's flag 2) the counts only.
+fn answer(counts: bool, items: &[PushItem], outcomes: &[Outcome], groups: &[Group]) -> Response {
+    if counts {
+        let queued = outcomes.iter().filter(|o| o.queued).count();
+        let body = serde_json::json!({
+            "count": items.len(),
+            "queued": queued,
+            "duplicate": items.len() - queued,
+            "error": 0,
+        });
+        return (StatusCode::CREATED, Json(body)).into_response();
+    }
+    (StatusCode::CREATED, Json(render(items, outcomes, groups))).into_response()
 }
 
 /// One group per (queue, partition), by crate::http::items::group_by_partition.
@@ -127,6 +169,7 @@ fn group_items(items: &[PushItem]) -> Vec<Group> {
             pending,
             pid: None,
             encrypts: false,
+            ready: None,
         })
         .collect()
 }
@@ -148,6 +191,9 @@ async fn known_partitions(
             ApiError::Internal(format!("partitions_lookup_v1 answered index {}", f.index))
         })?;
         g.encrypts = f.encrypted;
+        if g.encrypts {
+            g.ready = None;
+        }
         if let Some(pid) = f.partition_id {
             g.pid = Some(pid);
             windows.insert(f.index, f.dedup_window);
@@ -188,15 +234,19 @@ struct Encoded {
     count: i32,
 }
 
-/// zstd over several MiB is CPU work: kept off the async workers.
-async fn encode(frames: Vec<Vec<Frame>>) -> ApiResult<Vec<Encoded>> {
+/// zstd over several MiB is CPU work: kept off the async workers. A segment that came
+/// ready (the client's compressed frames) is stored as it is.
+async fn encode(work: Vec<(Vec<Frame>, Option<Vec<u8>>)>) -> ApiResult<Vec<Encoded>> {
     tokio::task::spawn_blocking(move || {
-        frames
-            .iter()
-            .map(|f| {
+        work.into_iter()
+            .map(|(f, ready)| {
+                let blob = match ready {
+                    Some(b) => b,
+                    None => encode_segment(&f)?,
+                };
                 Ok(Encoded {
-                    blob: encode_segment(f)?,
-                    hashes: segment_hashes(f),
+                    blob,
+                    hashes: segment_hashes(&f),
                     count: f.len() as i32,
                 })
             })
@@ -236,17 +286,18 @@ async fn push_round(
     let live: Vec<usize> = (0..groups.len())
         .filter(|&g| !groups[g].pending.is_empty())
         .collect();
-    let frames: Vec<Vec<Frame>> = live
+    let work: Vec<(Vec<Frame>, Option<Vec<u8>>)> = live
         .iter()
         .map(|&g| {
-            groups[g]
+            let frames = groups[g]
                 .pending
                 .iter()
                 .map(|&i| items[i].frame())
-                .collect()
+                .collect();
+            (frames, groups[g].ready.take())
         })
         .collect();
-    let encoded = encode(frames).await?;
+    let encoded = encode(work).await?;
     let incoming: Vec<Vec<TxnHash>> = encoded
         .iter()
         .map(|e| split_hashes(&e.hashes).expect("16 bytes per frame"))

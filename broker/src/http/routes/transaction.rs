@@ -6,6 +6,8 @@
 //! registry's fast-path conditions hold (the entry is consumed), else in hash form.
 //! The `timers` rider (crate::http::timer_ops) is applied in the same transaction, its
 //! results after the operations'; the `kv` rider is refused until key/value exists.
+//! The body may be the SDK's binary one (`QTB1`, crate::http::binary_body): a JSON head
+//! and the pushes as framed groups, each answered as one push operation after the head's.
 
 use std::collections::HashSet;
 
@@ -28,6 +30,7 @@ use uuid::Uuid;
 use crate::db::Conn;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::{owned_partitions, Tenant};
+use crate::http::binary_body::{is_binary, read_transaction, take_ready, ReadySegment, TXN_MAGIC};
 use crate::http::input::{parse_json, part_error};
 use crate::http::items::{
     check_item_count, encrypting, group_by_partition, mark_request_duplicates, read_ack_item,
@@ -114,6 +117,10 @@ struct Parsed {
     required: Vec<String>,
     /// The timer rider's ops; their results follow the operations' (a flat index space).
     timers: Vec<TimerOp>,
+    /// A binary body's push groups as the client compressed them (crate::http::binary_body).
+    ready: Vec<ReadySegment>,
+    /// A binary body's flag 2: pushes and acks are counted, not listed.
+    counts: bool,
 }
 
 /// An operation's entries in `Parsed`: push items `pushes[first..first + n]`, or ack
@@ -186,7 +193,7 @@ pub async fn transaction(
     mark_request_duplicates(p.pushes.iter_mut());
     seal_pushes(&state, tenant, &mut p.pushes).await?;
     seal_ops(&state, tenant, &mut p.timers).await?;
-    let pushes = encode_pushes(&p.pushes).await?;
+    let pushes = encode_pushes(&p.pushes, std::mem::take(&mut p.ready)).await?;
     // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
     // wire itself then refuses it exactly like a nonexistent one (docs/contract.md §9 step 1).
     let owned = owned_partitions(&state, tenant, p.acks.iter().map(|a| a.pid)).await?;
@@ -211,6 +218,9 @@ pub async fn transaction(
             }
             nudge(&state, &wire.timers);
             copy_request_duplicates(&mut p.pushes);
+            if p.counts {
+                return Ok(Json(counted(&txn, &p, &r)).into_response());
+            }
             let results = render(&p, &r);
             Ok(Json(Done {
                 transaction_id: &txn,
@@ -228,7 +238,46 @@ pub async fn transaction(
     }
 }
 
+/// The JSON body, or the SDK's binary one: its JSON head read as a JSON body, then each
+/// framed group one push operation after the head's (docs/http-api.md "Binary bodies").
 fn parse(body: &[u8], max_items: usize, max_payload: usize) -> ApiResult<Parsed> {
+    if !is_binary(body, TXN_MAGIC) {
+        return parse_json_body(body, max_items, max_payload);
+    }
+    let t = read_transaction(body)?;
+    let head: &[u8] = if t.head.is_empty() {
+        br#"{"operations":[]}"#
+    } else {
+        t.head
+    };
+    let mut p = parse_json_body(head, max_items, max_payload)?;
+    // The ready segments name items of the binary groups, which follow the head's.
+    let head_items = p.pushes.len();
+    let mut items = t.pushes.items.into_iter();
+    for n in t.groups {
+        let first = p.pushes.len();
+        p.pushes.extend(items.by_ref().take(n));
+        p.order.push(Op::Push {
+            index: p.order.len(),
+            first,
+            n,
+        });
+    }
+    p.ready = t
+        .pushes
+        .ready
+        .into_iter()
+        .map(|r| ReadySegment {
+            items: r.items.iter().map(|i| i + head_items).collect(),
+            blob: r.blob,
+        })
+        .collect();
+    p.counts = t.pushes.counts;
+    check_item_count(p.pushes.len(), max_items)?;
+    Ok(p)
+}
+
+fn parse_json_body(body: &[u8], max_items: usize, max_payload: usize) -> ApiResult<Parsed> {
     let b: Body<'_> = parse_json(body)?;
     refuse_rider(
         "kv",
@@ -254,6 +303,8 @@ fn parse(body: &[u8], max_items: usize, max_payload: usize) -> ApiResult<Parsed>
         acks: Vec::new(),
         required,
         timers,
+        ready: Vec::new(),
+        counts: false,
     };
     for (i, op) in ops.into_iter().enumerate() {
         parse_op(i, op, &mut p)?;
@@ -370,22 +421,37 @@ async fn seal_pushes(state: &AppState, tenant: Uuid, items: &mut [PushItem]) -> 
 
 /// One segment per (queue, partition); a transactionId repeated inside the request for
 /// the same partition is a duplicate of its first occurrence and is not pushed.
-async fn encode_pushes(items: &[PushItem]) -> ApiResult<Vec<WirePush>> {
-    let segments: Vec<(String, String, Vec<queen_log::frame::Frame>)> = group_by_partition(items)
+/// A group a binary body sent ready (and not sealed since) is stored as it came.
+async fn encode_pushes(
+    items: &[PushItem],
+    mut ready: Vec<ReadySegment>,
+) -> ApiResult<Vec<WirePush>> {
+    type Segment = (
+        String,
+        String,
+        Vec<queen_log::frame::Frame>,
+        Option<Vec<u8>>,
+    );
+    let segments: Vec<Segment> = group_by_partition(items)
         .into_iter()
         .map(|(q, p, idx)| {
+            let as_sent = take_ready(&mut ready, &idx).filter(|_| !items[idx[0]].encrypted);
             (
                 q.to_string(),
                 p.to_string(),
                 idx.iter().map(|&i| items[i].frame()).collect(),
+                as_sent,
             )
         })
         .collect();
     tokio::task::spawn_blocking(move || {
         segments
             .into_iter()
-            .map(|(queue, partition, frames)| {
-                let blob = encode_segment(&frames)?;
+            .map(|(queue, partition, frames, as_sent)| {
+                let blob = match as_sent {
+                    Some(b) => b,
+                    None => encode_segment(&frames)?,
+                };
                 Ok(WirePush {
                     queue,
                     partition,
@@ -533,6 +599,41 @@ enum OpResult<'a> {
         #[serde(flatten)]
         result: &'a TimerResult,
     },
+}
+
+/// A binary body's flag 2: the pushes and acks counted, the riders' results listed.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Counted<'a> {
+    transaction_id: &'a str,
+    success: bool,
+    pushed: usize,
+    duplicate: usize,
+    acked: usize,
+    results: Vec<OpResult<'a>>,
+}
+
+fn counted<'a>(txn: &'a str, p: &'a Parsed, r: &'a TxnWire) -> Counted<'a> {
+    let duplicate = p.pushes.iter().filter(|i| i.dup_of.is_some()).count();
+    let results = r
+        .timers
+        .iter()
+        .enumerate()
+        .map(|(index, t)| OpResult::Timer {
+            index,
+            kind: "timer",
+            success: t.ok,
+            result: t,
+        })
+        .collect();
+    Counted {
+        transaction_id: txn,
+        success: true,
+        pushed: p.pushes.len() - duplicate,
+        duplicate,
+        acked: p.acks.len(),
+        results,
+    }
 }
 
 /// Results in operation order: one per pushed item, one per ack.
