@@ -25,8 +25,11 @@ fn text16(out: &mut Vec<u8>, s: &str) {
     out.extend(s.as_bytes());
 }
 
-/// A `QPB1` body of plain groups: (queue, partition, [(transactionId, payload JSON)]).
-fn plain(flags: u8, groups: &[(&str, &str, Vec<(&str, &str)>)]) -> Vec<u8> {
+/// One plain group: (queue, partition, [(transactionId, payload JSON)]).
+type PlainGroup<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>);
+
+/// A `QPB1` body of plain groups.
+fn plain(flags: u8, groups: &[PlainGroup<'_>]) -> Vec<u8> {
     let mut body = (groups.len() as u32).to_le_bytes().to_vec();
     for (q, p, items) in groups {
         text16(&mut body, q);

@@ -327,7 +327,10 @@ mod tests {
     use super::*;
     use queen_log::segment::encode_segment;
 
-    fn plain(flags: u8, groups: &[(&str, &str, &[(&str, &str)])]) -> Vec<u8> {
+    /// (queue, partition, [(transactionId, payload JSON)]).
+    type Group<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+    fn plain(flags: u8, groups: &[Group<'_>]) -> Vec<u8> {
         let mut body = Vec::new();
         body.extend((groups.len() as u32).to_le_bytes());
         for (q, p, items) in groups {
@@ -397,7 +400,7 @@ mod tests {
 
     #[test]
     fn compressed_plain_body_matches_uncompressed() {
-        let groups: &[(&str, &str, &[(&str, &str)])] = &[("q", "p", &[("x", "[1,2]")])];
+        let groups: &[Group<'_>] = &[("q", "p", &[("x", "[1,2]")])];
         let a = read_push(&plain(FLAG_TXN | FLAG_ZSTD, groups), 1 << 20).unwrap();
         assert_eq!(a.items[0].payload, b"[1,2]");
         let err = read_push(&plain(FLAG_TXN | FLAG_ZSTD, groups), 4)

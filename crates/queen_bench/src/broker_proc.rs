@@ -125,6 +125,17 @@ impl Broker {
     }
 }
 
+/// CPU seconds (user + system) a process has used: `/proc/<pid>/stat` fields 14 and 15,
+/// in USER_HZ ticks (100 per second on Linux whatever the kernel's HZ).
+pub fn proc_cpu_secs(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces: fields are counted after its closing parenthesis.
+    let rest = &s[s.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
 pub fn proc_status_kb(pid: u32, field: &str) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()

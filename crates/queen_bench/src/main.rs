@@ -1,14 +1,16 @@
 //! `queen-bench`: the benchmark harness of queen_ack.
 //!
-//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6]
+//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8]
 //!                 [--cells CxB,...]
 //!
 //! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
 //! 2 broker ack throughput per mode, 3 end to end through the broker, 4 scaling curves,
-//! 5 the peers (pgmq, PgQ) side by side with queen_ack, 6 encrypted vs plain queues.
+//! 5 the peers (pgmq, PgQ) side by side with queen_ack, 6 encrypted vs plain queues,
+//! 7 binary push bodies vs JSON, 8 timer delivery lateness.
 //! Writes `report.md` and SVG charts into the results folder (default results/bench),
 //! rewriting the report after every section; progress lines go to stderr.
 
+mod binary_push;
 mod broker_proc;
 mod broker_throughput;
 mod common;
@@ -19,6 +21,7 @@ mod report;
 mod scaling;
 mod sql_paths;
 mod svg;
+mod timer_lateness;
 mod wire;
 
 use std::path::{Path, PathBuf};
@@ -27,7 +30,7 @@ use std::time::Instant;
 use common::{connect, install_helpers, progress, BResult, Ctx};
 use report::Section;
 
-const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6] [--cells CxB,...]";
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8] [--cells CxB,...]";
 
 struct Args {
     database_url: String,
@@ -47,7 +50,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::new(),
         logs: PathBuf::new(),
         broker_bin: None,
-        sections: vec![1, 2, 3, 4, 5, 6],
+        sections: vec![1, 2, 3, 4, 5, 6, 7, 8],
         cells: None,
     };
     let mut out = None;
@@ -72,9 +75,9 @@ fn parse_args() -> Result<Args, String> {
             "--sections" => {
                 a.sections = value("--sections")?
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=6).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=8).contains(n)))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("--sections takes numbers 1-6\n{USAGE}"))?
+                    .ok_or_else(|| format!("--sections takes numbers 1-8\n{USAGE}"))?
             }
             "--cells" => a.cells = Some(parse_cells(&value("--cells")?)?),
             "-h" | "--help" => {
@@ -320,6 +323,8 @@ async fn run(args: Args) -> BResult<()> {
             3 => end_to_end::run(&ctx, &db).await,
             5 => peers::run(&ctx, &db).await,
             6 => encryption::run(&ctx, &db).await,
+            7 => binary_push::run(&ctx, &db).await,
+            8 => timer_lateness::run(&ctx, &db).await,
             _ => scaling::run(&ctx, &db, &mut fixtures).await,
         };
         let mut sec = r.unwrap_or_else(|e| {
