@@ -91,19 +91,11 @@ run_citus_suites() { # one-node-url (may be empty)
     # The broker pointed at the coordinator, as is. Left out: the three tests of a 300 ms
     # statement timeout on a held lock. The broker's timeout does not reach the workers and
     # Citus's cancel does not always arrive, so an ack answered as timed out may commit
-    # there (docs/citus.md, "What differs on Citus"). Timers run on Citus through the
-    # regression file only: concurrent schedules and deliveries over the replicated timer
-    # table meet distributed deadlocks there (503, nothing written; same section).
+    # there (docs/citus.md, "What differs on Citus").
     QUEEN_TEST_DATABASE_URL=$url run_suite citus_broker \
         cargo test -p queen_broker --no-fail-fast -- --skip statement_timeout_is_honored \
         --skip batch_over_two_partitions_answers_per_item_when_one_fails_after_the_other_applied \
-        --skip batch_whose_every_partition_fails_writes_nothing \
-        --skip a_timer_arrives_once_and_never_before_its_time \
-        --skip reschedule_moves_it_and_cancel_answers_cancelled_then_absent \
-        --skip a_list_is_keyset_paged_and_its_limit_clamped \
-        --skip a_bad_op_is_the_sdks_refusal_and_writes_nothing \
-        --skip a_timer_whose_txn_the_queue_already_holds_is_not_delivered_twice \
-        --skip timers_ride_a_transaction_and_share_its_fate
+        --skip batch_whose_every_partition_fails_writes_nothing
     bash tests/citus.sh stop
 }
 

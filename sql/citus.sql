@@ -1,8 +1,9 @@
 -- Scale-out on Citus (docs/citus.md): the one step that turns a database with the extension
 -- into the distributed layout. Every per-partition table is hash-distributed by partition
 -- id, all colocated with log_partitions (a partition's rows, segments, sidecar, cursors,
--- leases and DLQ rows live in one shard group, on one worker); the small shared tables
--- are reference tables (a copy on every node); every function that touches one
+-- leases and DLQ rows live in one shard group, on one worker); the timers are
+-- distributed by queue; the small shared tables are reference tables (a copy on every
+-- node); every function that touches one
 -- partition is registered with its partition argument, so a call on the coordinator runs
 -- on the worker holding that partition. Nothing here runs without Citus: on one node the
 -- function refuses with 55000 and the schema is used as it is.
@@ -27,7 +28,8 @@ AS $$
         ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),
         ('queen.log_segment_at_v1(uuid, bigint)', 'p_pid'),
         ('queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int)', 'p_pid'),
-        ('queen.log_txns_purge_step_v1(uuid, timestamptz, int)', 'p_pid')) AS t(f, a)
+        ('queen.log_txns_purge_step_v1(uuid, timestamptz, int)', 'p_pid'),
+        ('queen.fetch_partition_v1(uuid, bigint, bigint, bool)', 'p_partition_id')) AS t(f, a)
 $$;
 
 -- Distribute this database over the Citus cluster it is the coordinator of (run it once,
@@ -42,12 +44,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_reference text[] := ARRAY['queen.queues', 'queen.partition_names',
-                                'queen.consumer_groups_metadata', 'queen.maintenance_state',
-                                'queen.timers'];
+                                'queen.consumer_groups_metadata', 'queen.maintenance_state'];
     -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
     v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
                                   'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq',
-                                  'queen.log_traces'];
+                                  'queen.log_traces', 'queen.timers'];
+    -- Called from inside another function (fetch_v1 calls fetch_partition_v1): Citus
+    -- delegates such a nested call only when told to.
+    v_forced regprocedure[] := ARRAY['queen.fetch_partition_v1(uuid, bigint, bigint, bool)'::regprocedure];
     v_table text;
     v_new_ref text[] := '{}';
     v_new_dist text[] := '{}';
@@ -84,6 +88,11 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = v_table::regclass) THEN
             IF v_table = 'queen.log_partitions' THEN
                 PERFORM create_distributed_table(v_table::regclass, 'id');
+            ELSIF v_table = 'queen.timers' THEN
+                -- Keyed by (queue, key): one shard per queue's timers, so a schedule,
+                -- a cancel and a sweep's row locks each touch one shard.
+                PERFORM create_distributed_table(v_table::regclass, 'queue_id',
+                                                 colocate_with => 'none');
             ELSE
                 PERFORM create_distributed_table(v_table::regclass, 'partition_id',
                                                  colocate_with => 'queen.log_partitions');
@@ -103,7 +112,8 @@ BEGIN
                         WHERE o.classid = 'pg_proc'::regclass AND o.objid = r.r_function
                           AND o.distribution_argument_index IS NOT NULL) THEN
             PERFORM create_distributed_function(r.r_function, r.r_argument,
-                                                colocate_with => 'queen.log_partitions');
+                                                colocate_with => 'queen.log_partitions',
+                                                force_delegation => CASE WHEN r.r_function = ANY(v_forced) THEN true END);
             v_new_fn := v_new_fn || r.r_function::text;
         END IF;
     END LOOP;

@@ -1107,12 +1107,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_reference text[] := ARRAY['queen.queues', 'queen.partition_names',
-                                'queen.consumer_groups_metadata', 'queen.maintenance_state',
-                                'queen.timers'];
+                                'queen.consumer_groups_metadata', 'queen.maintenance_state'];
     -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
     v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
                                   'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq',
-                                  'queen.log_traces'];
+                                  'queen.log_traces', 'queen.timers'];
+    -- Called from inside another function (fetch_v1 calls fetch_partition_v1): Citus
+    -- delegates such a nested call only when told to.
+    v_forced regprocedure[] := ARRAY['queen.fetch_partition_v1(uuid, bigint, bigint, bool)'::regprocedure];
     v_table text;
     v_new_ref text[] := '{}';
     v_new_dist text[] := '{}';
@@ -1149,6 +1151,11 @@ BEGIN
         IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = v_table::regclass) THEN
             IF v_table = 'queen.log_partitions' THEN
                 PERFORM create_distributed_table(v_table::regclass, 'id');
+            ELSIF v_table = 'queen.timers' THEN
+                -- Keyed by (queue, key): one shard per queue's timers, so a schedule,
+                -- a cancel and a sweep's row locks each touch one shard.
+                PERFORM create_distributed_table(v_table::regclass, 'queue_id',
+                                                 colocate_with => 'none');
             ELSE
                 PERFORM create_distributed_table(v_table::regclass, 'partition_id',
                                                  colocate_with => 'queen.log_partitions');
@@ -1168,7 +1175,8 @@ BEGIN
                         WHERE o.classid = 'pg_proc'::regclass AND o.objid = r.r_function
                           AND o.distribution_argument_index IS NOT NULL) THEN
             PERFORM create_distributed_function(r.r_function, r.r_argument,
-                                                colocate_with => 'queen.log_partitions');
+                                                colocate_with => 'queen.log_partitions',
+                                                force_delegation => CASE WHEN r.r_function = ANY(v_forced) THEN true END);
             v_new_fn := v_new_fn || r.r_function::text;
         END IF;
     END LOOP;
@@ -1261,7 +1269,8 @@ AS $$
         ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),
         ('queen.log_segment_at_v1(uuid, bigint)', 'p_pid'),
         ('queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int)', 'p_pid'),
-        ('queen.log_txns_purge_step_v1(uuid, timestamptz, int)', 'p_pid')) AS t(f, a)
+        ('queen.log_txns_purge_step_v1(uuid, timestamptz, int)', 'p_pid'),
+        ('queen.fetch_partition_v1(uuid, bigint, bigint, bool)', 'p_partition_id')) AS t(f, a)
 $$;
 
 REVOKE ALL ON FUNCTION queen.log_ack_by_hash_v2(uuid, text, text, bytea[], text[], text[], int),
@@ -1912,6 +1921,19 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'fetch_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.fetch_v1(jsonb, bigint, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.fetch_v1(jsonb, bigint, uuid) TO queen_broker;
+-- Its per-partition half (a distributed function on Citus, docs/citus.md).
+CREATE FUNCTION queen.fetch_partition_v1(
+    "p_partition_id" uuid,
+    "p_offset" bigint,
+    "p_budget" bigint,
+    "p_must_progress" bool
+) RETURNS TEXT
+STABLE SECURITY DEFINER
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'fetch_partition_v1_wrapper';
+REVOKE ALL ON FUNCTION queen.fetch_partition_v1(uuid, bigint, bigint, bool) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.fetch_partition_v1(uuid, bigint, bigint, bool) TO queen_broker;
 
 -- Partition discovery (sql/admin.sql; Queen 2.x's POST /api/v1/partitions/changed; docs/decisions.md,
 -- "Partition discovery"): per entry {queue, since?, after?, limit?} the queue's partitions
@@ -2066,21 +2088,27 @@ CREATE FUNCTION queen.timers_get_v1(
     p_key text,
     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
 ) RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT COALESCE(
-        (SELECT jsonb_build_object(
-                    'found', true, 'queue', q.name, 'timerKey', t.timer_key,
-                    'partition', t.partition, 'txn', t.txn, 'messageId', t.message_id,
-                    'deliverAt', queen.iso_ms(t.deliver_at),
-                    'payload', translate(encode(t.payload, 'base64'), E'\n', ''),
-                    'encrypted', t.encrypted, 'attempts', t.attempts, 'lastError', t.last_error,
-                    'createdAt', queen.iso_ms(t.created_at), 'updatedAt', queen.iso_ms(t.updated_at))
-           FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
-          WHERE q.tenant_id = p_tenant AND q.name = p_queue AND t.timer_key = p_key),
-        '{"found": false}'::jsonb)
-$$;
+DECLARE
+    v_queue uuid;
+    v_out jsonb;
+BEGIN
+    -- By the queue's id: one shard on Citus (plpgsql, since Citus plans no parameterized
+    -- SQL-function statement over a distributed table).
+    SELECT q.id INTO v_queue FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = p_queue;
+    SELECT jsonb_build_object(
+               'found', true, 'queue', p_queue, 'timerKey', t.timer_key,
+               'partition', t.partition, 'txn', t.txn, 'messageId', t.message_id,
+               'deliverAt', queen.iso_ms(t.deliver_at),
+               'payload', translate(encode(t.payload, 'base64'), E'\n', ''),
+               'encrypted', t.encrypted, 'attempts', t.attempts, 'lastError', t.last_error,
+               'createdAt', queen.iso_ms(t.created_at), 'updatedAt', queen.iso_ms(t.updated_at))
+      INTO v_out
+      FROM queen.timers t WHERE t.queue_id = v_queue AND t.timer_key = p_key;
+    RETURN COALESCE(v_out, '{"found": false}'::jsonb);
+END $$;
 
 -- A keyset page of one queue's pending timers, by key: `p_after` is exclusive, the
 -- limit is clamped to 1..1000 (default 100), never refused; `truncated` says whether
@@ -2091,29 +2119,35 @@ CREATE FUNCTION queen.timers_list_v1(
     p_limit int DEFAULT NULL,
     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
 ) RETURNS jsonb
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH lim AS (SELECT least(greatest(COALESCE(p_limit, 100), 1), 1000) AS n),
-    page AS (
-        SELECT t.* FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
-         WHERE q.tenant_id = p_tenant AND q.name = p_queue
-           AND (p_after IS NULL OR t.timer_key > p_after)
+DECLARE
+    v_queue uuid;
+    v_n int := least(greatest(COALESCE(p_limit, 100), 1), 1000);
+    v_rows jsonb;
+    v_more bool;
+    v_last text;
+BEGIN
+    SELECT q.id INTO v_queue FROM queen.queues q WHERE q.tenant_id = p_tenant AND q.name = p_queue;
+    -- One row past the page says whether more follow.
+    WITH page AS (
+        SELECT t.* FROM queen.timers t
+         WHERE t.queue_id = v_queue AND (p_after IS NULL OR t.timer_key > p_after)
          ORDER BY t.timer_key
-         LIMIT (SELECT n + 1 FROM lim)),
-    shown AS (
-        SELECT * FROM page ORDER BY timer_key LIMIT (SELECT n FROM lim))
-    SELECT jsonb_build_object(
-        'queue', p_queue,
-        'rows', COALESCE((SELECT jsonb_agg(jsonb_build_object(
-                    'timerKey', s.timer_key, 'partition', s.partition, 'txn', s.txn,
-                    'messageId', s.message_id, 'deliverAt', queen.iso_ms(s.deliver_at),
-                    'encrypted', s.encrypted, 'attempts', s.attempts, 'lastError', s.last_error)
-                    ORDER BY s.timer_key) FROM shown s), '[]'::jsonb),
-        'truncated', (SELECT count(*) FROM page) > (SELECT n FROM lim),
-        'nextAfter', CASE WHEN (SELECT count(*) FROM page) > (SELECT n FROM lim)
-                          THEN (SELECT max(timer_key) FROM shown) END)
-$$;
+         LIMIT v_n + 1),
+    shown AS (SELECT * FROM page ORDER BY timer_key LIMIT v_n)
+    SELECT COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                        'timerKey', s.timer_key, 'partition', s.partition, 'txn', s.txn,
+                        'messageId', s.message_id, 'deliverAt', queen.iso_ms(s.deliver_at),
+                        'encrypted', s.encrypted, 'attempts', s.attempts, 'lastError', s.last_error)
+                        ORDER BY s.timer_key) FROM shown s), '[]'::jsonb),
+           (SELECT count(*) FROM page) > v_n,
+           (SELECT max(timer_key) FROM shown)
+      INTO v_rows, v_more, v_last;
+    RETURN jsonb_build_object('queue', p_queue, 'rows', v_rows, 'truncated', v_more,
+                              'nextAfter', CASE WHEN v_more THEN v_last END);
+END $$;
 REVOKE ALL ON FUNCTION queen.timers_apply_v1(jsonb, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.timers_apply_v1(jsonb, uuid) TO queen_broker;
 REVOKE ALL ON FUNCTION queen.timers_fire_v1(int) FROM PUBLIC;

@@ -9,7 +9,7 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::fetch::{
-    check, in_range, take, EntryIn, EntryOut, FetchOut, Record, MAX_ENTRY_BYTES,
+    check, in_range, take, EntryIn, EntryOut, FetchOut, PartitionRead, Record, MAX_ENTRY_BYTES,
     OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION,
 };
 use queen_log::payload::json_raw_of;
@@ -53,7 +53,8 @@ fn segment_at(
 }
 
 /// Reads one entry within `budget` bytes (the call's remainder); returns what it read
-/// and the bytes spent.
+/// and the bytes spent. The partition is read by `queen.fetch_partition_v1`, which
+/// Citus runs on the partition's worker (docs/citus.md): only the records travel.
 fn read_entry(
     client: &SpiClient<'_>,
     tenant: Uuid,
@@ -70,21 +71,66 @@ fn read_entry(
         next_offset: e.offset,
         error: None,
     };
-    let found = find_partition(client, tenant, &e.queue, &e.partition)
-        .and_then(|pid| ends(client, pid).map(|ends| (pid, ends)));
-    let Some((pid, (hw, log_start))) = found else {
+    let Some(pid) = find_partition(client, tenant, &e.queue, &e.partition) else {
         out.error = Some(UNKNOWN_TOPIC_OR_PARTITION.into());
         return (out, 0);
     };
+    // Citus delegates a call made inside another function only when it is forced
+    // (sql/citus.sql), its partition argument is a constant and the function stands in
+    // FROM: hence literals (a uuid, numbers and a bool this code formats, never caller
+    // text) and the FROM form.
+    let call = format!(
+        "SELECT r FROM queen.fetch_partition_v1('{pid}'::uuid, {}::bigint, {}::bigint, {must_progress}) AS r",
+        e.offset,
+        budget.min(e.max_bytes),
+    );
+    let text: String = client
+        .select(&call, None, &[])
+        .or_raise()
+        .next()
+        .map(|r| col(&r, 1, "fetch_partition_v1"))
+        .unwrap_or_else(|| crate::db::raise_internal("fetch_partition_v1 answered no row"));
+    let read: PartitionRead = serde_json::from_str(&text)
+        .unwrap_or_else(|err| crate::db::raise_internal(format!("fetch_partition_v1: {err}")));
+    out.records = read.records;
+    out.high_watermark = read.high_watermark;
+    out.log_start_offset = read.log_start_offset;
+    out.next_offset = read.next_offset;
+    out.error = read.error;
+    (out, read.spent)
+}
+
+/// One partition's records from `offset` within `budget` payload bytes (the first one
+/// whatever its size when `must_progress`): decodes only the segments the range
+/// touches. Every statement names the partition, so on Citus the whole read runs on
+/// the worker holding it.
+fn read_partition(
+    client: &SpiClient<'_>,
+    pid: Uuid,
+    offset: i64,
+    budget: i64,
+    must_progress: bool,
+) -> PartitionRead {
+    let mut out = PartitionRead {
+        records: Vec::new(),
+        high_watermark: None,
+        log_start_offset: None,
+        next_offset: offset,
+        spent: 0,
+        error: None,
+    };
+    let Some((hw, log_start)) = ends(client, pid) else {
+        out.error = Some(UNKNOWN_TOPIC_OR_PARTITION.into());
+        return out;
+    };
     out.high_watermark = Some(hw);
     out.log_start_offset = Some(log_start);
-    if !in_range(e.offset, log_start, hw) {
+    if !in_range(offset, log_start, hw) {
         out.error = Some(OFFSET_OUT_OF_RANGE.into());
-        return (out, 0);
+        return out;
     }
-    let mut left = budget.min(e.max_bytes);
-    let mut spent = 0;
-    let mut next = e.offset;
+    let mut left = budget;
+    let mut next = offset;
     while next < hw {
         let Some((base, created, blob)) = segment_at(client, pid, next) else {
             break;
@@ -106,14 +152,36 @@ fn read_entry(
         }
         let bytes: i64 = sizes[..n].iter().map(|s| *s as i64).sum();
         left -= bytes;
-        spent += bytes;
+        out.spent += bytes;
         next += n as i64;
         if n < rest.len() {
             break;
         }
     }
     out.next_offset = next;
-    (out, spent)
+    out
+}
+
+/// `queen.fetch_partition_v1(partition_id, offset, budget, must_progress)`: the
+/// per-partition half of `queen.fetch_v1`, as JSON text ([`PartitionRead`]). Registered
+/// with Citus by its partition argument (force-delegated: it is called from inside
+/// `fetch_v1`).
+#[pg_extern(stable, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn fetch_partition_v1(
+    p_partition_id: Option<Uuid>,
+    p_offset: Option<i64>,
+    p_budget: Option<i64>,
+    p_must_progress: Option<bool>,
+) -> String {
+    let pid = required(p_partition_id, "p_partition_id");
+    let offset = required(p_offset, "p_offset");
+    let budget = required(p_budget, "p_budget");
+    let must_progress = p_must_progress.unwrap_or(false);
+    Spi::connect(|client| {
+        let read = read_partition(client, pid, offset, budget.max(0), must_progress);
+        serde_json::to_string(&read).unwrap_or_else(|e| crate::db::raise_internal(e.to_string()))
+    })
 }
 
 /// `queen.fetch_v1(entries, max_bytes, tenant)`: Queen 2.x's fetch. `entries` is a JSON

@@ -169,29 +169,29 @@ fn iso_ms(t: TimestampWithTimeZone) -> String {
 
 /// Deletes the pending timer (only the one carrying `txn` when the op names one). A
 /// delivery in progress holds the row: the delete waits for it and then finds nothing,
-/// which is `absent` (the timer was delivered).
+/// which is `absent` (the timer was delivered). By primary key: one shard on Citus.
 fn cancel(client: &mut SpiClient<'_>, tenant: Uuid, op: &TimerOp) -> TimerResult {
-    let gone = q(
-        client,
-        "DELETE FROM queen.timers t USING queen.queues q
-          WHERE q.id = t.queue_id AND q.tenant_id = $1 AND q.name = $2 AND t.timer_key = $3
-            AND ($4::text IS NULL OR t.txn = $4)
-         RETURNING t.txn, t.message_id",
-        &[
-            tenant.into(),
-            op.queue.as_str().into(),
-            op.timer_key.as_str().into(),
-            op.txn.as_deref().into(),
-        ],
-    )
-    .or_raise()
-    .next()
-    .map(|r| {
-        let id: Uuid = col(&r, 2, "timers.message_id");
-        (
-            col::<String>(&r, 1, "timers.txn"),
-            uuid::Uuid::from_bytes(*id.as_bytes()),
+    let gone = find_queue(client, tenant, &op.queue).and_then(|queue| {
+        q(
+            client,
+            "DELETE FROM queen.timers
+              WHERE queue_id = $1 AND timer_key = $2 AND ($3::text IS NULL OR txn = $3)
+             RETURNING txn, message_id",
+            &[
+                queue.id.into(),
+                op.timer_key.as_str().into(),
+                op.txn.as_deref().into(),
+            ],
         )
+        .or_raise()
+        .next()
+        .map(|r| {
+            let id: Uuid = col(&r, 2, "timers.message_id");
+            (
+                col::<String>(&r, 1, "timers.txn"),
+                uuid::Uuid::from_bytes(*id.as_bytes()),
+            )
+        })
     });
     let status = if gone.is_some() {
         TimerStatus::Cancelled
@@ -224,40 +224,70 @@ struct Due {
     refused: bool,
 }
 
+/// Up to `limit` due timers, locked: first the queues with due timers, earliest first
+/// (a read, no lock), then each queue's due rows `FOR UPDATE SKIP LOCKED`. Each locking
+/// statement names one queue, the distribution key of `queen.timers` on Citus, so it
+/// runs on one shard (Citus locks rows only in a single-shard statement).
 fn lock_due(client: &SpiClient<'_>, limit: i32) -> Vec<Due> {
-    q(
+    let now = clock_plus(client, 0.0).0;
+    let queues: Vec<(Uuid, String, Uuid, bool)> = q(
         client,
-        "SELECT t.queue_id, t.timer_key, q.name::text, q.tenant_id, t.partition, t.txn,
-                t.message_id, t.payload, t.encrypted, q.encryption_enabled
-           FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
-          WHERE t.deliver_at <= $2
-          ORDER BY t.deliver_at, t.queue_id, t.timer_key
-          LIMIT $1
-            FOR UPDATE OF t SKIP LOCKED",
-        &[limit.into(), clock_plus(client, 0.0).0.into()],
+        "SELECT d.queue_id, q.name::text, q.tenant_id, q.encryption_enabled
+           FROM (SELECT queue_id, min(deliver_at) AS first FROM queen.timers
+                  WHERE deliver_at <= $2 GROUP BY queue_id ORDER BY 2, 1 LIMIT $1) d
+           JOIN queen.queues q ON q.id = d.queue_id
+          ORDER BY d.first, d.queue_id",
+        &[limit.into(), now.into()],
     )
     .or_raise()
     .map(|r| {
-        let id: Uuid = col(&r, 7, "timers.message_id");
-        let encrypted: bool = col(&r, 9, "timers.encrypted");
-        Due {
-            queue_id: col(&r, 1, "timers.queue_id"),
-            key: col(&r, 2, "timers.timer_key"),
-            queue: col(&r, 3, "queues.name"),
-            tenant: col(&r, 4, "queues.tenant_id"),
-            partition: col(&r, 5, "timers.partition"),
-            frame: Frame {
-                message_id: *id.as_bytes(),
-                trace_id: None,
-                transaction_id: col(&r, 6, "timers.txn"),
-                producer_sub: None,
-                encrypted,
-                payload: col(&r, 8, "timers.payload"),
-            },
-            refused: col::<bool>(&r, 10, "queues.encryption_enabled") && !encrypted,
-        }
+        (
+            col(&r, 1, "timers.queue_id"),
+            col(&r, 2, "queues.name"),
+            col(&r, 3, "queues.tenant_id"),
+            col(&r, 4, "queues.encryption_enabled"),
+        )
     })
-    .collect()
+    .collect();
+    let mut out = Vec::new();
+    for (queue_id, queue, tenant, encrypts) in queues {
+        let left = limit - out.len() as i32;
+        if left <= 0 {
+            break;
+        }
+        let rows = q(
+            client,
+            "SELECT timer_key, partition, txn, message_id, payload, encrypted
+               FROM queen.timers
+              WHERE queue_id = $1 AND deliver_at <= $2
+              ORDER BY deliver_at, timer_key
+              LIMIT $3
+                FOR UPDATE SKIP LOCKED",
+            &[queue_id.into(), now.into(), left.into()],
+        )
+        .or_raise();
+        for r in rows {
+            let id: Uuid = col(&r, 4, "timers.message_id");
+            let encrypted: bool = col(&r, 6, "timers.encrypted");
+            out.push(Due {
+                queue_id,
+                key: col(&r, 1, "timers.timer_key"),
+                queue: queue.clone(),
+                tenant,
+                partition: col(&r, 2, "timers.partition"),
+                frame: Frame {
+                    message_id: *id.as_bytes(),
+                    trace_id: None,
+                    transaction_id: col(&r, 3, "timers.txn"),
+                    producer_sub: None,
+                    encrypted,
+                    payload: col(&r, 5, "timers.payload"),
+                },
+                refused: encrypts && !encrypted,
+            });
+        }
+    }
+    out
 }
 
 /// One partition's due timers, in due order, as one segment; a timer whose
@@ -387,9 +417,10 @@ fn next_due_ms(client: &SpiClient<'_>) -> Option<i64> {
 }
 
 pub fn fire(client: &mut SpiClient<'_>, limit: i32) -> SweepReport {
-    // One sweep at a time: on Citus, concurrent deliveries met in distributed deadlocks
-    // over the replicated timer rows; a caller that finds the lock taken only reads when
-    // the next timer falls due (the other sweep delivers what is due now).
+    // One sweep at a time: two sweeps would only skip each other's rows, and on Citus
+    // each is a distributed transaction over several workers; a caller that finds the
+    // lock taken only reads when the next timer falls due (the other sweep delivers what
+    // is due now).
     let free = q(
         client,
         "SELECT pg_try_advisory_xact_lock(hashtext('queen.timers_fire_v1'))",

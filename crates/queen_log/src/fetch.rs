@@ -57,6 +57,22 @@ pub struct EntryOut {
     pub error: Option<String>,
 }
 
+/// What one partition read: `queen.fetch_partition_v1`'s answer, the half of a fetch
+/// that runs where the partition lives (its worker on Citus). Text, not jsonb, between
+/// the two halves, so a payload crosses byte for byte.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionRead {
+    pub records: Vec<Record>,
+    /// Absent when the partition does not exist.
+    pub high_watermark: Option<i64>,
+    pub log_start_offset: Option<i64>,
+    pub next_offset: i64,
+    /// Payload bytes read (charged to the call's budget).
+    pub spent: i64,
+    pub error: Option<String>,
+}
+
 /// A fetch's answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FetchOut {

@@ -41,6 +41,16 @@ SELECT c.committed, count(l.worker_id) AS leases
   FROM queen.log_consumers c LEFT JOIN queen.log_leases l USING (partition_id, consumer_group)
  WHERE c.partition_id = :'pid' GROUP BY c.committed;
 
+-- citus::a_fetch_reads_on_the_worker_holding_the_partition: fetch_v1 calls its
+-- per-partition half from inside itself; Citus runs that call on the holder (one
+-- statement there, none on the other worker), so only the records travel.
+SELECT jsonb_array_length(queen.fetch_v1('[{"queue":"orders","partition":"Default","offset":0,"maxBytes":1000}]')
+                          ->'entries'->0->'records') AS records;
+SELECT nodeport = :holder AS holds_the_partition, result AS fetch_calls
+  FROM run_command_on_workers($$SELECT COALESCE(sum(calls), 0) FROM pg_stat_statements
+                                 WHERE query LIKE '%queen.fetch_partition_v1(%'$$)
+ ORDER BY 1 DESC;
+
 -- citus::delegated_NAME: each entry point is planned as one task on the holder's node
 -- (the plan's node ports, the holder's named so).
 
@@ -96,6 +106,10 @@ EXPLAIN (VERBOSE, COSTS OFF) SELECT queen.log_retention_step_v1(:'pid', NULL, NU
 EXPLAIN (VERBOSE, COSTS OFF) SELECT queen.log_txns_purge_step_v1(:'pid', now(), 10)
 \g | grep -o 'port=[0-9]*' | sort -u | sed "s/^port=$HOLDER$/the holder/"
 
+-- citus::delegated_fetch_partition_v1
+EXPLAIN (VERBOSE, COSTS OFF) SELECT queen.fetch_partition_v1(:'pid', 0, 1000, true)
+\g | grep -o 'port=[0-9]*' | sort -u | sed "s/^port=$HOLDER$/the holder/"
+
 
 -- citus::runs_NAME: ... and each runs there without an error (its answer is kept in a
 -- variable, not shown: an error would show). The push repeats segment 0 of the partition.
@@ -134,6 +148,9 @@ SELECT queen.dlq_ids_at_v1(:'pid', 't1') AS answer \gset
 
 -- citus::runs_log_segment_at_v1
 SELECT count(*) AS answer FROM queen.log_segment_at_v1(:'pid', 0) \gset
+
+-- citus::runs_fetch_partition_v1
+SELECT queen.fetch_partition_v1(:'pid', 0, 1000, true)::jsonb->'highWatermark' AS answer \gset
 
 -- citus::runs_log_retention_step_v1
 SELECT queen.log_retention_step_v1(:'pid', NULL, NULL, 10) AS answer \gset
