@@ -207,3 +207,21 @@ CREATE TABLE queen.timers (
 );
 -- The sweeper's scan: the earliest due first.
 CREATE INDEX timers_deliver_at_idx ON queen.timers (deliver_at);
+
+-- Key/value (docs/decisions.md, "Key/value"; src/kv.rs): Queen 2.x's versioned keys,
+-- one row per (tenant, namespace, key). `expires_at` NULL lives forever; a row past it
+-- is absent to every op and removed by run_maintenance. `version` only grows (one past
+-- the row's, never below the write's clock in microseconds).
+CREATE TABLE queen.kv (
+    tenant_id uuid NOT NULL,
+    -- byte order: a prefix page is a keyset over the primary key, the same on every node
+    ns text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    value jsonb NOT NULL,
+    version bigint NOT NULL,
+    expires_at timestamptz,
+    updated_at timestamptz NOT NULL,
+    CONSTRAINT kv_pkey PRIMARY KEY (tenant_id, ns, key)
+);
+-- Maintenance's scan: the earliest expired first.
+CREATE INDEX kv_expires_at_idx ON queen.kv (expires_at) WHERE expires_at IS NOT NULL;

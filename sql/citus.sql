@@ -48,7 +48,7 @@ DECLARE
     -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
     v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
                                   'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq',
-                                  'queen.log_traces', 'queen.timers'];
+                                  'queen.log_traces', 'queen.timers', 'queen.kv'];
     -- Called from inside another function (fetch_v1 calls fetch_partition_v1): Citus
     -- delegates such a nested call only when told to.
     v_forced regprocedure[] := ARRAY['queen.fetch_partition_v1(uuid, bigint, bigint, bool)'::regprocedure];
@@ -92,6 +92,10 @@ BEGIN
                 -- Keyed by (queue, key): one shard per queue's timers, so a schedule,
                 -- a cancel and a sweep's row locks each touch one shard.
                 PERFORM create_distributed_table(v_table::regclass, 'queue_id',
+                                                 colocate_with => 'none');
+            ELSIF v_table = 'queen.kv' THEN
+                -- Keyed by (tenant, namespace, key): every op names its key, one shard.
+                PERFORM create_distributed_table(v_table::regclass, 'key',
                                                  colocate_with => 'none');
             ELSE
                 PERFORM create_distributed_table(v_table::regclass, 'partition_id',

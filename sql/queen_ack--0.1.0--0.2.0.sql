@@ -405,6 +405,7 @@ DECLARE
     v_traces bigint := 0;
     v_purged bigint := 0;
     v_orphans bigint := 0;
+    v_kv bigint := 0;
     v_more bool := false;
     v_interrupted bool := false;
 BEGIN
@@ -422,6 +423,15 @@ BEGIN
         LOOP
             v_step := queen.log_orphans_step_v1(p_max_rows);
             v_orphans := v_orphans + (v_step->>'removed')::bigint;
+            COMMIT;
+            EXIT WHEN (v_step->>'done')::bool;
+            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+        END LOOP;
+        -- Key/value rows past their expiry (docs/decisions.md, "Key/value").
+        LOOP
+            v_step := queen.kv_expire_step_v1(p_max_rows);
+            v_kv := v_kv + (v_step->>'removed')::bigint;
             COMMIT;
             EXIT WHEN (v_step->>'done')::bool;
             IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
@@ -457,7 +467,7 @@ BEGIN
     p_report := pg_catalog.jsonb_build_object(
         'ran', true, 'partitions', v_partitions, 'segments', v_segments, 'messages', v_messages,
         'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
-        'orphanRows', v_orphans, 'more', v_more, 'interrupted', v_interrupted,
+        'orphanRows', v_orphans, 'kvExpired', v_kv, 'more', v_more, 'interrupted', v_interrupted,
         'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
 END $$;
 
@@ -1111,7 +1121,7 @@ DECLARE
     -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
     v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
                                   'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq',
-                                  'queen.log_traces', 'queen.timers'];
+                                  'queen.log_traces', 'queen.timers', 'queen.kv'];
     -- Called from inside another function (fetch_v1 calls fetch_partition_v1): Citus
     -- delegates such a nested call only when told to.
     v_forced regprocedure[] := ARRAY['queen.fetch_partition_v1(uuid, bigint, bigint, bool)'::regprocedure];
@@ -1155,6 +1165,10 @@ BEGIN
                 -- Keyed by (queue, key): one shard per queue's timers, so a schedule,
                 -- a cancel and a sweep's row locks each touch one shard.
                 PERFORM create_distributed_table(v_table::regclass, 'queue_id',
+                                                 colocate_with => 'none');
+            ELSIF v_table = 'queen.kv' THEN
+                -- Keyed by (tenant, namespace, key): every op names its key, one shard.
+                PERFORM create_distributed_table(v_table::regclass, 'key',
                                                  colocate_with => 'none');
             ELSE
                 PERFORM create_distributed_table(v_table::regclass, 'partition_id',
@@ -2062,6 +2076,24 @@ CREATE TABLE queen.timers (
 -- The sweeper's scan: the earliest due first.
 CREATE INDEX timers_deliver_at_idx ON queen.timers (deliver_at);
 
+-- Key/value (docs/decisions.md, "Key/value"; src/kv.rs): Queen 2.x's versioned keys,
+-- one row per (tenant, namespace, key). `expires_at` NULL lives forever; a row past it
+-- is absent to every op and removed by run_maintenance. `version` only grows (one past
+-- the row's, never below the write's clock in microseconds).
+CREATE TABLE queen.kv (
+    tenant_id uuid NOT NULL,
+    -- byte order: a prefix page is a keyset over the primary key, the same on every node
+    ns text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    value jsonb NOT NULL,
+    version bigint NOT NULL,
+    expires_at timestamptz,
+    updated_at timestamptz NOT NULL,
+    CONSTRAINT kv_pkey PRIMARY KEY (tenant_id, ns, key)
+);
+-- Maintenance's scan: the earliest expired first.
+CREATE INDEX kv_expires_at_idx ON queen.kv (expires_at) WHERE expires_at IS NOT NULL;
+
 -- Timers' writes and deliveries (src/timers.rs).
 CREATE FUNCTION queen."timers_apply_v1"(
 	"p_ops" jsonb,
@@ -2156,3 +2188,44 @@ REVOKE ALL ON FUNCTION queen.timers_get_v1(text, text, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.timers_get_v1(text, text, uuid) TO queen_broker;
 REVOKE ALL ON FUNCTION queen.timers_list_v1(text, text, int, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.timers_list_v1(text, text, int, uuid) TO queen_broker;
+
+-- Key/value (src/kv.rs, queen_log::kv; docs/decisions.md, "Key/value").
+CREATE FUNCTION queen."kv_apply_v1"(
+	"p_ops" jsonb,
+	"p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'kv_apply_v1_wrapper';
+CREATE FUNCTION queen."kv_expire_step_v1"(
+	"p_max_rows" INT DEFAULT 1000
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'kv_expire_step_v1_wrapper';
+REVOKE ALL ON FUNCTION queen.kv_apply_v1(jsonb, uuid), queen.kv_expire_step_v1(int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.kv_apply_v1(jsonb, uuid), queen.kv_expire_step_v1(int) TO queen_broker;
+
+-- The tenant's key/value and timer stores, as Queen's queue list reports them
+-- (`kvRows`, `kvBytes`, `timerRows`, `timerBytes`; bytes are the rows' stored sizes).
+CREATE FUNCTION queen.store_sizes_v1(
+    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_kv record;
+    v_timers record;
+BEGIN
+    SELECT count(*) AS n, COALESCE(sum(pg_column_size(k.*)), 0) AS bytes INTO v_kv
+      FROM queen.kv k WHERE k.tenant_id = p_tenant;
+    SELECT count(*) AS n, COALESCE(sum(pg_column_size(t.*)), 0) AS bytes INTO v_timers
+      FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id WHERE q.tenant_id = p_tenant;
+    RETURN jsonb_build_object('kvRows', v_kv.n, 'kvBytes', v_kv.bytes,
+                              'timerRows', v_timers.n, 'timerBytes', v_timers.bytes);
+END $$;
+REVOKE ALL ON FUNCTION queen.store_sizes_v1(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.store_sizes_v1(uuid) TO queen_broker;

@@ -67,3 +67,23 @@ BEGIN
     RETURN jsonb_build_object('queue', p_queue, 'rows', v_rows, 'truncated', v_more,
                               'nextAfter', CASE WHEN v_more THEN v_last END);
 END $$;
+
+-- The tenant's key/value and timer stores, as Queen's queue list reports them
+-- (`kvRows`, `kvBytes`, `timerRows`, `timerBytes`; bytes are the rows' stored sizes).
+CREATE FUNCTION queen.store_sizes_v1(
+    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_kv record;
+    v_timers record;
+BEGIN
+    SELECT count(*) AS n, COALESCE(sum(pg_column_size(k.*)), 0) AS bytes INTO v_kv
+      FROM queen.kv k WHERE k.tenant_id = p_tenant;
+    SELECT count(*) AS n, COALESCE(sum(pg_column_size(t.*)), 0) AS bytes INTO v_timers
+      FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id WHERE q.tenant_id = p_tenant;
+    RETURN jsonb_build_object('kvRows', v_kv.n, 'kvBytes', v_kv.bytes,
+                              'timerRows', v_timers.n, 'timerBytes', v_timers.bytes);
+END $$;

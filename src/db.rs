@@ -488,3 +488,26 @@ pub fn raise_internal(msg: impl Into<String>) -> ! {
 pub fn bytea_array(a: pgrx::datum::Array<'_, &[u8]>) -> Vec<Option<Vec<u8>>> {
     a.iter().map(|e| e.map(<[u8]>::to_vec)).collect()
 }
+
+/// The database clock now, and `secs` from now: instants a statement then takes as
+/// parameters (Citus refuses volatile functions in some modifications).
+pub fn clock_plus(
+    client: &SpiClient<'_>,
+    secs: f64,
+) -> (TimestampWithTimeZone, TimestampWithTimeZone) {
+    q(
+        client,
+        "SELECT clock_timestamp(), clock_timestamp() + make_interval(secs => $1)",
+        &[secs.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| (col(&r, 1, "now"), col(&r, 2, "now + secs")))
+    .expect("one row")
+}
+
+/// UTC with milliseconds (queen.iso_ms's format: truncated, not rounded).
+pub fn iso_ms(t: TimestampWithTimeZone) -> String {
+    let micros = iso_utc(t);
+    format!("{}Z", &micros[..23])
+}

@@ -13,6 +13,7 @@ mod browse;
 mod db;
 mod dlq;
 mod fetch;
+mod kv;
 mod lifecycle;
 mod names;
 mod native;

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use pgrx::datum::{TimestampWithTimeZone, Uuid};
+use pgrx::datum::Uuid;
 use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
@@ -20,8 +20,8 @@ use queen_log::timers::{
 };
 use queen_log::wire::PushVerdict;
 
-use crate::db::find_queue;
 use crate::db::{bad_param, col, default_tenant, jsonb, q, raise, required, OrRaise};
+use crate::db::{clock_plus, find_queue, iso_ms};
 use crate::push::{provision, push_many, resolve, SegmentIn};
 
 /// How long a timer that cannot be delivered waits before the next try (a plaintext
@@ -146,25 +146,6 @@ fn schedule(client: &mut SpiClient<'_>, tenant: Uuid, op: &TimerOp) -> TimerResu
         message_id: Some(message_id),
         deliver_at: Some(iso_ms(deliver_at)),
     }
-}
-
-/// The database clock now, and `secs` from now.
-fn clock_plus(client: &SpiClient<'_>, secs: f64) -> (TimestampWithTimeZone, TimestampWithTimeZone) {
-    q(
-        client,
-        "SELECT clock_timestamp(), clock_timestamp() + make_interval(secs => $1)",
-        &[secs.into()],
-    )
-    .or_raise()
-    .next()
-    .map(|r| (col(&r, 1, "now"), col(&r, 2, "deliver_at")))
-    .expect("one row")
-}
-
-/// UTC with milliseconds (queen.iso_ms's format: truncated, not rounded).
-fn iso_ms(t: TimestampWithTimeZone) -> String {
-    let micros = crate::db::iso_utc(t);
-    format!("{}Z", &micros[..23])
 }
 
 /// Deletes the pending timer (only the one carrying `txn` when the op names one). A

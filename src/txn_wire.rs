@@ -239,6 +239,8 @@ fn wire(client: &mut SpiClient<'_>, w: TxnWireRequest) -> TxnWire {
     // locks, so a rider taking timer rows after this call's partition locks could wait
     // on it in a cycle (docs/decisions.md, "Timers").
     let timers = crate::timers::apply(client, tenant, &w.timers);
+    // A kv row is no one else's lock to wait for in a cycle: kv ops take kv rows only.
+    let kv = crate::kv::apply(client, tenant, &w.kv);
     let pushes = run_pushes(client, tenant, &w.pushes);
     let keys: Vec<([u8; 16], &str)> = pids
         .iter()
@@ -272,6 +274,7 @@ fn wire(client: &mut SpiClient<'_>, w: TxnWireRequest) -> TxnWire {
         pushes,
         acks,
         timers,
+        kv,
     }
 }
 

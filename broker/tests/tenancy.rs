@@ -385,7 +385,9 @@ async fn tenant_digest(db: &tokio_postgres::Client, t: Uuid) -> String {
            UNION ALL SELECT 'd' || d::text FROM queen.log_dlq d WHERE d.partition_id IN (SELECT id FROM ps)
            UNION ALL SELECT 'm' || m::text FROM queen.consumer_groups_metadata m WHERE m.tenant_id = $1
            UNION ALL SELECT 'x' || concat_ws(',', x.queue_id, x.timer_key, x.txn, x.deliver_at, md5(x.payload))
-                       FROM queen.timers x WHERE x.queue_id IN (SELECT id FROM qs)) r",
+                       FROM queen.timers x WHERE x.queue_id IN (SELECT id FROM qs)
+           UNION ALL SELECT 'k' || concat_ws(',', k.ns, k.key, k.version, md5(k.value::text))
+                       FROM queen.kv k WHERE k.tenant_id = $1) r",
         &[&t],
     )
     .await
@@ -450,6 +452,18 @@ async fn no_route_reaches_another_tenants_data() {
         (s, v["results"][0]["status"].clone()),
         (StatusCode::OK, json!("scheduled"))
     );
+    let (s, v) = a
+        .post(
+            "/api/v1/kv",
+            &json!({"operations": [
+            {"op": "put", "ns": "shared", "key": "k:secret", "value": {"s": "secret-of-A"},
+             "ttlSeconds": 3600}]}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["results"][0]["applied"].clone()),
+        (StatusCode::OK, json!(true))
+    );
     let db = common::admin().await;
     let before = tenant_digest(&db, ta).await;
 
@@ -470,6 +484,7 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/dlq/{id}",
         "/api/v1/dlq/{id}/replay",
         "/api/v1/fetch",
+        "/api/v1/kv",
         "/api/v1/lease/{lease_id}/extend",
         "/api/v1/messages",
         "/api/v1/messages/{partition_id}/{transaction_id}",
@@ -671,6 +686,23 @@ async fn no_route_reaches_another_tenants_data() {
     let r = other.delete(&format!("/api/v1/timers/{q}/ta")).await;
     assert_eq!(r.1["status"], "absent", "{r:?}");
     note("timer cancel", r);
+    // A's key: B reads nothing under the same namespace and key, and B's writes there
+    // are B's own rows (A's digest, kv included, is unchanged).
+    let r = other
+        .post(
+            "/api/v1/kv",
+            &json!({"operations": [
+            {"op": "get", "ns": "shared", "key": "k:secret"},
+            {"op": "getPrefix", "ns": "shared", "prefix": "k:"},
+            {"op": "check", "ns": "shared", "key": "k:secret", "expect": 0},
+            {"op": "delete", "ns": "shared", "key": "k:secret"}]}),
+        )
+        .await;
+    assert_eq!(r.1["results"][0]["found"], false, "{r:?}");
+    assert_eq!(r.1["results"][1]["rows"], json!([]), "{r:?}");
+    assert_eq!(r.1["results"][2]["applied"], true, "{r:?}");
+    assert_eq!(r.1["results"][3]["reason"], "absent", "{r:?}");
+    note("kv", r);
     // A pop across A's namespace (the queue's own name, which has no dot) finds nothing.
     let r = other
         .get(&format!("/api/v1/pop?namespace={q}&batch=10"))

@@ -53,6 +53,7 @@ fn wire_request_type_is_what_the_transaction_wire_reads() {
         }],
         acks: Vec::new(),
         timers: Vec::new(),
+        kv: Vec::new(),
         tenant: None,
     };
     let sql = format!("SELECT queen.log_transaction_wire_v1('{}'::jsonb)", serde_json::to_string(&req).unwrap());

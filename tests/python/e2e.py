@@ -453,25 +453,53 @@ async def test_admin_helpers(client):
     check(await pop(client, q, batch=10) == [], "deleting a DLQ row redelivers nothing")
 
 
-async def test_transaction_riders_refused(client):
-    """Queen 2.x riders this broker does not implement (tx.once, tx.kv.*) are a 400
-    naming the rider: the SDK raises, and the push beside them is NOT committed."""
-    q = qname("tx-riders")
+async def test_kv(client):
+    """client.kv (Queen 2.x): versions fence a stale writer, putIfAbsent has one winner,
+    incr refuses past max, a bad namespace is the SDK's kv_bad_request; and tx.once is
+    a gate that shares the fate of the push beside it (docs/decisions.md, "Key/value")."""
+    ns = qname("kv")
+    put = await client.kv.put(ns, "round:trip", {"state": "held"}, ttl_seconds=60)
+    check(put["applied"] is True and put["version"] > 0, f"put {put!r}")
+    got = await client.kv.get(ns, "round:trip")
+    check(got["found"] is True and got["value"] == {"state": "held"}, f"get {got!r}")
+    check(not await client.kv.get(ns, "never:written"), "a miss is falsy")
+    stale = await client.kv.put(ns, "round:trip", 2, ttl_seconds=60, expect=put["version"] - 1)
+    check(stale["applied"] is False and stale["reason"] == "version", f"stale {stale!r}")
+    results = await asyncio.gather(
+        *[client.kv.put_if_absent(ns, "claim", {"by": i}, ttl_seconds=60) for i in range(6)])
+    check(sum(1 for r in results if r["applied"]) == 1, f"one winner {results!r}")
+    check(await client.kv.once(ns, "once:1", ttl_seconds=60) is True, "first once")
+    check(await client.kv.once(ns, "once:1", ttl_seconds=60) is False, "second once")
+    for expected in (1, 2):
+        r = await client.kv.incr(ns, "limit", max=2, ttl_seconds=60)
+        check(r["applied"] is True and int(r["value"]) == expected, f"incr {r!r}")
+    r = await client.kv.incr(ns, "limit", max=2, ttl_seconds=60)
+    check(r["applied"] is False and r["reason"] == "limit", f"incr past max {r!r}")
+    many = await client.kv.get_many(ns, ["claim", "nope"])
+    check(many["missing"] == ["nope"] and len(many["rows"]) == 1, f"get_many {many!r}")
+    for i in range(3):
+        await client.kv.put(ns, f"walk:{i}", i, ttl_seconds=60)
+    rows = await client.kv.list_all(ns, "walk:", limit=2)
+    check([r["key"] for r in rows] == ["walk:0", "walk:1", "walk:2"], f"list_all {rows!r}")
+    code = None
+    try:
+        await client.kv.put("NOT A NAMESPACE", "k", 1, ttl_seconds=60)
+    except Exception as e:  # noqa: BLE001  (KvError)
+        code = getattr(e, "code", None)
+    check(code == "kv_bad_request", f"bad namespace code {code!r}")
+
+    q = qname("kv-gate")
     await configure(client, q, lease_time=30)
-    bundles = {
-        "kv": lambda tx: tx.once("orders", "o-42", forever=True),
-        "kv ": lambda tx: tx.kv.put("orders", "o-42", {"n": 1}, ttl_seconds=60),
-    }
-    for rider, add in bundles.items():
-        tx = client.transaction().queue(q).push([{"data": {"rider": rider}}])
-        raised = None
-        try:
-            await add(tx).commit()
-        except Exception as e:  # noqa: BLE001  (the SDK raises on a 4xx)
-            raised = e
-        text = str(raised)
-        check(text.startswith(rider.strip() + ":") and "not implemented" in text, f"{rider}: {raised!r}")
-    check(await pop(client, q, batch=10) == [], "a refused transaction pushed nothing")
+    first = await client.transaction().queue(q).push([{"data": {"attempt": 1}}]).once(
+        ns, "gate:evt-1", ttl_seconds=300).commit()
+    check(first["success"] is True, f"first bundle {first!r}")
+    second = await client.transaction().queue(q).push([{"data": {"attempt": 2}}]).once(
+        ns, "gate:evt-1", ttl_seconds=300).commit()
+    check(second["success"] is False and second["reason"] == "kv_precondition"
+          and second["kvReason"] == "exists" and second["failedIndex"] == 1,
+          f"the losing bundle {second!r}")
+    msgs = await pop(client, q, batch=10)
+    check([m["data"] for m in msgs] == [{"attempt": 1}], f"the losing bundle pushed {msgs!r}")
 
 
 async def test_timers(client):
@@ -687,7 +715,7 @@ SCENARIOS = [
     ("nack_to_dlq", test_nack_to_dlq),
     ("lease_renew", test_lease_renew),
     ("transaction_ack_and_push", test_transaction),
-    ("transaction_riders_refused", test_transaction_riders_refused),
+    ("kv", test_kv),
     ("push_delayed_message", test_push_delayed_message),
     ("admin_helpers", test_admin_helpers),
     ("trace_seek_browse", test_trace_seek_browse),

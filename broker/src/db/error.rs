@@ -54,7 +54,7 @@ impl std::fmt::Display for DbError {
 
 impl DbError {
     /// The server's error, when the server sent one.
-    fn server(&self) -> Option<&tokio_postgres::error::DbError> {
+    pub(super) fn server(&self) -> Option<&tokio_postgres::error::DbError> {
         match self {
             DbError::Pg(e) => e.as_db_error(),
             _ => None,

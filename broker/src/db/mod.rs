@@ -29,6 +29,7 @@
 pub mod ack;
 pub mod admin;
 pub mod error;
+pub mod kv;
 pub mod maintenance;
 pub mod pop;
 pub mod push;

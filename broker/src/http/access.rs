@@ -112,6 +112,7 @@ mod tests {
             ("GET", "/api/v1/timers/q/k", Level::ReadOnly),
             ("DELETE", "/api/v1/timers/q/k", Level::ReadWrite),
             ("POST", "/api/v1/timers", Level::ReadWrite),
+            ("POST", "/api/v1/kv", Level::ReadWrite),
             ("GET", "/api/v1/consumer-groups", Level::ReadOnly),
             ("GET", "/api/v1/pop/queue/q", Level::ReadWrite),
             ("POST", "/api/v1/push", Level::ReadWrite),

@@ -1,7 +1,7 @@
 //! The HTTP room: the router and its middleware (request counting, the body limit and
 //! read deadline, authentication and tenancy of the `/api/v1` routes, JSON bodies on every
 //! error; docs/broker-contract.md §1), the connection loop (`server.rs`), request parsing
-//! (`input.rs`, `items.rs`, `binary_body.rs`, `timer_ops.rs`), how an `ApiError` answers (`response.rs`), and the routes
+//! (`input.rs`, `items.rs`, `binary_body.rs`, `kv_ops.rs`, `timer_ops.rs`), how an `ApiError` answers (`response.rs`), and the routes
 //! (`routes/`).
 
 pub mod access;
@@ -12,6 +12,7 @@ mod dlq_ops;
 pub mod input;
 pub mod items;
 mod known_queue;
+pub mod kv_ops;
 mod response;
 pub mod routes;
 pub mod server;
@@ -28,8 +29,8 @@ use serde_json::json;
 
 use crate::state::AppState;
 use routes::{
-    ack, browse, configure, consumer_groups, dlq, dlq_admin, health, lease, messages, pop, push,
-    queues, reads, resources, status, timers, traces, transaction,
+    ack, browse, configure, consumer_groups, dlq, dlq_admin, health, kv, lease, messages, pop,
+    push, queues, reads, resources, status, timers, traces, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -50,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/lease/{lease_id}/extend", post(lease::extend))
         .route("/api/v1/transaction", post(transaction::transaction))
         .route("/api/v1/fetch", post(reads::fetch))
+        .route("/api/v1/kv", post(kv::batch))
         .route(
             "/api/v1/partitions/changed",
             post(reads::partitions_changed),

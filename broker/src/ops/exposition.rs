@@ -368,6 +368,11 @@ fn render_maintenance(out: &mut String, m: &MaintenanceStats) {
             "Rows of partitions or queues that no longer exist, removed.",
             &m.orphan_rows,
         ),
+        (
+            "queen_maintenance_kv_expired_total",
+            "Key/value rows removed past their expiry.",
+            &m.kv_expired,
+        ),
     ] {
         scalar(out, name, "counter", help, load(c));
     }

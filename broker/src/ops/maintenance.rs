@@ -39,6 +39,7 @@ pub struct MaintenanceStats {
     pub traces: AtomicU64,
     pub sidecar_rows: AtomicU64,
     pub orphan_rows: AtomicU64,
+    pub kv_expired: AtomicU64,
     /// The last run that did its work (not skipped, not failed).
     pub last: Mutex<Option<LastRun>>,
 }
@@ -68,6 +69,7 @@ impl MaintenanceStats {
         add(&self.traces, r.traces);
         add(&self.sidecar_rows, r.sidecar_rows);
         add(&self.orphan_rows, r.orphan_rows);
+        add(&self.kv_expired, r.kv_expired);
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());

@@ -30,6 +30,7 @@ pub mod encryption;
 pub mod fetch;
 pub mod frame;
 pub mod hash;
+pub mod kv;
 pub mod lifecycle;
 pub mod names;
 pub mod options;

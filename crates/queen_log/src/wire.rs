@@ -257,6 +257,9 @@ pub struct TxnWire {
     /// The timer rider's verdicts, index-aligned with the request's `timers`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timers: Vec<crate::timers::TimerResult>,
+    /// The kv rider's results (queen_log::kv's answers), index-aligned with `kv`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kv: Vec<serde_json::Value>,
 }
 
 /// `log_transaction_wire_v1`'s input (docs/contract.md §9): built by the broker, read by the
@@ -272,6 +275,10 @@ pub struct TxnWireRequest {
     /// "Timers": the lock order against the sweeper).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timers: Vec<crate::timers::TimerOp>,
+    /// Key/value ops applied in the same transaction, after the timers and before the
+    /// pushes and acks (docs/decisions.md, "Key/value"); checked by queen_log::kv.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kv: Vec<crate::kv::KvOp>,
     #[serde(rename = "_tenant", default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
 }
@@ -515,6 +522,8 @@ pub struct MaintenanceReport {
     pub traces: i64,
     pub sidecar_rows: i64,
     pub orphan_rows: i64,
+    /// Key/value rows removed past their expiry.
+    pub kv_expired: i64,
     /// The time budget ran out with work left.
     pub more: bool,
     /// Another runner took the lock between two steps.

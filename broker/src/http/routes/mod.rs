@@ -9,6 +9,7 @@ pub mod consumer_groups;
 pub mod dlq;
 pub mod dlq_admin;
 pub mod health;
+pub mod kv;
 pub mod lease;
 pub mod messages;
 pub mod pop;

@@ -70,11 +70,9 @@ pub async fn list_queues(
     Tenant(tenant): Tenant,
 ) -> ApiResult<Json<Value>> {
     let queues = load(&state.db, Some(tenant), None).await?;
-    Ok(Json(json!({
-        "queues": queues.iter().map(queue_json).collect::<Vec<_>>(),
-        // Queen's key-value and timer stores do not exist here.
-        "kvRows": 0, "kvBytes": 0, "timerRows": 0, "timerBytes": 0,
-    })))
+    let mut out = state.db.conn().await?.store_sizes(tenant).await?;
+    out["queues"] = json!(queues.iter().map(queue_json).collect::<Vec<_>>());
+    Ok(Json(out))
 }
 
 /// Queen's queue detail.

@@ -5,7 +5,8 @@
 //! group); a group goes in positional form when this process served its pop and the
 //! registry's fast-path conditions hold (the entry is consumed), else in hash form.
 //! The `timers` rider (crate::http::timer_ops) is applied in the same transaction, its
-//! results after the operations'; the `kv` rider is refused until key/value exists.
+//! results after the kv rider's; the `kv` rider (crate::http::kv_ops) runs in the same
+//! transaction too, its results right after the operations'.
 //! The body may be the SDK's binary one (`QTB1`, crate::http::binary_body): a JSON head
 //! and the pushes as framed groups, each answered as one push operation after the head's.
 
@@ -19,12 +20,14 @@ use axum::Json;
 use base64::Engine;
 use queen_log::ack::Status;
 use queen_log::hash::{hash_hex, TxnHash};
+use queen_log::kv::KvOp;
 use queen_log::segment::{encode_segment, segment_hashes};
 use queen_log::timers::{TimerOp, TimerResult};
 use queen_log::wire::{Reply, TxnWire, TxnWireRequest, WireAck, WireAckOp, WireHashElem, WirePush};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::db::Conn;
@@ -36,6 +39,7 @@ use crate::http::items::{
     check_item_count, encrypting, group_by_partition, mark_request_duplicates, read_ack_item,
     read_push_item, seal_items, AckAt, AckItem, PushItem,
 };
+use crate::http::kv_ops;
 use crate::http::timer_ops::{nudge, read_ops, seal_ops};
 use crate::state::AppState;
 
@@ -48,8 +52,8 @@ struct Body<'a> {
     operations: Option<&'a RawValue>,
     #[serde(borrow, rename = "requiredLeases")]
     required_leases: Option<&'a RawValue>,
-    /// Queen 2.x's key/value rider (`tx.kv.*`, `tx.once`, `tx.guard`): not implemented, so
-    /// refused unless absent, null or `[]` (which ask for nothing).
+    /// Queen 2.x's key/value rider (`tx.kv.*`, `tx.once`, `tx.guard`): applied in the
+    /// same database transaction (crate::http::kv_ops reads it).
     #[serde(borrow, default)]
     kv: Option<&'a RawValue>,
     /// Queen 2.x's timer rider (`tx.timer(..)`): applied in the same database
@@ -101,12 +105,6 @@ struct OpType<'a> {
     kind: Option<&'a str>,
 }
 
-/// The first element's `op` of a rider array, to name it in the refusal.
-#[derive(Deserialize)]
-struct RiderOp<'a> {
-    op: Option<&'a str>,
-}
-
 /// The request, read: its push items (with the operation each came from), its acks
 /// (with theirs), and the requiredLeases.
 struct Parsed {
@@ -115,8 +113,10 @@ struct Parsed {
     pushes: Vec<PushItem>,
     acks: Vec<AckItem>,
     required: Vec<String>,
-    /// The timer rider's ops; their results follow the operations' (a flat index space).
+    /// The timer rider's ops; their results follow the kv rider's (a flat index space).
     timers: Vec<TimerOp>,
+    /// The kv rider's ops; their results follow the operations'.
+    kv: Vec<KvOp>,
     /// A binary body's push groups as the client compressed them (crate::http::binary_body).
     ready: Vec<ReadySegment>,
     /// A binary body's flag 2: pushes and acks are counted, not listed.
@@ -208,6 +208,7 @@ pub async fn transaction(
         pushes,
         acks,
         timers: std::mem::take(&mut p.timers),
+        kv: std::mem::take(&mut p.kv),
         tenant: Some(tenant.to_string()),
     };
     match db.log_transaction_wire(&wire).await {
@@ -227,6 +228,21 @@ pub async fn transaction(
                 success: true,
                 results,
             })
+            .into_response())
+        }
+        // A lost `required` kv precondition (nothing was written) is the SDK's 200
+        // `kv_precondition`, its `failedIndex` in the flat space: every pushed item and
+        // every ack first, then the kv rider.
+        Err(e) if e.kv_precondition().is_some() => {
+            let pre = e.kv_precondition().expect("checked");
+            let flat = p.pushes.len() + p.acks.len();
+            Ok(Json(json!({
+                "transactionId": txn, "success": false, "reason": "kv_precondition",
+                "error": format!("kv precondition lost at kv[{}] ({}): nothing was committed",
+                                 pre.failed_index, pre.kv_reason),
+                "failedIndex": flat + pre.failed_index, "kvReason": pre.kv_reason,
+                "version": pre.version, "value": pre.value, "results": [],
+            }))
             .into_response())
         }
         // The wire's refusal (nothing was written) is a 200 with the reason; a database
@@ -279,11 +295,10 @@ fn parse(body: &[u8], max_items: usize, max_payload: usize) -> ApiResult<Parsed>
 
 fn parse_json_body(body: &[u8], max_items: usize, max_payload: usize) -> ApiResult<Parsed> {
     let b: Body<'_> = parse_json(body)?;
-    refuse_rider(
-        "kv",
-        b.kv,
-        "key/value rider ops (tx.kv.*, tx.once, tx.guard lock guards)",
-    )?;
+    let kv = match b.kv.filter(|k| k.get() != "null") {
+        Some(k) => kv_ops::read(k, "kv", true).map_err(|r| r.api_error())?.1,
+        None => Vec::new(),
+    };
     let timers = match b.timers.filter(|t| t.get() != "null") {
         Some(t) => read_ops(t, "timers", max_payload)?,
         None => Vec::new(),
@@ -303,6 +318,7 @@ fn parse_json_body(body: &[u8], max_items: usize, max_payload: usize) -> ApiResu
         acks: Vec::new(),
         required,
         timers,
+        kv,
         ready: Vec::new(),
         counts: false,
     };
@@ -311,30 +327,6 @@ fn parse_json_body(body: &[u8], max_items: usize, max_payload: usize) -> ApiResu
     }
     check_item_count(p.pushes.len(), max_items)?;
     Ok(p)
-}
-
-/// A Queen 2.x rider this broker does not implement: a 400 naming it, unless it asks for
-/// nothing (absent, null, `[]`). Committing the pushes and acks without it would break
-/// the client's precondition (a lost compare-and-set, a second `once`, an expired guard).
-fn refuse_rider(name: &str, v: Option<&RawValue>, what: &str) -> ApiResult<()> {
-    let Some(v) = v else { return Ok(()) };
-    let ops: Option<Vec<&RawValue>> = serde_json::from_str(v.get()).ok();
-    if ops.as_ref().is_some_and(Vec::is_empty) {
-        return Ok(());
-    }
-    let first = ops
-        .as_ref()
-        .and_then(|o| serde_json::from_str::<RiderOp<'_>>(o[0].get()).ok())
-        .and_then(|r| r.op)
-        .map(|op| format!(" (first: \"{op}\")"))
-        .unwrap_or_default();
-    Err(ApiError::field(
-        name,
-        format!(
-            "{name}: {what}{first} are not implemented by this broker; the transaction was \
-             refused and nothing was written"
-        ),
-    ))
 }
 
 fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
@@ -590,6 +582,9 @@ enum OpResult<'a> {
         error: Option<()>,
         dlq: bool,
     },
+    /// A kv op's result (queen_log::kv's answer) with `type: "kv"`, `success` (applied
+    /// or found) and its `index` its place in `results`.
+    Kv(Value),
     /// A timer op's verdict, its `index` its place in `results`.
     Timer {
         index: usize,
@@ -615,17 +610,18 @@ struct Counted<'a> {
 
 fn counted<'a>(txn: &'a str, p: &'a Parsed, r: &'a TxnWire) -> Counted<'a> {
     let duplicate = p.pushes.iter().filter(|i| i.dup_of.is_some()).count();
-    let results = r
-        .timers
-        .iter()
-        .enumerate()
-        .map(|(index, t)| OpResult::Timer {
-            index,
-            kind: "timer",
-            success: t.ok,
-            result: t,
-        })
-        .collect();
+    let kv = r.kv.len();
+    let results =
+        r.kv.iter()
+            .enumerate()
+            .map(|(index, k)| OpResult::Kv(kv_result(index, k)))
+            .chain(r.timers.iter().enumerate().map(|(i, t)| OpResult::Timer {
+                index: kv + i,
+                kind: "timer",
+                success: t.ok,
+                result: t,
+            }))
+            .collect();
     Counted {
         transaction_id: txn,
         success: true,
@@ -634,6 +630,20 @@ fn counted<'a>(txn: &'a str, p: &'a Parsed, r: &'a TxnWire) -> Counted<'a> {
         acked: p.acks.len(),
         results,
     }
+}
+
+/// A kv rider result in the transaction's flat space: `index` there, `type: "kv"`,
+/// `success` whether the op applied (a write) or found its key (a read).
+fn kv_result(index: usize, k: &Value) -> Value {
+    let mut v = k.clone();
+    let success = ["applied", "found"]
+        .iter()
+        .find_map(|f| k.get(*f).and_then(Value::as_bool))
+        .unwrap_or(true);
+    v["index"] = json!(index);
+    v["type"] = json!("kv");
+    v["success"] = json!(success);
+    v
 }
 
 /// Results in operation order: one per pushed item, one per ack.
@@ -674,6 +684,9 @@ fn render<'a>(p: &'a Parsed, r: &'a TxnWire) -> Vec<OpResult<'a>> {
                 });
             }
         }
+    }
+    for k in &r.kv {
+        out.push(OpResult::Kv(kv_result(out.len(), k)));
     }
     for t in &r.timers {
         out.push(OpResult::Timer {

@@ -1,0 +1,48 @@
+//! Key/value (docs/decisions.md, "Key/value"): `kv_apply_v1` on a pooled connection, and
+//! the lost `required` precondition read back from its error.
+
+use queen_log::kv::{Precondition, RawOp, QKV_PRECONDITION};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{Conn, DbError};
+
+impl Conn {
+    /// `queen.kv_apply_v1`: the ops in order, in one transaction; index-aligned results.
+    pub async fn kv_apply(&self, ops: &[RawOp], tenant: Uuid) -> Result<Vec<Value>, DbError> {
+        let ops =
+            serde_json::to_value(ops).map_err(|e| DbError::Unreadable(format!("kv ops: {e}")))?;
+        let answer: Value = self
+            .json(
+                "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid)",
+                &[&ops, &tenant],
+            )
+            .await?;
+        match answer.get("results") {
+            Some(Value::Array(r)) => Ok(r.clone()),
+            _ => Err(DbError::Unreadable(format!(
+                "kv_apply_v1 answered {answer}"
+            ))),
+        }
+    }
+}
+
+impl Conn {
+    /// `queen.store_sizes_v1`: the tenant's kv and timer rows and bytes.
+    pub async fn store_sizes(&self, tenant: Uuid) -> Result<Value, DbError> {
+        self.json("SELECT queen.store_sizes_v1($1::uuid)", &[&tenant])
+            .await
+    }
+}
+
+impl DbError {
+    /// The verdict of a `required` op that did not apply (`QKV precondition`, its detail
+    /// the JSON [`Precondition`]): nothing of the call committed.
+    pub fn kv_precondition(&self) -> Option<Precondition> {
+        let db = self.server()?;
+        if !db.message().starts_with(QKV_PRECONDITION) {
+            return None;
+        }
+        serde_json::from_str(db.detail()?).ok()
+    }
+}

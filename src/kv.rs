@@ -1,0 +1,348 @@
+//! Queen 2.x's versioned key/value (docs/decisions.md, "Key/value"; the rules in
+//! queen_log::kv): `queen.kv_apply_v1(ops, tenant)` runs a call's ops in order in one
+//! transaction, and the transaction wire runs its `kv` rider the same way. Each write
+//! locks its key's row (an expired one included: its version carries on), decides from
+//! the live row, and writes what the decision says; a `required` op that did not apply
+//! raises `QKV precondition`, so nothing of the call commits. Every statement names
+//! (tenant, namespace, key): one shard on Citus, where `queen.kv` is distributed by key.
+
+use pgrx::datum::{TimestampWithTimeZone, Uuid};
+use pgrx::prelude::*;
+use pgrx::spi::SpiClient;
+use pgrx::JsonB;
+use queen_log::kv::{
+    decide, get_result, next_version, read_ops, write_result, Decision, Expiry, KvOp, Precondition,
+    RawOp, Row, Shown, Write, QKV_PRECONDITION,
+};
+use serde_json::{json, Value};
+
+use crate::db::{
+    bad_param, clock_plus, col, default_tenant, iso_ms, jsonb, micros, q, raise_detail, required,
+    OrRaise,
+};
+
+/// The row under a key, whether live, and its version (live or not).
+struct Found {
+    shown: Shown,
+    live: bool,
+}
+
+fn shown(key: &str, r: &pgrx::spi::SpiHeapTupleData<'_>) -> Shown {
+    let text: String = col(r, 1, "kv.value");
+    let expires: Option<TimestampWithTimeZone> = r.get(3).or_raise();
+    Shown {
+        key: key.to_string(),
+        value: serde_json::from_str(&text).unwrap_or(Value::Null),
+        version: col(r, 2, "kv.version"),
+        expires_at: expires.map(iso_ms),
+        updated_at: iso_ms(col(r, 4, "kv.updated_at")),
+    }
+}
+
+/// The row under (tenant, ns, key), locked when `lock`; `now` decides liveness.
+fn find(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    ns: &str,
+    key: &str,
+    now: TimestampWithTimeZone,
+    lock: bool,
+) -> Option<Found> {
+    let sql: &'static str = if lock {
+        "SELECT value::text, version, expires_at, updated_at, (expires_at IS NULL OR expires_at > $4)
+           FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3 FOR UPDATE"
+    } else {
+        "SELECT value::text, version, expires_at, updated_at, (expires_at IS NULL OR expires_at > $4)
+           FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3"
+    };
+    q(
+        client,
+        sql,
+        &[tenant.into(), ns.into(), key.into(), now.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| Found {
+        shown: shown(key, &r),
+        live: col(&r, 5, "live"),
+    })
+}
+
+fn live(f: Option<Found>) -> Option<Shown> {
+    f.filter(|f| f.live).map(|f| f.shown)
+}
+
+fn expiry_at(client: &SpiClient<'_>, e: Expiry) -> Option<TimestampWithTimeZone> {
+    match e {
+        Expiry::Forever => None,
+        Expiry::Seconds(s) => Some(clock_plus(client, s as f64).1),
+    }
+}
+
+/// Carries out an upsert: UPDATE of the row there, else INSERT; None when a concurrent
+/// call inserted the key first (the caller decides again on that row).
+#[allow(clippy::too_many_arguments)]
+fn upsert(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    ns: &str,
+    key: &str,
+    old: Option<&Found>,
+    value: &Value,
+    expiry: Option<Expiry>,
+    now: TimestampWithTimeZone,
+) -> Option<Shown> {
+    let version = next_version(old.map(|f| f.shown.version), micros(now));
+    let set_expiry = expiry.is_some();
+    let at = expiry.and_then(|e| expiry_at(client, e));
+    let text = value.to_string();
+    let args = [
+        tenant.into(),
+        ns.into(),
+        key.into(),
+        text.as_str().into(),
+        version.into(),
+        set_expiry.into(),
+        at.into(),
+        now.into(),
+    ];
+    let sql: &'static str = if old.is_some() {
+        "UPDATE queen.kv SET value = $4::jsonb, version = $5,
+                expires_at = CASE WHEN $6 THEN $7 ELSE expires_at END, updated_at = $8
+          WHERE tenant_id = $1 AND ns = $2 AND key = $3
+         RETURNING value::text, version, expires_at, updated_at"
+    } else {
+        "INSERT INTO queen.kv AS k (tenant_id, ns, key, value, version, expires_at, updated_at)
+         SELECT $1, $2, $3, $4::jsonb, $5, CASE WHEN $6 THEN $7 END, $8
+         ON CONFLICT (tenant_id, ns, key) DO NOTHING
+         RETURNING value::text, version, expires_at, updated_at"
+    };
+    q(client, sql, &args)
+        .or_raise()
+        .next()
+        .map(|r| shown(key, &r))
+}
+
+fn key_of(op: &KvOp) -> (&str, &str) {
+    match op {
+        KvOp::Put { ns, key, .. }
+        | KvOp::Delete { ns, key, .. }
+        | KvOp::Incr { ns, key, .. }
+        | KvOp::Check { ns, key, .. }
+        | KvOp::Get { ns, key } => (ns, key),
+        KvOp::GetMany { ns, .. } | KvOp::GetPrefix { ns, .. } => (ns, ""),
+    }
+}
+
+/// A write op (put, delete, incr, check): its decision and answer.
+fn write(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> (Decision, Value) {
+    let (ns, key) = key_of(op);
+    // Two tries: a first write that meets a concurrent insert of the key decides again
+    // on the row that insert committed.
+    for _ in 0..2 {
+        let now = clock_plus(client, 0.0).0;
+        let found = find(client, tenant, ns, key, now, true);
+        let current = found.as_ref().filter(|f| f.live).map(|f| Row {
+            value: f.shown.value.clone(),
+            version: f.shown.version,
+        });
+        let d = decide(op, current.as_ref());
+        // What the answer shows: the row after the write, or the one that refused it (a
+        // delete shows the version it removed).
+        let after = match &d.write {
+            Write::Nothing => live(found),
+            Write::Delete => {
+                q(
+                    client,
+                    "DELETE FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3",
+                    &[tenant.into(), ns.into(), key.into()],
+                )
+                .or_raise();
+                found.map(|f| Shown {
+                    value: Value::Null,
+                    ..f.shown
+                })
+            }
+            Write::Upsert { value, expiry } => {
+                match upsert(client, tenant, ns, key, found.as_ref(), value, *expiry, now) {
+                    Some(s) => Some(s),
+                    None => continue,
+                }
+            }
+        };
+        let result = write_result(i, key, &d, after.as_ref());
+        return (d, result);
+    }
+    crate::db::raise_internal(format!("kv: the key {key:?} kept changing under the write"))
+}
+
+fn read(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> Value {
+    let now = clock_plus(client, 0.0).0;
+    match op {
+        KvOp::Get { ns, key } => get_result(
+            i,
+            key,
+            live(find(client, tenant, ns, key, now, false)).as_ref(),
+        ),
+        KvOp::GetMany { ns, keys } => {
+            let mut rows = Vec::new();
+            let mut missing = Vec::new();
+            for k in keys {
+                match live(find(client, tenant, ns, k, now, false)) {
+                    Some(s) => rows.push(s.row(false)),
+                    None => missing.push(k.clone()),
+                }
+            }
+            json!({"index": i, "rows": rows, "missing": missing, "truncated": false})
+        }
+        KvOp::GetPrefix {
+            ns,
+            prefix,
+            after,
+            limit,
+            keys_only,
+        } => prefix_page(
+            client,
+            tenant,
+            i,
+            (ns, prefix, after.as_deref()),
+            *limit,
+            *keys_only,
+            now,
+        ),
+        _ => unreachable!("writes go through write()"),
+    }
+}
+
+/// One page of a prefix, by key (byte order); one row past the page says whether more
+/// follow.
+fn prefix_page(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    i: usize,
+    (ns, prefix, after): (&str, &str, Option<&str>),
+    limit: i64,
+    keys_only: bool,
+    now: TimestampWithTimeZone,
+) -> Value {
+    let rows: Vec<Shown> = q(
+        client,
+        "SELECT value::text, version, expires_at, updated_at, key FROM queen.kv
+          WHERE tenant_id = $1 AND ns = $2 AND starts_with(key, $3)
+            AND ($4::text IS NULL OR key > $4) AND (expires_at IS NULL OR expires_at > $5)
+          ORDER BY key LIMIT $6",
+        &[
+            tenant.into(),
+            ns.into(),
+            prefix.into(),
+            after.into(),
+            now.into(),
+            (limit + 1).into(),
+        ],
+    )
+    .or_raise()
+    .map(|r| {
+        let key: String = col(&r, 5, "kv.key");
+        shown(&key, &r)
+    })
+    .collect();
+    let truncated = rows.len() as i64 > limit;
+    let page: Vec<Value> = rows
+        .iter()
+        .take(limit as usize)
+        .map(|s| s.row(keys_only))
+        .collect();
+    let next = truncated.then(|| rows[limit as usize - 1].key.clone());
+    json!({"index": i, "rows": page, "truncated": truncated, "nextAfter": next})
+}
+
+/// Runs ops in order; a `required` op that did not apply raises (nothing commits), its
+/// index shifted by `index_base` (the rider's place in the transaction's results).
+pub fn apply(client: &SpiClient<'_>, tenant: Uuid, ops: &[KvOp]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(ops.len());
+    for (i, op) in ops.iter().enumerate() {
+        let result = match op {
+            KvOp::Get { .. } | KvOp::GetMany { .. } | KvOp::GetPrefix { .. } => {
+                read(client, tenant, i, op)
+            }
+            _ => {
+                let (d, result) = write(client, tenant, i, op);
+                if d.required && !d.applied {
+                    let p = Precondition {
+                        failed_index: i,
+                        kv_reason: d.reason.unwrap_or("precondition").to_string(),
+                        version: result["version"].as_i64().unwrap_or(0),
+                        value: result["value"].clone(),
+                    };
+                    raise_detail(
+                        PgSqlErrorCode::ERRCODE_RAISE_EXCEPTION,
+                        format!("{QKV_PRECONDITION}: op {i} did not apply ({})", p.kv_reason),
+                        serde_json::to_string(&p).unwrap_or_default(),
+                    );
+                }
+                result
+            }
+        };
+        out.push(result);
+    }
+    out
+}
+
+/// `queen.kv_apply_v1(ops, tenant)`: the SDK's `POST /api/v1/kv` from SQL. `ops` is the
+/// JSON array of ops as the SDK writes them; the answer `{results: [...]}` is
+/// index-aligned. A refused op is 22023 naming its index and reason; a `required` op
+/// that did not apply raises `QKV precondition` (P0001, its DETAIL the JSON verdict).
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn kv_apply_v1(
+    p_ops: Option<JsonB>,
+    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+) -> JsonB {
+    let raw: Vec<RawOp> = serde_json::from_value(required(p_ops, "p_ops").0)
+        .unwrap_or_else(|e| bad_param(format!("QKV p_ops: {e}")));
+    let ops = read_ops(&raw, false)
+        .unwrap_or_else(|(i, e)| bad_param(format!("QKV {}: op {i}: {}", e.reason, e.detail)));
+    let tenant = p_tenant.unwrap_or_else(default_tenant);
+    jsonb(&json!({"results": Spi::connect(|c| apply(c, tenant, &ops))}))
+}
+
+/// `queen.kv_expire_step_v1(max_rows)`: removes up to `max_rows` rows past their expiry
+/// (run_maintenance's kv step): `{removed, done}`.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn kv_expire_step_v1(p_max_rows: default!(Option<i32>, "1000")) -> JsonB {
+    let max = p_max_rows.unwrap_or(1000);
+    if max < 1 {
+        bad_param("kv_expire_step_v1: p_max_rows must be >= 1");
+    }
+    Spi::connect(|client| {
+        let now = clock_plus(client, 0.0).0;
+        let doomed: Vec<(Uuid, String, String)> = q(
+            client,
+            "SELECT tenant_id, ns, key FROM queen.kv WHERE expires_at <= $1
+              ORDER BY expires_at LIMIT $2",
+            &[now.into(), max.into()],
+        )
+        .or_raise()
+        .map(|r| (col(&r, 1, "tenant_id"), col(&r, 2, "ns"), col(&r, 3, "key")))
+        .collect();
+        let mut removed = 0i64;
+        // By key, re-checked: a row renewed since the scan stays.
+        for (t, ns, key) in &doomed {
+            removed += q(
+                client,
+                "DELETE FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3
+                   AND expires_at <= $4 RETURNING 1",
+                &[
+                    (*t).into(),
+                    ns.as_str().into(),
+                    key.as_str().into(),
+                    now.into(),
+                ],
+            )
+            .or_raise()
+            .len() as i64;
+        }
+        jsonb(&json!({"removed": removed, "done": (doomed.len() as i32) < max}))
+    })
+}
