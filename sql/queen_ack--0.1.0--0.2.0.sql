@@ -2208,6 +2208,18 @@ AS 'MODULE_PATHNAME', 'kv_expire_step_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.kv_apply_v1(jsonb, uuid), queen.kv_expire_step_v1(int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.kv_apply_v1(jsonb, uuid), queen.kv_expire_step_v1(int) TO queen_broker;
 
+-- Locks and semaphores (src/locks.rs, queen_log::locks; docs/decisions.md, "Locks").
+CREATE FUNCTION queen."locks_apply_v1"(
+	"p_ops" jsonb,
+	"p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'locks_apply_v1_wrapper';
+REVOKE ALL ON FUNCTION queen.locks_apply_v1(jsonb, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.locks_apply_v1(jsonb, uuid) TO queen_broker;
+
 -- The tenant's key/value and timer stores, as Queen's queue list reports them
 -- (`kvRows`, `kvBytes`, `timerRows`, `timerBytes`; bytes are the rows' stored sizes).
 CREATE FUNCTION queen.store_sizes_v1(

@@ -22,12 +22,12 @@ use crate::db::{
 };
 
 /// The row under a key, whether live, and its version (live or not).
-struct Found {
-    shown: Shown,
-    live: bool,
+pub(crate) struct Found {
+    pub shown: Shown,
+    pub live: bool,
 }
 
-fn shown(key: &str, r: &pgrx::spi::SpiHeapTupleData<'_>) -> Shown {
+pub(crate) fn shown(key: &str, r: &pgrx::spi::SpiHeapTupleData<'_>) -> Shown {
     let text: String = col(r, 1, "kv.value");
     let expires: Option<TimestampWithTimeZone> = r.get(3).or_raise();
     Shown {
@@ -40,7 +40,7 @@ fn shown(key: &str, r: &pgrx::spi::SpiHeapTupleData<'_>) -> Shown {
 }
 
 /// The row under (tenant, ns, key), locked when `lock`; `now` decides liveness.
-fn find(
+pub(crate) fn find(
     client: &SpiClient<'_>,
     tenant: Uuid,
     ns: &str,
@@ -55,6 +55,18 @@ fn find(
         "SELECT value::text, version, expires_at, updated_at, (expires_at IS NULL OR expires_at > $4)
            FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3"
     };
+    if lock {
+        // Every writer of a key takes this lock before it looks, so an absent key has one
+        // inserter at a time (an INSERT never meets a concurrent one: on Citus an insert
+        // that loses ON CONFLICT breaks SPI's row count). The broker and psql reach kv
+        // through the coordinator, so the lock is cluster-wide.
+        q(
+            client,
+            "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3, 7))",
+            &[tenant.to_string().as_str().into(), ns.into(), key.into()],
+        )
+        .or_raise();
+    }
     q(
         client,
         sql,
@@ -79,10 +91,10 @@ fn expiry_at(client: &SpiClient<'_>, e: Expiry) -> Option<TimestampWithTimeZone>
     }
 }
 
-/// Carries out an upsert: UPDATE of the row there, else INSERT; None when a concurrent
-/// call inserted the key first (the caller decides again on that row).
+/// Carries out an upsert: UPDATE of the row there, else INSERT (the key's advisory lock,
+/// taken by [`find`], makes this insert the only one).
 #[allow(clippy::too_many_arguments)]
-fn upsert(
+pub(crate) fn upsert(
     client: &SpiClient<'_>,
     tenant: Uuid,
     ns: &str,
@@ -112,9 +124,8 @@ fn upsert(
           WHERE tenant_id = $1 AND ns = $2 AND key = $3
          RETURNING value::text, version, expires_at, updated_at"
     } else {
-        "INSERT INTO queen.kv AS k (tenant_id, ns, key, value, version, expires_at, updated_at)
+        "INSERT INTO queen.kv (tenant_id, ns, key, value, version, expires_at, updated_at)
          SELECT $1, $2, $3, $4::jsonb, $5, CASE WHEN $6 THEN $7 END, $8
-         ON CONFLICT (tenant_id, ns, key) DO NOTHING
          RETURNING value::text, version, expires_at, updated_at"
     };
     q(client, sql, &args)
@@ -137,43 +148,39 @@ fn key_of(op: &KvOp) -> (&str, &str) {
 /// A write op (put, delete, incr, check): its decision and answer.
 fn write(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> (Decision, Value) {
     let (ns, key) = key_of(op);
-    // Two tries: a first write that meets a concurrent insert of the key decides again
-    // on the row that insert committed.
-    for _ in 0..2 {
-        let now = clock_plus(client, 0.0).0;
-        let found = find(client, tenant, ns, key, now, true);
-        let current = found.as_ref().filter(|f| f.live).map(|f| Row {
-            value: f.shown.value.clone(),
-            version: f.shown.version,
-        });
-        let d = decide(op, current.as_ref());
-        // What the answer shows: the row after the write, or the one that refused it (a
-        // delete shows the version it removed).
-        let after = match &d.write {
-            Write::Nothing => live(found),
-            Write::Delete => {
-                q(
-                    client,
-                    "DELETE FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3",
-                    &[tenant.into(), ns.into(), key.into()],
-                )
-                .or_raise();
-                found.map(|f| Shown {
-                    value: Value::Null,
-                    ..f.shown
-                })
-            }
-            Write::Upsert { value, expiry } => {
-                match upsert(client, tenant, ns, key, found.as_ref(), value, *expiry, now) {
-                    Some(s) => Some(s),
-                    None => continue,
-                }
-            }
-        };
-        let result = write_result(i, key, &d, after.as_ref());
-        return (d, result);
-    }
-    crate::db::raise_internal(format!("kv: the key {key:?} kept changing under the write"))
+    // The key's lock is held from the look to the commit (see [`find`]).
+    let now = clock_plus(client, 0.0).0;
+    let found = find(client, tenant, ns, key, now, true);
+    let current = found.as_ref().filter(|f| f.live).map(|f| Row {
+        value: f.shown.value.clone(),
+        version: f.shown.version,
+    });
+    let d = decide(op, current.as_ref());
+    // What the answer shows: the row after the write, or the one that refused it (a
+    // delete shows the version it removed).
+    let after = match &d.write {
+        Write::Nothing => live(found),
+        Write::Delete => {
+            q(
+                client,
+                "DELETE FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3",
+                &[tenant.into(), ns.into(), key.into()],
+            )
+            .or_raise();
+            found.map(|f| Shown {
+                value: Value::Null,
+                ..f.shown
+            })
+        }
+        Write::Upsert { value, expiry } => {
+            let written = upsert(client, tenant, ns, key, found.as_ref(), value, *expiry, now);
+            Some(written.unwrap_or_else(|| {
+                crate::db::raise_internal(format!("kv: the write of {key:?} changed no row"))
+            }))
+        }
+    };
+    let result = write_result(i, key, &d, after.as_ref());
+    (d, result)
 }
 
 fn read(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> Value {

@@ -15,6 +15,7 @@ mod dlq;
 mod fetch;
 mod kv;
 mod lifecycle;
+mod locks;
 mod names;
 mod native;
 mod pop;

@@ -464,6 +464,19 @@ async fn no_route_reaches_another_tenants_data() {
         (s, v["results"][0]["applied"].clone()),
         (StatusCode::OK, json!(true))
     );
+    let (s, v) = a
+        .post(
+            "/api/v1/locks",
+            &json!({"operations": [
+            {"op": "acquire", "name": "lock-of-A", "ttlSeconds": 3600, "owner": "owner-of-A"}]}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["results"][0]["acquired"].clone()),
+        (StatusCode::OK, json!(true)),
+        "{v}"
+    );
+    let a_token = v["results"][0]["token"].clone();
     let db = common::admin().await;
     let before = tenant_digest(&db, ta).await;
 
@@ -486,6 +499,7 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/fetch",
         "/api/v1/kv",
         "/api/v1/lease/{lease_id}/extend",
+        "/api/v1/locks",
         "/api/v1/messages",
         "/api/v1/messages/{partition_id}/{transaction_id}",
         "/api/v1/messages/{partition_id}/{transaction_id}/retry",
@@ -703,6 +717,18 @@ async fn no_route_reaches_another_tenants_data() {
     assert_eq!(r.1["results"][2]["applied"], true, "{r:?}");
     assert_eq!(r.1["results"][3]["reason"], "absent", "{r:?}");
     note("kv", r);
+    // A's lock: B sees no holder, and B's release with A's token releases nothing.
+    let r = other
+        .post(
+            "/api/v1/locks",
+            &json!({"operations": [
+            {"op": "get", "name": "lock-of-A"},
+            {"op": "release", "name": "lock-of-A", "token": a_token}]}),
+        )
+        .await;
+    assert_eq!(r.1["results"][0]["held"], false, "{r:?}");
+    assert_eq!(r.1["results"][1]["released"], false, "{r:?}");
+    note("locks", r);
     // A pop across A's namespace (the queue's own name, which has no dot) finds nothing.
     let r = other
         .get(&format!("/api/v1/pop?namespace={q}&batch=10"))

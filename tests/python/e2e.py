@@ -502,6 +502,44 @@ async def test_kv(client):
     check([m["data"] for m in msgs] == [{"attempt": 1}], f"the losing bundle pushed {msgs!r}")
 
 
+async def test_locks(client):
+    """client.lock / client.semaphore (Queen 2.x): one holder, a guarded transaction
+    commits while held, a higher token for the next holder, a semaphore of 2 grants 2
+    (docs/decisions.md, "Locks")."""
+    name = qname("lock")
+    a = client.lock(name, ttl_seconds=30)
+    b = client.lock(name, ttl_seconds=30)
+    try:
+        check(await a.acquire() is True, "a acquires")
+        check(await b.acquire() is False, "b must not acquire a held lock")
+        token = a.token
+        who = await client.locks.get(name)
+        check(who["holders"][0]["owner"] == a.owner and who["holders"][0]["token"] == token,
+              f"get {who!r}")
+        row = await client.kv.get("queen-locks", f"{name}#0")
+        check(row["version"] == token and row["value"]["owner"] == a.owner, f"the permit row {row!r}")
+        q = qname("lock-q")
+        await configure(client, q, lease_time=30)
+        res = await client.transaction().guard(a).queue(q).push([{"data": {"step": 1}}]).commit()
+        check(res["success"] is True, f"guarded step {res!r}")
+        check(await a.release() is True, "release")
+        check(await b.acquire() is True, "free after the release")
+        check(b.token > token, "a later holder, a higher token")
+        msgs = await pop(client, q, batch=10)
+        check([m["data"] for m in msgs] == [{"step": 1}], f"guarded push {msgs!r}")
+    finally:
+        await a.release()
+        await b.release()
+    sem = [client.semaphore(qname("sem"), 2, ttl_seconds=30) for _ in range(4)]
+    try:
+        got = [await p.acquire() for p in sem]
+        check(got == [True, True, False, False], f"a semaphore of 2 granted {got!r}")
+        check(sorted(p.slot for p in sem if p.held) == [0, 1], "one holder per slot")
+    finally:
+        for p in sem:
+            await p.release()
+
+
 async def test_timers(client):
     """client.timers / client.timer(queue) / tx.timer() of the 2.x SDK: a timer arrives
     once, not before its deliverAt, with the txn and message id promised at schedule
@@ -716,6 +754,7 @@ SCENARIOS = [
     ("lease_renew", test_lease_renew),
     ("transaction_ack_and_push", test_transaction),
     ("kv", test_kv),
+    ("locks", test_locks),
     ("push_delayed_message", test_push_delayed_message),
     ("admin_helpers", test_admin_helpers),
     ("trace_seek_browse", test_trace_seek_browse),

@@ -1,7 +1,9 @@
 //! Key/value (docs/decisions.md, "Key/value"): `kv_apply_v1` on a pooled connection, and
-//! the lost `required` precondition read back from its error.
+//! the lost `required` precondition read back from its error; the locks built on it
+//! (`locks_apply_v1`) and the stores' sizes.
 
 use queen_log::kv::{Precondition, RawOp, QKV_PRECONDITION};
+use queen_log::locks::RawLockOp;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -28,6 +30,28 @@ impl Conn {
 }
 
 impl Conn {
+    /// `queen.locks_apply_v1`: lock ops, each answered on its own.
+    pub async fn locks_apply(
+        &self,
+        ops: &[RawLockOp],
+        tenant: Uuid,
+    ) -> Result<Vec<Value>, DbError> {
+        let ops =
+            serde_json::to_value(ops).map_err(|e| DbError::Unreadable(format!("lock ops: {e}")))?;
+        let answer: Value = self
+            .json(
+                "SELECT queen.locks_apply_v1($1::jsonb, $2::uuid)",
+                &[&ops, &tenant],
+            )
+            .await?;
+        match answer.get("results") {
+            Some(Value::Array(r)) => Ok(r.clone()),
+            _ => Err(DbError::Unreadable(format!(
+                "locks_apply_v1 answered {answer}"
+            ))),
+        }
+    }
+
     /// `queen.store_sizes_v1`: the tenant's kv and timer rows and bytes.
     pub async fn store_sizes(&self, tenant: Uuid) -> Result<Value, DbError> {
         self.json("SELECT queen.store_sizes_v1($1::uuid)", &[&tenant])

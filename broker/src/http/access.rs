@@ -113,6 +113,7 @@ mod tests {
             ("DELETE", "/api/v1/timers/q/k", Level::ReadWrite),
             ("POST", "/api/v1/timers", Level::ReadWrite),
             ("POST", "/api/v1/kv", Level::ReadWrite),
+            ("POST", "/api/v1/locks", Level::ReadWrite),
             ("GET", "/api/v1/consumer-groups", Level::ReadOnly),
             ("GET", "/api/v1/pop/queue/q", Level::ReadWrite),
             ("POST", "/api/v1/push", Level::ReadWrite),

@@ -29,8 +29,8 @@ use serde_json::json;
 
 use crate::state::AppState;
 use routes::{
-    ack, browse, configure, consumer_groups, dlq, dlq_admin, health, kv, lease, messages, pop,
-    push, queues, reads, resources, status, timers, traces, transaction,
+    ack, browse, configure, consumer_groups, dlq, dlq_admin, health, kv, lease, locks, messages,
+    pop, push, queues, reads, resources, status, timers, traces, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -52,6 +52,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/transaction", post(transaction::transaction))
         .route("/api/v1/fetch", post(reads::fetch))
         .route("/api/v1/kv", post(kv::batch))
+        .route("/api/v1/locks", post(locks::batch))
         .route(
             "/api/v1/partitions/changed",
             post(reads::partitions_changed),

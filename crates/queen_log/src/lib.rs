@@ -32,6 +32,7 @@ pub mod frame;
 pub mod hash;
 pub mod kv;
 pub mod lifecycle;
+pub mod locks;
 pub mod names;
 pub mod options;
 pub mod order;

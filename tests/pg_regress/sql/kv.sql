@@ -1,4 +1,5 @@
--- Queen 2.x's key/value from psql: queen.kv_apply_v1 (docs/decisions.md, "Key/value").
+-- Queen 2.x's key/value and locks from psql: queen.kv_apply_v1, queen.locks_apply_v1
+-- (docs/decisions.md, "Key/value", "Locks").
 -- Versions and instants differ per run: the checks show verdicts, values and
 -- comparisons. Each "-- kv::NAME" comment names one check. A fresh empty database.
 \set VERBOSITY terse
@@ -73,3 +74,17 @@ SELECT queen.kv_apply_v1('[{"op":"put","ns":"app","key":"k","value":1}]');
 SELECT queen.kv_apply_v1('[{"op":"get","ns":"app","key":"k","bogus":1}]');
 SELECT queen.kv_apply_v1('[{"op":"check","ns":"app","key":"k"}]');
 SELECT count(*) AS k_rows FROM queen.kv WHERE key = 'k';
+
+-- locks::one_holder_from_psql: queen.locks_apply_v1; a permit is a row of queen-locks.
+SELECT r->'acquired' AS acquired, r->'slot' AS slot, r->>'reason' AS reason,
+       r->'guard'->>'key' AS guard_key, jsonb_array_length(COALESCE(r->'holders', '[]')) AS holders
+  FROM jsonb_array_elements(queen.locks_apply_v1('[
+         {"op":"acquire","name":"daily","ttlSeconds":30,"owner":"a"},
+         {"op":"acquire","name":"daily","ttlSeconds":30,"owner":"b"},
+         {"op":"acquire","name":"daily","ttlSeconds":30,"owner":"a"}]')->'results') r;
+SELECT version AS row_version FROM queen.kv WHERE ns = 'queen-locks' AND key = 'daily#0' \gset
+SELECT queen.locks_apply_v1('[{"op":"get","name":"daily"}]')->'results'->0->'holders'->0->>'token' AS token \gset
+SELECT :'row_version' = :'token' AS token_is_the_rows_version;
+SELECT queen.locks_apply_v1(format('[{"op":"release","name":"daily","token":%s},{"op":"get","name":"daily"}]',
+         :'token')::jsonb)->'results' AS released;
+SELECT queen.locks_apply_v1('[{"op":"acquire","name":"a#b","ttlSeconds":30}]');

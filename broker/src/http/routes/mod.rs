@@ -11,6 +11,7 @@ pub mod dlq_admin;
 pub mod health;
 pub mod kv;
 pub mod lease;
+pub mod locks;
 pub mod messages;
 pub mod pop;
 pub mod push;
