@@ -79,3 +79,44 @@ async fn a_duplicate_pushed_through_the_other_broker_is_detected() {
     assert_eq!(again[0]["status"], "duplicate", "{again:?}");
     assert_eq!(again[0]["message_id"], from_b[2]["message_id"]);
 }
+
+/// `tx.once` across brokers: the same gated bundle sent through both (a retry that
+/// landed on the other broker) commits once; the second answers `kv_precondition` and
+/// pushes nothing. A lock held through one broker is held for the other too.
+#[tokio::test]
+async fn a_once_gate_applies_once_across_two_brokers() {
+    let (a, b) = (start().await, start().await);
+    let (q, ns) = (unique("two-once"), unique("two-once-ns"));
+    let bundle = json!({"operations": [{"type": "push", "items": [{"queue": q, "payload": 1}]}],
+                        "kv": [{"op": "putIfAbsent", "ns": ns, "key": "evt", "value": true,
+                                "ttlSeconds": 300, "required": true}]});
+    let (ra, rb) = tokio::join!(
+        a.post("/api/v1/transaction", &bundle),
+        b.post("/api/v1/transaction", &bundle)
+    );
+    let wins = [&ra.1, &rb.1]
+        .iter()
+        .filter(|v| v["success"] == true)
+        .count();
+    assert_eq!(wins, 1, "{ra:?} {rb:?}");
+    let lost = if ra.1["success"] == true {
+        &rb.1
+    } else {
+        &ra.1
+    };
+    assert_eq!(lost["reason"], "kv_precondition", "{lost}");
+    let got = a.pop(&q, "batch=10").await.unwrap();
+    assert_eq!(
+        got["messages"].as_array().unwrap().len(),
+        1,
+        "one message, not two"
+    );
+
+    let name = unique("two-lock");
+    let acquire = |owner: &str| json!({"operations": [{"op": "acquire", "name": name, "ttlSeconds": 30, "owner": owner}]});
+    let (_, v) = a.post("/api/v1/locks", &acquire("via-a")).await;
+    assert_eq!(v["results"][0]["acquired"], true, "{v}");
+    let (_, v) = b.post("/api/v1/locks", &acquire("via-b")).await;
+    assert_eq!(v["results"][0]["acquired"], false, "{v}");
+    assert_eq!(v["results"][0]["holders"][0]["owner"], "via-a", "{v}");
+}

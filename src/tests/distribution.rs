@@ -138,7 +138,7 @@ fn every_distributed_function_is_named_by_its_partition_argument() {
                              WHERE a.n = f.r_argument AND a.t = 'uuid'::regtype)",
     );
     assert_eq!(bad, None);
-    assert_eq!(i64_of("SELECT count(*) FROM queen.distributed_functions()"), 14);
+    assert_eq!(i64_of("SELECT count(*) FROM queen.distributed_functions()"), 15);
 }
 
 #[pg_test]
