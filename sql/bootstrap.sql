@@ -225,3 +225,16 @@ CREATE TABLE queen.kv (
 );
 -- Maintenance's scan: the earliest expired first.
 CREATE INDEX kv_expires_at_idx ON queen.kv (expires_at) WHERE expires_at IS NOT NULL;
+
+-- Ephemeral queues' declarations (docs/decisions.md, "Ephemeral queues"; src/ephemeral.rs):
+-- the options of a queue whose contents live in a broker's memory only. `options` holds
+-- every knob (the effective values). A local table on a Citus coordinator: brokers read
+-- it at start and on configure, never on the hot path.
+CREATE TABLE queen.ephemeral_queues (
+    tenant_id uuid NOT NULL,
+    name text COLLATE "C" NOT NULL,
+    options jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT ephemeral_queues_pkey PRIMARY KEY (tenant_id, name)
+);

@@ -2241,3 +2241,50 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION queen.store_sizes_v1(uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.store_sizes_v1(uuid) TO queen_broker;
+
+-- Ephemeral queues' declarations (src/ephemeral.rs, sql/ephemeral.sql; docs/decisions.md,
+-- "Ephemeral queues"): the options only, the contents stay in a broker's memory.
+CREATE TABLE queen.ephemeral_queues (
+    tenant_id uuid NOT NULL,
+    name text COLLATE "C" NOT NULL,
+    options jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT ephemeral_queues_pkey PRIMARY KEY (tenant_id, name)
+);
+CREATE FUNCTION queen."ephemeral_configure_v1"(
+	"p_queue" TEXT,
+	"p_options" jsonb DEFAULT '{}',
+	"p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'ephemeral_configure_v1_wrapper';
+CREATE FUNCTION queen.ephemeral_delete_v1(
+    p_queue text,
+    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM queen.ephemeral_queues e WHERE e.tenant_id = p_tenant AND e.name = p_queue;
+    RETURN FOUND;
+END $$;
+
+-- Every declaration of every tenant, as a broker loads them at start:
+-- [{tenant, queue, options}], by tenant and name.
+CREATE FUNCTION queen.ephemeral_declared_v1() RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT COALESCE(jsonb_agg(jsonb_build_object('tenant', e.tenant_id, 'queue', e.name,
+                                                 'options', e.options)
+                              ORDER BY e.tenant_id, e.name), '[]'::jsonb)
+      FROM queen.ephemeral_queues e
+$$;
+REVOKE ALL ON FUNCTION queen.ephemeral_configure_v1(text, jsonb, uuid),
+    queen.ephemeral_delete_v1(text, uuid), queen.ephemeral_declared_v1() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.ephemeral_configure_v1(text, jsonb, uuid),
+    queen.ephemeral_delete_v1(text, uuid), queen.ephemeral_declared_v1() TO queen_broker;

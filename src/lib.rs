@@ -12,6 +12,7 @@ mod broker_api;
 mod browse;
 mod db;
 mod dlq;
+mod ephemeral;
 mod fetch;
 mod kv;
 mod lifecycle;
@@ -61,7 +62,12 @@ extension_sql_file!(
 );
 extension_sql_file!("../sql/admin.sql", name = "admin", requires = ["lifecycle"]);
 extension_sql_file!("../sql/timers.sql", name = "timers", requires = ["admin"]);
-extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["timers"]);
+extension_sql_file!(
+    "../sql/ephemeral.sql",
+    name = "ephemeral",
+    requires = ["timers"]
+);
+extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["ephemeral"]);
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 
 /// Hooks for `cargo pgrx test`: every test cluster runs with `pg_test_config`.

@@ -232,6 +232,20 @@ pub struct Config {
     /// (it wakes earlier for the next due timer, and at once for one scheduled through
     /// this broker); 0 = no sweeper in this broker (docs/operations.md, "Timers").
     pub timer_sweep_ms: u64,
+    /// `QUEEN_EPHEMERAL_MAX_BYTES`: the payload bytes all ephemeral queues of this broker
+    /// may hold together; past it a push answers 503 (docs/operations.md, "Ephemeral
+    /// queues").
+    pub ephemeral_max_bytes: u64,
+    /// `QUEEN_EPHEMERAL_MAX_QUEUES`: how many ephemeral queues this broker holds at most
+    /// (each push or pop of a new name makes one); past it 429.
+    pub ephemeral_max_queues: usize,
+    /// `QUEEN_EPHEMERAL_PEERS`: every broker's base URL (comma-separated), the same list
+    /// on each, when several brokers share a database: each ephemeral queue lives on one
+    /// of them (rendezvous hashing) and the others forward to it. Empty: this broker
+    /// owns every queue.
+    pub ephemeral_peers: Vec<String>,
+    /// `QUEEN_EPHEMERAL_SELF`: this broker's own URL in `ephemeral_peers`.
+    pub ephemeral_self: Option<usize>,
 }
 
 /// The in-flight cap when `QUEEN_ACK_FUSION_MAX_INFLIGHT` is not set: the CPU count.
@@ -293,6 +307,10 @@ impl Config {
             maintenance_max_rows: num(&get, "QUEEN_MAINTENANCE_MAX_ROWS", 1_000)?
                 .clamp(1, i32::MAX as u32),
             timer_sweep_ms: num(&get, "QUEEN_TIMER_SWEEP_MS", 1_000)?,
+            ephemeral_max_bytes: num(&get, "QUEEN_EPHEMERAL_MAX_BYTES", 256 * 1024 * 1024)?,
+            ephemeral_max_queues: num(&get, "QUEEN_EPHEMERAL_MAX_QUEUES", 10_000)?.max(1),
+            ephemeral_peers: peers(&get)?,
+            ephemeral_self: own_place(&get)?,
         })
     }
 
@@ -325,7 +343,8 @@ impl fmt::Display for Config {
              max_push_items={} dedup_cache_mb={} metrics_queue_series={} max_lease_seconds={} \
              header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={} \
              maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={} \
-             timer_sweep_ms={} encryption={}",
+             timer_sweep_ms={} ephemeral_max_bytes={} ephemeral_max_queues={} ephemeral_peers={:?} \
+             encryption={}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -354,9 +373,45 @@ impl fmt::Display for Config {
             self.maintenance_budget_ms,
             self.maintenance_max_rows,
             self.timer_sweep_ms,
+            self.ephemeral_max_bytes,
+            self.ephemeral_max_queues,
+            self.ephemeral_peers,
             if self.encryption_key.is_some() { "key set" } else { "no key" }
         )
     }
+}
+
+fn peer_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(|p| p.trim().trim_end_matches('/').to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+fn peers(get: &impl Fn(&str) -> Option<String>) -> Result<Vec<String>, String> {
+    let list = peer_list(&get("QUEEN_EPHEMERAL_PEERS").unwrap_or_default());
+    for p in &list {
+        if !(p.starts_with("http://") || p.starts_with("https://")) {
+            return Err(format!(
+                "QUEEN_EPHEMERAL_PEERS: {p:?} is not an http(s) URL"
+            ));
+        }
+    }
+    Ok(list)
+}
+
+/// Where `QUEEN_EPHEMERAL_SELF` sits in `QUEEN_EPHEMERAL_PEERS`; a peer list without
+/// this broker in it is refused (it would forward every request away, itself included).
+fn own_place(get: &impl Fn(&str) -> Option<String>) -> Result<Option<usize>, String> {
+    let list = peers(get)?;
+    if list.is_empty() {
+        return Ok(None);
+    }
+    let me = get("QUEEN_EPHEMERAL_SELF").unwrap_or_default();
+    let me = me.trim().trim_end_matches('/');
+    list.iter().position(|p| p == me).map(Some).ok_or_else(|| {
+        format!("QUEEN_EPHEMERAL_SELF {me:?} must be one of QUEEN_EPHEMERAL_PEERS {list:?}")
+    })
 }
 
 fn num<T: std::str::FromStr>(

@@ -1,7 +1,8 @@
 //! The one error type of every handler and of the rooms under them, and the status each
 //! kind answers with (the response itself: http/response.rs):
 //! 400 `{"error":..}` for bad input, 401/403 for authentication, 503 (with `Retry-After`)
-//! when the database cannot be reached, is saturated or timed out, 500 otherwise. Which
+//! when the database cannot be reached, is saturated or timed out, a status and a `code`
+//! for the coded refusals of the ephemeral routes, 500 otherwise. Which
 //! database failure is which: crate::db::error, the one SQLSTATE rule.
 
 use axum::http::StatusCode;
@@ -27,6 +28,15 @@ pub enum ApiError {
     /// The database is unreachable or saturated (connect failure, lost connection, pool
     /// exhausted, statement timeout): 503 with `Retry-After`.
     Unavailable(String),
+    /// A refusal with a stable machine-readable code beside its text (`{"error": text,
+    /// "code": code}`), as Queen 2.x's ephemeral routes answer: 404
+    /// `ephemeral_queue_not_found`, 429 `ephemeral_queue_full`, 503
+    /// `ephemeral_memory_full`. Nothing was changed.
+    Coded {
+        status: StatusCode,
+        code: &'static str,
+        message: String,
+    },
     /// Anything else: a bug or an unexpected database answer.
     Internal(String),
 }
@@ -79,6 +89,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Coded { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -93,6 +104,7 @@ impl ApiError {
             | ApiError::Forbidden(m)
             | ApiError::NotFound(m)
             | ApiError::Unavailable(m)
+            | ApiError::Coded { message: m, .. }
             | ApiError::Internal(m) => m,
         }
     }

@@ -5,10 +5,13 @@
 //! The rooms, each depending only on the ones listed before it:
 //! - `config.rs`, `error.rs`, `util.rs`: the knobs, the one error type, shared helpers;
 //! - `keys.rs`: the keys bearer tokens are verified with (secret, PEM key, JWKS);
+//! - `peers.rs`: the other brokers, which own some ephemeral queues, and the client that
+//!   passes requests on to them;
 //! - `db/`: the database client, the only place with SQL (one method per extension
 //!   function, the SQLSTATE → error rule);
 //! - `engine/`: what makes the broker fast without making it stateful: the ack registry,
-//!   ack fusion and its lanes, push fusion, the push dedup cache, payload sealing;
+//!   ack fusion and its lanes, push fusion, the push dedup cache, payload sealing, the
+//!   rings of ephemeral queues;
 //! - `ops/`: running it: the maintenance loop, metrics and their exposition, the queue
 //!   statistics and their views;
 //! - `state.rs`: [`AppState`], everything above put together for the handlers;
@@ -23,6 +26,7 @@ pub mod error;
 pub mod http;
 pub mod keys;
 pub mod ops;
+pub mod peers;
 pub mod state;
 mod util;
 

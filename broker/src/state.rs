@@ -1,6 +1,7 @@
 //! Shared state of the running broker, every room put together for the handlers: the
 //! configuration, the database client, the engine (registry, fusions, dedup cache), the
-//! counters, the per-queue long-poll wake-ups and the shutdown flag. Nothing here is
+//! counters, the per-queue long-poll wake-ups, the ephemeral rings and their peers, and the
+//! shutdown flag. Nothing here is
 //! durable, and building it starts no loop but the fusion tasks (the server starts the
 //! maintenance loop).
 
@@ -14,6 +15,7 @@ use uuid::Uuid;
 use crate::config::Config;
 use crate::db::Db;
 use crate::engine::dedup::DedupCache;
+use crate::engine::ephemeral::Store;
 use crate::engine::fusion::Fusion;
 use crate::engine::push_fusion::PushFusion;
 use crate::engine::registry::Registry;
@@ -23,6 +25,7 @@ use crate::ops::exposition::Sources;
 use crate::ops::maintenance::MaintenanceStats;
 use crate::ops::metrics::Metrics;
 use crate::ops::timers::TimerSweeper;
+use crate::peers::Peers;
 
 /// Cloned into every handler; cheap (one Arc).
 #[derive(Clone)]
@@ -49,6 +52,10 @@ pub struct Inner {
     pub maintenance: Arc<MaintenanceStats>,
     /// The timer sweeper's counters and wake-up (crate::ops::timers; the server starts it).
     pub timers: Arc<TimerSweeper>,
+    /// The rings of ephemeral queues this broker owns (crate::engine::ephemeral).
+    pub ephemeral: Arc<Store>,
+    /// The brokers that own the other ephemeral queues (`QUEEN_EPHEMERAL_PEERS`).
+    pub peers: Peers,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
     /// Whose turn it is among the queues of a namespace pop (http/routes/pop.rs).
@@ -104,6 +111,11 @@ impl AppState {
         if let Some(k) = keys.clone().filter(|k| k.jwks().is_some()) {
             tokio::spawn(refresh_jwks(k));
         }
+        let peers = Peers::new(&config);
+        let ephemeral = Arc::new(Store::new(
+            config.ephemeral_max_bytes,
+            config.ephemeral_max_queues,
+        ));
         Ok(AppState(Arc::new(Inner {
             fusion,
             push_fusion,
@@ -116,6 +128,8 @@ impl AppState {
             metrics: Metrics::default(),
             maintenance: Arc::default(),
             timers: Arc::default(),
+            ephemeral,
+            peers,
             wakers: Mutex::new(HashMap::new()),
             pop_turn: std::sync::atomic::AtomicUsize::new(0),
             stopping: tokio::sync::watch::Sender::new(false),
@@ -134,6 +148,7 @@ impl AppState {
             push_fusion: self.push_fusion.as_ref().map(PushFusion::stats),
             maintenance: &self.maintenance,
             timers: &self.timers,
+            ephemeral: &self.ephemeral,
             pool: self.db.pool().status(),
         }
     }

@@ -24,10 +24,13 @@
 //!   version;
 //! - `timers.rs`: `timers_apply_v1`, `timers_get_v1`, `timers_list_v1`, and the
 //!   sweeper's `timers_fire_v1` on a connection of its own;
+//! - `ephemeral.rs`: `ephemeral_configure_v1`, `ephemeral_delete_v1`,
+//!   `ephemeral_declared_v1` (declarations only: the contents stay in memory);
 //! - `maintenance.rs`: `CALL queen.run_maintenance(...)`.
 
 pub mod ack;
 pub mod admin;
+pub mod ephemeral;
 pub mod error;
 pub mod kv;
 pub mod maintenance;

@@ -2,6 +2,7 @@
 //! None of it is durable; each falls back to the authority (the extension) when it
 //! cannot help (docs/broker-contract.md §3, §4).
 //!
+//! - `ephemeral.rs`: the rings of ephemeral queues (Queen 2.x), in memory only;
 //! - `registry.rs`: what this process delivered on each leasing pop (the ack fast path);
 //! - `fusion.rs`: fast-path acks of concurrent requests flushed as one
 //!   `log_ack_multi_v1`, on `lanes.rs`;
@@ -12,6 +13,7 @@
 //!   holds (the extension refuses plaintext into an encrypting queue).
 
 pub mod dedup;
+pub mod ephemeral;
 pub mod fusion;
 pub mod lanes;
 pub mod push_fusion;

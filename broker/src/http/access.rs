@@ -45,7 +45,7 @@ pub fn level_of(method: &Method, path: &str) -> Level {
     {
         return Level::Admin;
     }
-    const READABLE: [&str; 8] = [
+    const READABLE: [&str; 9] = [
         "/api/v1/status",
         "/api/v1/analytics",
         "/api/v1/resources",
@@ -55,6 +55,8 @@ pub fn level_of(method: &Method, path: &str) -> Level {
         "/api/v1/traces",
         // Not in Queen 0.15's table (2.x): a peek or a list reads like /messages.
         "/api/v1/timers",
+        // Queen 2.x: the ephemeral queue list and depths (its pop takes, so it writes).
+        "/api/v1/ephemeral/queues",
     ];
     if method == Method::GET && READABLE.iter().any(|p| under(p)) {
         return Level::ReadOnly;

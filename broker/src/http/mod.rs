@@ -29,8 +29,8 @@ use serde_json::json;
 
 use crate::state::AppState;
 use routes::{
-    ack, browse, configure, consumer_groups, dlq, dlq_admin, health, kv, lease, locks, messages,
-    pop, push, queues, reads, resources, status, timers, traces, transaction,
+    ack, browse, configure, consumer_groups, dlq, dlq_admin, ephemeral, health, kv, lease, locks,
+    messages, pop, push, queues, reads, resources, status, timers, traces, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -63,6 +63,7 @@ pub fn router(state: AppState) -> Router {
             get(resources::get_queue).delete(queues::delete_queue),
         )
         .merge(admin_routes())
+        .merge(ephemeral_routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -84,6 +85,25 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(json_errors))
         .with_state(state)
+}
+
+/// Queen 2.x's ephemeral queues (http/routes/ephemeral.rs).
+fn ephemeral_routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/ephemeral/configure", post(ephemeral::configure))
+        .route("/api/v1/ephemeral/reset", post(ephemeral::reset))
+        .route(
+            "/api/v1/ephemeral/queue/{queue}",
+            delete(ephemeral::delete_queue),
+        )
+        .route("/api/v1/ephemeral/push", post(ephemeral::push))
+        .route("/api/v1/ephemeral/pop", get(ephemeral::pop))
+        .route("/api/v1/ephemeral/ack", post(ephemeral::ack))
+        .route("/api/v1/ephemeral/queues", get(ephemeral::queues))
+        .route(
+            "/api/v1/ephemeral/queues/{queue}/depth",
+            get(ephemeral::depth),
+        )
 }
 
 /// Operating a queue: Queen's admin views, DLQ redrive and deletion.

@@ -1,6 +1,6 @@
 //! How an [`ApiError`] answers: `{"error": <text>}` with its status (and `"parameter"`
-//! naming a bad query parameter, `"field"` a refused body field), `Retry-After` on
-//! every 503 (nothing was written; retry), `WWW-Authenticate` on a 401. Server errors are
+//! naming a bad query parameter, `"field"` a refused body field, `"code"` a coded
+//! refusal), `Retry-After` on every 503 and 429 (nothing was written; retry), `WWW-Authenticate` on a 401. Server errors are
 //! logged.
 
 use axum::http::{header, HeaderValue, StatusCode};
@@ -29,11 +29,12 @@ impl IntoResponse for ApiError {
                 json!({ "error": message, "parameter": name })
             }
             ApiError::BadField { field, message } => json!({ "error": message, "field": field }),
+            ApiError::Coded { code, message, .. } => json!({ "error": message, "code": code }),
             _ => json!({ "error": self.message() }),
         };
         let mut resp = (status, Json(body)).into_response();
         match status {
-            StatusCode::SERVICE_UNAVAILABLE => {
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => {
                 resp.headers_mut().insert(
                     header::RETRY_AFTER,
                     HeaderValue::from_static(RETRY_AFTER_SECS),

@@ -34,7 +34,7 @@ const REJECT_LINGER: Duration = Duration::from_secs(1);
 const OVER_CAP: &str = "{\"error\":\"too many connections (QUEEN_MAX_CONNECTIONS); retry later\"}";
 
 /// Serves `state` on `listener` until `shutdown` resolves, then drains (bounded). The
-/// maintenance loop and the timer sweeper run while it serves.
+/// maintenance loop, the timer sweeper and the ephemeral sweeper run while it serves.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
@@ -54,6 +54,10 @@ pub async fn serve(
         move |d| waking.wake_queue(d.tenant, &d.queue),
         async move { stopping.stopping().await },
     );
+    let stopping = state.clone();
+    crate::ops::ephemeral::start(state.db.clone(), state.ephemeral.clone(), async move {
+        stopping.stopping().await
+    });
     let cap = (cfg.max_connections > 0).then(|| Arc::new(Semaphore::new(cfg.max_connections)));
     let rejecting = Arc::new(Semaphore::new(MAX_REJECTING));
     let header_timeout = millis(cfg.header_read_timeout_ms);

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::db::Db;
 use crate::engine::dedup::DedupStats;
+use crate::engine::ephemeral::Store;
 use crate::engine::fusion::FusionStats;
 use crate::engine::push_fusion::PushFusionStats;
 use crate::engine::registry::RegistryStats;
@@ -28,6 +29,7 @@ pub struct Sources<'a> {
     pub push_fusion: Option<PushFusionStats>,
     pub maintenance: &'a MaintenanceStats,
     pub timers: &'a TimerSweeper,
+    pub ephemeral: &'a Store,
     pub pool: deadpool_postgres::Status,
 }
 
@@ -249,6 +251,7 @@ pub fn render(state: &Sources<'_>) -> String {
     }
     render_maintenance(&mut out, state.maintenance);
     render_timers(&mut out, state.timers);
+    render_ephemeral(&mut out, state.ephemeral);
     let p = state.pool;
     let in_use = p.size.saturating_sub(p.available);
     for (name, help, v) in [
@@ -307,6 +310,60 @@ fn render_timers(out: &mut String, t: &TimerSweeper) {
         ),
     ] {
         scalar(out, name, "counter", help, load(c));
+    }
+}
+
+/// The ephemeral rings (crate::engine::ephemeral): messages by event (every drop by its
+/// reason, so nothing leaves a ring uncounted), refusals, forwards, and memory gauges.
+fn render_ephemeral(out: &mut String, e: &Store) {
+    header(
+        out,
+        "queen_ephemeral_messages_total",
+        "counter",
+        "Ephemeral messages by event: pushed, delivered, acked, redelivered, and dropped by reason \
+         (retry budget, overflow, ttl, reset or delete).",
+    );
+    for (event, c) in e.stats.events() {
+        let _ = writeln!(
+            out,
+            "queen_ephemeral_messages_total{{event=\"{event}\"}} {}",
+            load(c)
+        );
+    }
+    let g = e.gauges();
+    for (name, kind, help, v) in [
+        (
+            "queen_ephemeral_rejected_total",
+            "counter",
+            "Ephemeral pushes refused (queue full, memory budget, queue or partition limit).",
+            load(&e.stats.rejected),
+        ),
+        (
+            "queen_ephemeral_forwarded_total",
+            "counter",
+            "Ephemeral requests this broker passed on to the queue's owner.",
+            load(&e.stats.forwarded),
+        ),
+        (
+            "queen_ephemeral_queues",
+            "gauge",
+            "Ephemeral queues held by this broker.",
+            g.queues,
+        ),
+        (
+            "queen_ephemeral_messages",
+            "gauge",
+            "Messages in this broker's ephemeral queues.",
+            g.messages,
+        ),
+        (
+            "queen_ephemeral_bytes",
+            "gauge",
+            "Payload bytes in this broker's ephemeral queues.",
+            g.bytes,
+        ),
+    ] {
+        scalar(out, name, kind, help, v);
     }
 }
 

@@ -4,12 +4,14 @@
 //!
 //! - `maintenance.rs`: `CALL queen.run_maintenance()` every interval, and its counters;
 //! - `timers.rs`: the timer sweeper (`queen.timers_fire_v1`), and its counters;
+//! - `ephemeral.rs`: the ephemeral declarations loaded at start, and the rings' sweeper;
 //! - `metrics.rs`: request counters and latency histograms (no metrics crate);
 //! - `exposition.rs`: the `/metrics` text;
 //! - `queue_stats.rs`: `queue_list_v1` and `queue_stats_v1` grouped per queue and
 //!   partition;
 //! - `queue_views.rs`: those statistics in Queen's admin shapes.
 
+pub mod ephemeral;
 pub mod exposition;
 pub mod maintenance;
 pub mod metrics;

@@ -28,14 +28,31 @@ pub async fn start() -> Broker {
 
 /// Starts a broker after letting the test adjust its configuration.
 pub async fn start_with(adjust: impl FnOnce(&mut Config)) -> Broker {
+    let (listener, _) = listener().await;
+    start_bound(listener, adjust).await
+}
+
+/// A listener bound ahead of its broker, for tests that must name every broker's
+/// address in each one's configuration (the ephemeral peers).
+pub async fn listener() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    (listener, base)
+}
+
+/// Starts a broker on `listener` with the test defaults, adjusted.
+pub async fn start_bound(listener: TcpListener, adjust: impl FnOnce(&mut Config)) -> Broker {
     let mut cfg = Config::for_database(&broker_url());
     cfg.pool_size = 4;
     // Maintenance deletes what retention says, database-wide: only the tests of it turn
     // the loop on, so no other test sees rows vanish under it.
     cfg.maintenance_interval_ms = 0;
     adjust(&mut cfg);
+    start_on(listener, cfg)
+}
+
+fn start_on(listener: TcpListener, cfg: Config) -> Broker {
     let state = AppState::new(cfg).expect("broker state");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(serve(listener, state.clone(), std::future::pending()));
     Broker {

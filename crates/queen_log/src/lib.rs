@@ -7,6 +7,7 @@
 //! - [`payload`]: how a stored payload reads back as JSON (one rule for every reader).
 //! - [`fetch`]: reads by offset (Queen 2.x's fetch): request bounds, ranges, byte budgets.
 //! - [`encryption`]: Queen's encrypted-payload envelope, and (feature `cipher`) its AES-256-GCM.
+//! - [`ephemeral`]: ephemeral queues (Queen 2.x): options, message ids, owner placement.
 //! - [`ack`]: the ack decision procedure of docs/contract.md §6 as a pure function.
 //! - [`pop`]: the pop's decisions of docs/contract.md §5 (seeding, slices, lease transitions).
 //! - [`dedup`]: the push dedup probe of docs/contract.md §4 as a pure scan.
@@ -27,6 +28,7 @@ pub mod conventions;
 pub mod dedup;
 pub mod dlq;
 pub mod encryption;
+pub mod ephemeral;
 pub mod fetch;
 pub mod frame;
 pub mod hash;

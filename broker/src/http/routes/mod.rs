@@ -8,6 +8,7 @@ pub mod configure;
 pub mod consumer_groups;
 pub mod dlq;
 pub mod dlq_admin;
+pub mod ephemeral;
 pub mod health;
 pub mod kv;
 pub mod lease;
