@@ -747,6 +747,57 @@ async def test_binary_push(client):
             await framed.close()
 
 
+async def test_ephemeral(client):
+    """client.ephemeral (Queen 2.x): a declared queue, fan-out across groups and
+    competition within one, a retry that comes back with attempts+1, the long-poll's
+    empty list, commit on delivery, a reset that makes earlier ids stale, and the one 404
+    (docs/decisions.md, "Ephemeral queues")."""
+    from queen.errors import EphemeralQueueNotFoundError
+
+    eph = client.ephemeral
+    q = qname("eph")
+    conf = await eph.configure(q, max_length=100, retry_limit=1, lease_seconds=30)
+    check(conf["created"] is True and conf["options"]["maxLength"] == 100
+          and conf["options"]["policy"] == "reject", f"configure {conf!r}")
+    pushed = await eph.push(q, [{"payload": {"n": 1}}, {"n": 2}], partition="room-1")
+    check(pushed["pushed"] == 2, f"push {pushed!r}")
+    a = (await eph.pop(q, batch=10, group="workers"))["messages"]
+    check([m["payload"] for m in a] == [{"n": 1}, {"n": 2}]
+          and all(m["attempts"] == 0 and m["partition"] == "room-1" for m in a), f"pop {a!r}")
+    check(not (await eph.pop(q, batch=10, group="workers"))["messages"], "one group competes")
+    tail = (await eph.pop(q, batch=10, group="tail"))["messages"]
+    check(len(tail) == 2, f"another group fans out {tail!r}")
+    done = await eph.ack(q, a[0], group="workers")
+    check(done["results"][0]["outcome"] == "acked", f"ack {done!r}")
+    retry = await eph.ack(q, [{"id": a[1]["id"], "status": "retry"}], group="workers")
+    check(retry["results"][0]["outcome"] == "redelivered", f"retry {retry!r}")
+    back = (await eph.pop(q, group="workers"))["messages"]
+    check(len(back) == 1 and back[0]["attempts"] == 1 and back[0]["payload"] == {"n": 2},
+          f"redelivered {back!r}")
+    empty = await eph.pop(q, group="workers", wait=True, timeout=200)
+    check(empty["messages"] == [], f"an empty long-poll {empty!r}")
+    depth = await eph.depth(q)
+    check(depth["length"] == 2 and depth["options"]["retryLimit"] == 1, f"depth {depth!r}")
+    listed = await eph.queues()
+    check(any(x["queue"] == q and x["declared"] for x in listed["queues"]), f"queues {listed!r}")
+    auto = (await eph.pop(q, batch=10, group="auto", commit_on_delivery=True))["messages"]
+    check(len(auto) == 2, f"commit on delivery {auto!r}")
+    nothing = await eph.ack(q, auto[0], group="auto")
+    check(nothing["results"][0]["outcome"] == "unknown", f"nothing to ack {nothing!r}")
+    reset = await eph.reset(q)
+    check(reset["dropped"] == 2, f"reset {reset!r}")
+    stale = await eph.ack(q, back[0], group="workers")
+    check(stale["results"][0]["outcome"] == "stale", f"after a reset {stale!r}")
+    gone = await eph.delete(q)
+    check(gone["deleted"] is True, f"delete {gone!r}")
+    missing = None
+    try:
+        await eph.depth(q)
+    except EphemeralQueueNotFoundError as e:
+        missing = e.code
+    check(missing == "ephemeral_queue_not_found", f"depth of a deleted queue {missing!r}")
+
+
 SCENARIOS = [
     ("configure_queue", test_configure_queue),
     ("push_consume_ack", test_push_consume_ack),
@@ -762,6 +813,7 @@ SCENARIOS = [
     ("namespace_pop", test_namespace_pop),
     ("timers", test_timers),
     ("binary_push", test_binary_push),
+    ("ephemeral", test_ephemeral),
 ]
 
 
