@@ -1,13 +1,13 @@
 //! `queen-bench`: the benchmark harness of queen_ack.
 //!
-//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9]
+//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10]
 //!                 [--cells CxB,...]
 //!
 //! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
 //! 2 broker ack throughput per mode, 3 end to end through the broker, 4 scaling curves,
 //! 5 the peers (pgmq, PgQ) side by side with queen_ack, 6 encrypted vs plain queues,
 //! 7 binary push bodies vs JSON, 8 timer delivery lateness, 9 key/value, locks and
-//! transaction riders.
+//! transaction riders, 10 ephemeral queues against durable ones.
 //! Writes `report.md` and SVG charts into the results folder (default results/bench),
 //! rewriting the report after every section; progress lines go to stderr.
 
@@ -17,6 +17,7 @@ mod broker_throughput;
 mod common;
 mod encryption;
 mod end_to_end;
+mod ephemeral;
 mod kv_locks;
 mod peers;
 mod report;
@@ -32,7 +33,7 @@ use std::time::Instant;
 use common::{connect, install_helpers, progress, BResult, Ctx};
 use report::Section;
 
-const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9] [--cells CxB,...]";
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10] [--cells CxB,...]";
 
 struct Args {
     database_url: String,
@@ -52,7 +53,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::new(),
         logs: PathBuf::new(),
         broker_bin: None,
-        sections: vec![1, 2, 3, 4, 5, 6, 7, 8, 9],
+        sections: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
         cells: None,
     };
     let mut out = None;
@@ -77,9 +78,9 @@ fn parse_args() -> Result<Args, String> {
             "--sections" => {
                 a.sections = value("--sections")?
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=9).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=10).contains(n)))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("--sections takes numbers 1-9\n{USAGE}"))?
+                    .ok_or_else(|| format!("--sections takes numbers 1-10\n{USAGE}"))?
             }
             "--cells" => a.cells = Some(parse_cells(&value("--cells")?)?),
             "-h" | "--help" => {
@@ -328,6 +329,7 @@ async fn run(args: Args) -> BResult<()> {
             7 => binary_push::run(&ctx, &db).await,
             8 => timer_lateness::run(&ctx, &db).await,
             9 => kv_locks::run(&ctx, &db).await,
+            10 => ephemeral::run(&ctx, &db).await,
             _ => scaling::run(&ctx, &db, &mut fixtures).await,
         };
         let mut sec = r.unwrap_or_else(|e| {
