@@ -84,6 +84,8 @@ fn queen_level(method: &str, path: &str) -> u8 {
             "/api/v1/traces",
             // Ours for Queen 2.x's timers (docs/decisions.md, "Timers").
             "/api/v1/timers",
+            // Ours for Queen 2.x's ephemeral list and depths (docs/decisions.md).
+            "/api/v1/ephemeral/queues",
         ]
         .iter()
         .any(|p| path.starts_with(p));

@@ -496,6 +496,15 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/dlq/redrive",
         "/api/v1/dlq/{id}",
         "/api/v1/dlq/{id}/replay",
+        // Memory, not the database: an_ephemeral_queue_of_another_tenant_does_not_exist.
+        "/api/v1/ephemeral/ack",
+        "/api/v1/ephemeral/configure",
+        "/api/v1/ephemeral/pop",
+        "/api/v1/ephemeral/push",
+        "/api/v1/ephemeral/queue/{queue}",
+        "/api/v1/ephemeral/queues",
+        "/api/v1/ephemeral/queues/{queue}/depth",
+        "/api/v1/ephemeral/reset",
         "/api/v1/fetch",
         "/api/v1/kv",
         "/api/v1/lease/{lease_id}/extend",
@@ -924,4 +933,74 @@ async fn no_route_reaches_another_tenants_data() {
     let (s, v) = a.ack_batch(common::acks_for(&pop, "completed", None)).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(v[0]["success"], true, "{v}");
+}
+
+#[tokio::test]
+async fn an_ephemeral_queue_of_another_tenant_does_not_exist() {
+    let (_, a, other) = setup().await;
+    let q = unique("eph-tenant");
+    let (s, v) = a
+        .post(
+            "/api/v1/ephemeral/configure",
+            &json!({"queue": q, "options": {"maxLength": 5}}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _) = a
+        .post(
+            "/api/v1/ephemeral/push",
+            &json!({"queue": q, "messages": [{"payload": "a's"}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, popped) = a.get(&format!("/api/v1/ephemeral/pop?queue={q}")).await;
+    assert_eq!(s, StatusCode::OK);
+    let id = popped["messages"][0]["id"].clone();
+    // B sees no such queue: the same 404 as a name nobody used, and an empty pop.
+    let (s, v) = other
+        .get(&format!("/api/v1/ephemeral/queues/{q}/depth"))
+        .await;
+    assert_eq!(
+        (s, v["code"].clone()),
+        (StatusCode::NOT_FOUND, json!("ephemeral_queue_not_found"))
+    );
+    let (_, v) = other.get("/api/v1/ephemeral/queues").await;
+    assert!(
+        !v["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["queue"] == q),
+        "{v}"
+    );
+    let (_, v) = other
+        .post(
+            "/api/v1/ephemeral/ack",
+            &json!({"queue": q, "acks": [{"id": id}]}),
+        )
+        .await;
+    assert_eq!(
+        v["results"][0]["outcome"], "stale",
+        "B's ack settles nothing of A's: {v}"
+    );
+    let (_, v) = other
+        .post("/api/v1/ephemeral/reset", &json!({"queue": q}))
+        .await;
+    assert_eq!(v["dropped"], 0);
+    let (_, v) = other.delete(&format!("/api/v1/ephemeral/queue/{q}")).await;
+    assert_eq!(v["deleted"], false);
+    // A's queue is untouched: its lease still acks.
+    let (_, v) = a
+        .post(
+            "/api/v1/ephemeral/ack",
+            &json!({"queue": q, "acks": [{"id": id}]}),
+        )
+        .await;
+    assert_eq!(v["results"][0]["outcome"], "acked", "{v}");
+    let (s, v) = a.get(&format!("/api/v1/ephemeral/queues/{q}/depth")).await;
+    assert_eq!(
+        (s, v["options"]["maxLength"].clone()),
+        (StatusCode::OK, json!(5)),
+        "{v}"
+    );
 }
