@@ -466,6 +466,38 @@ pub fn mask_password(url: &str) -> String {
 mod tests {
     use super::*;
 
+    fn with(vars: &[(&str, &str)]) -> Result<Config, String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Config::from_lookup(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn ephemeral_peers_name_this_broker_or_are_refused() {
+        let c = with(&[
+            ("QUEEN_EPHEMERAL_PEERS", "http://a:6632/, http://b:6632"),
+            ("QUEEN_EPHEMERAL_SELF", "http://b:6632/"),
+        ])
+        .unwrap();
+        assert_eq!(c.ephemeral_peers, ["http://a:6632", "http://b:6632"]);
+        assert_eq!(c.ephemeral_self, Some(1));
+        assert_eq!(
+            with(&[]).unwrap().ephemeral_self,
+            None,
+            "no peers: every queue is here"
+        );
+        let e = with(&[("QUEEN_EPHEMERAL_PEERS", "http://a,http://b")]).unwrap_err();
+        assert!(e.contains("QUEEN_EPHEMERAL_SELF"), "{e}");
+        let e = with(&[
+            ("QUEEN_EPHEMERAL_PEERS", "a:6632"),
+            ("QUEEN_EPHEMERAL_SELF", "a:6632"),
+        ])
+        .unwrap_err();
+        assert!(e.contains("not an http(s) URL"), "{e}");
+    }
+
     #[test]
     fn defaults_and_masking() {
         let c = Config::from_lookup(|_| None).unwrap();
