@@ -561,11 +561,11 @@ async def test_timers(client):
     check(got[0]["transactionId"] == res["txn"] and got[0]["id"] == res["messageId"], f"ids {got!r}")
     check((await client.timers.peek(q, "fire:1"))["found"] is False, "no row after delivery")
 
-    first = await client.timers.schedule(q, "later", {"v": 1}, delay_ms=60_000)
-    again = await client.timers.reschedule(q, "later", {"v": 2}, delay_ms=30_000)
+    first = await client.timers.schedule(q, "later", {"v": 1}, delay_ms=3_600_000)
+    again = await client.timers.reschedule(q, "later", {"v": 2}, delay_ms=1_800_000)
     check(again["status"] == "rescheduled" and again["deliverAt"] < first["deliverAt"], f"reschedule {again!r}")
     for i in range(3):
-        await client.timer(q).key(f"list:{i}").payload({"i": i}).after_ms(120_000).schedule()
+        await client.timer(q).key(f"list:{i}").payload({"i": i}).after_ms(3_600_000).schedule()
     rows = await client.timers.list_all(q, limit=2)
     check([r["timerKey"] for r in rows] == ["later", "list:0", "list:1", "list:2"], f"list_all {rows!r}")
     gone = await client.timers.cancel(q, "later", txn=again["txn"])
