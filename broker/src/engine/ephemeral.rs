@@ -405,7 +405,16 @@ impl Store {
                     Some(id) => s.ack(id, group, *status, self),
                 })
                 .collect();
-            s.trim_all(self);
+            let mut touched: Vec<usize> = acks
+                .iter()
+                .filter_map(|(id, _)| id.map(|id| id.partition as usize))
+                .filter(|&p| p < s.parts.len())
+                .collect();
+            touched.sort_unstable();
+            touched.dedup();
+            for p in touched {
+                s.trim(p, self);
+            }
             out
         };
         if out.contains(&Outcome::Redelivered) {
@@ -753,10 +762,12 @@ impl RingState {
             last_pop: now,
         });
         g.last_pop = now;
+        let mut visited = Vec::new();
         for p in order {
             if out.len() >= ask.batch {
                 break;
             }
+            visited.push(p);
             let part = &self.parts[p];
             let c = g.cursors.entry(p as u32).or_insert_with(|| Cursor {
                 next: part.base,
@@ -815,7 +826,9 @@ impl RingState {
         if !ask.auto_ack && !out.is_empty() {
             self.next_expiry = Some(self.next_expiry.map_or(deadline, |t| t.min(deadline)));
         }
-        self.trim_all(store);
+        for p in visited {
+            self.trim(p, store);
+        }
         out
     }
 
@@ -875,30 +888,37 @@ impl RingState {
     }
 
     /// Drops, from the front of each partition, what every group is past.
+    /// Drops, from the front of every partition, what every group is past (the sweep).
     fn trim_all(&mut self, store: &Store) {
+        for i in 0..self.parts.len() {
+            self.trim(i, store);
+        }
+    }
+
+    /// Drops, from the front of partition `i`, what every group is past. Only a pop or
+    /// an ack of that partition moves its floor, so they trim just the ones they touched.
+    fn trim(&mut self, i: usize, store: &Store) {
         if self.groups.is_empty() {
             return;
         }
-        for i in 0..self.parts.len() {
-            let base = self.parts[i].base;
-            let floor = self
-                .groups
-                .values()
-                .map(|g| g.cursors.get(&(i as u32)).map_or(base, Cursor::floor))
-                .min()
-                .unwrap_or(base);
-            let n = floor
-                .saturating_sub(base)
-                .min(self.parts[i].msgs.len() as u64);
-            for _ in 0..n {
-                let m = self.parts[i].msgs.pop_front().expect("counted");
-                let size = m.payload.len() as u64;
-                self.length -= 1;
-                self.bytes -= size;
-                store.release(size);
-            }
-            self.parts[i].base += n;
+        let base = self.parts[i].base;
+        let floor = self
+            .groups
+            .values()
+            .map(|g| g.cursors.get(&(i as u32)).map_or(base, Cursor::floor))
+            .min()
+            .unwrap_or(base);
+        let n = floor
+            .saturating_sub(base)
+            .min(self.parts[i].msgs.len() as u64);
+        for _ in 0..n {
+            let m = self.parts[i].msgs.pop_front().expect("counted");
+            let size = m.payload.len() as u64;
+            self.length -= 1;
+            self.bytes -= size;
+            store.release(size);
         }
+        self.parts[i].base += n;
     }
 
     fn summary(&self, queue: &str) -> Value {

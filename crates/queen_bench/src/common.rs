@@ -271,6 +271,20 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank - 1]
 }
 
+/// The middle value (the upper one of an even count) of unsorted samples.
+pub fn median_of(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Nearest-rank percentile of unsorted samples.
+pub fn percentile_of(xs: &[f64], q: f64) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    percentile(&v, q)
+}
+
 /// Milliseconds with a precision that suits their size.
 pub fn fmt_ms(ms: f64) -> String {
     if !ms.is_finite() {

@@ -12,7 +12,7 @@ use tokio_postgres::Client;
 
 use crate::broker_proc::Broker;
 use crate::common::{
-    drop_queues, fmt_ms, fmt_num, fmt_ratio, percentile, progress, to_s, BResult, Ctx,
+    drop_queues, fmt_ms, fmt_num, fmt_ratio, median_of, percentile_of, progress, to_s, BResult, Ctx,
 };
 use crate::report::Section;
 
@@ -200,16 +200,8 @@ async fn measure(ctx: &Ctx, b: &Broker, sec: &mut Section) -> BResult<()> {
             rate[ix].push(r);
         }
     }
-    let med = |xs: &Vec<f64>| {
-        let mut v = xs.clone();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let pct = |xs: &Vec<f64>, p: f64| {
-        let mut v = xs.clone();
-        v.sort_by(f64::total_cmp);
-        percentile(&v, p)
-    };
+    let med = |xs: &Vec<f64>| median_of(xs);
+    let pct = |xs: &Vec<f64>, p: f64| percentile_of(xs, p);
     let row = |name: &str, ix: usize, unit: &str| {
         vec![
             name.to_string(),
