@@ -238,3 +238,37 @@ CREATE TABLE queen.ephemeral_queues (
     updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     CONSTRAINT ephemeral_queues_pkey PRIMARY KEY (tenant_id, name)
 );
+
+-- Streams (docs/decisions.md, "Streams"; src/streams.rs): Queen's stream queries, their
+-- keyed state per (query, source partition, key), and per such shard the digest of the
+-- last committed cycle (a retry of that commit is recognised and changes nothing). State
+-- and shards go with their query (ON DELETE CASCADE); run_maintenance removes those of
+-- partitions that no longer exist.
+CREATE TABLE queen.stream_queries (
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    tenant_id uuid NOT NULL,
+    name text COLLATE "C" NOT NULL,
+    source_queue text NOT NULL,
+    sink_queue text,
+    config_hash text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT stream_queries_pkey PRIMARY KEY (id),
+    CONSTRAINT stream_queries_name_key UNIQUE (tenant_id, name)
+);
+CREATE TABLE queen.stream_state (
+    query_id uuid NOT NULL REFERENCES queen.stream_queries (id) ON DELETE CASCADE,
+    partition_id uuid NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    value jsonb NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT stream_state_pkey PRIMARY KEY (query_id, partition_id, key)
+);
+CREATE TABLE queen.stream_shards (
+    query_id uuid NOT NULL REFERENCES queen.stream_queries (id) ON DELETE CASCADE,
+    partition_id uuid NOT NULL,
+    last_digest text,
+    cycles bigint NOT NULL DEFAULT 0,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT stream_shards_pkey PRIMARY KEY (query_id, partition_id)
+);

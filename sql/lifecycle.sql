@@ -267,6 +267,7 @@ DECLARE
     v_purged bigint := 0;
     v_orphans bigint := 0;
     v_kv bigint := 0;
+    v_streams bigint := 0;
     v_more bool := false;
     v_interrupted bool := false;
 BEGIN
@@ -293,6 +294,15 @@ BEGIN
         LOOP
             v_step := queen.kv_expire_step_v1(p_max_rows);
             v_kv := v_kv + (v_step->>'removed')::bigint;
+            COMMIT;
+            EXIT WHEN (v_step->>'done')::bool;
+            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+        END LOOP;
+        -- Stream state of source partitions that no longer exist (docs/decisions.md, "Streams").
+        LOOP
+            v_step := queen.streams_orphans_step_v1(p_max_rows);
+            v_streams := v_streams + (v_step->>'removed')::bigint;
             COMMIT;
             EXIT WHEN (v_step->>'done')::bool;
             IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
@@ -328,7 +338,7 @@ BEGIN
     p_report := pg_catalog.jsonb_build_object(
         'ran', true, 'partitions', v_partitions, 'segments', v_segments, 'messages', v_messages,
         'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
-        'orphanRows', v_orphans, 'kvExpired', v_kv, 'more', v_more, 'interrupted', v_interrupted,
+        'orphanRows', v_orphans, 'kvExpired', v_kv, 'streamOrphans', v_streams, 'more', v_more, 'interrupted', v_interrupted,
         'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
 END $$;
 

@@ -406,6 +406,7 @@ DECLARE
     v_purged bigint := 0;
     v_orphans bigint := 0;
     v_kv bigint := 0;
+    v_streams bigint := 0;
     v_more bool := false;
     v_interrupted bool := false;
 BEGIN
@@ -432,6 +433,15 @@ BEGIN
         LOOP
             v_step := queen.kv_expire_step_v1(p_max_rows);
             v_kv := v_kv + (v_step->>'removed')::bigint;
+            COMMIT;
+            EXIT WHEN (v_step->>'done')::bool;
+            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+        END LOOP;
+        -- Stream state of source partitions that no longer exist (docs/decisions.md, "Streams").
+        LOOP
+            v_step := queen.streams_orphans_step_v1(p_max_rows);
+            v_streams := v_streams + (v_step->>'removed')::bigint;
             COMMIT;
             EXIT WHEN (v_step->>'done')::bool;
             IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
@@ -467,7 +477,7 @@ BEGIN
     p_report := pg_catalog.jsonb_build_object(
         'ran', true, 'partitions', v_partitions, 'segments', v_segments, 'messages', v_messages,
         'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
-        'orphanRows', v_orphans, 'kvExpired', v_kv, 'more', v_more, 'interrupted', v_interrupted,
+        'orphanRows', v_orphans, 'kvExpired', v_kv, 'streamOrphans', v_streams, 'more', v_more, 'interrupted', v_interrupted,
         'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
 END $$;
 
@@ -2288,3 +2298,187 @@ REVOKE ALL ON FUNCTION queen.ephemeral_configure_v1(text, jsonb, uuid),
     queen.ephemeral_delete_v1(text, uuid), queen.ephemeral_declared_v1() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.ephemeral_configure_v1(text, jsonb, uuid),
     queen.ephemeral_delete_v1(text, uuid), queen.ephemeral_declared_v1() TO queen_broker;
+
+-- Streams (docs/decisions.md, "Streams"; src/streams.rs): Queen's stream queries, their
+-- keyed state per (query, source partition, key), and per such shard the digest of the
+-- last committed cycle (a retry of that commit is recognised and changes nothing). State
+-- and shards go with their query (ON DELETE CASCADE); run_maintenance removes those of
+-- partitions that no longer exist.
+CREATE TABLE queen.stream_queries (
+    id uuid NOT NULL DEFAULT gen_random_uuid(),
+    tenant_id uuid NOT NULL,
+    name text COLLATE "C" NOT NULL,
+    source_queue text NOT NULL,
+    sink_queue text,
+    config_hash text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT stream_queries_pkey PRIMARY KEY (id),
+    CONSTRAINT stream_queries_name_key UNIQUE (tenant_id, name)
+);
+CREATE TABLE queen.stream_state (
+    query_id uuid NOT NULL REFERENCES queen.stream_queries (id) ON DELETE CASCADE,
+    partition_id uuid NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    value jsonb NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT stream_state_pkey PRIMARY KEY (query_id, partition_id, key)
+);
+CREATE TABLE queen.stream_shards (
+    query_id uuid NOT NULL REFERENCES queen.stream_queries (id) ON DELETE CASCADE,
+    partition_id uuid NOT NULL,
+    last_digest text,
+    cycles bigint NOT NULL DEFAULT 0,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT stream_shards_pkey PRIMARY KEY (query_id, partition_id)
+);
+CREATE FUNCTION queen."streams_register_query_v1"(
+	"p" jsonb,
+	"p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'streams_register_query_v1_wrapper';
+CREATE FUNCTION queen."streams_state_get_v1"(
+	"p" jsonb,
+	"p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+STABLE SECURITY DEFINER PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'streams_state_get_v1_wrapper';
+CREATE FUNCTION queen."streams_cycle_request_v1"(
+	"p" jsonb,
+	"p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'streams_cycle_request_v1_wrapper';
+-- Streams (src/streams.rs; docs/decisions.md, "Streams"): the cycle entry point and the
+-- query's deletion. Rust reads and writes the rows; this file gives each request of a
+-- merged call its own subtransaction.
+
+-- Commits stream processing cycles: one request (a JSON object; the answer is its result)
+-- or Queen's merged form (an array of requests with `idx`; the answer [{idx, result}]).
+-- Each request is all or nothing in its own subtransaction: a refused one answers
+-- {success: false, error} with nothing of it written, the others commit. A transient
+-- failure (deadlock, serialization, resources, connection, shutdown) is raised for the
+-- whole call instead: the caller retries, nothing was written.
+CREATE FUNCTION queen.streams_cycle_v1(
+    p jsonb,
+    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_items jsonb;
+    v_item jsonb;
+    v_result jsonb;
+    v_out jsonb := '[]';
+    v_i int := 0;
+BEGIN
+    IF p IS NULL THEN
+        RAISE EXCEPTION 'p must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    v_items := CASE jsonb_typeof(p) WHEN 'array' THEN p WHEN 'object' THEN jsonb_build_array(p) END;
+    IF v_items IS NULL OR EXISTS (SELECT 1 FROM jsonb_array_elements(v_items) e
+                                   WHERE jsonb_typeof(e) <> 'object') THEN
+        RAISE EXCEPTION 'cycle: a JSON object or an array of objects'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF jsonb_array_length(v_items) > 1000 THEN
+        RAISE EXCEPTION 'cycle: at most 1000 requests in one call'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR v_item IN SELECT e FROM jsonb_array_elements(v_items) e LOOP
+        BEGIN
+            v_result := queen.streams_cycle_request_v1(v_item - 'idx', p_tenant);
+        EXCEPTION WHEN OTHERS THEN
+            IF SQLSTATE IN ('40001', '40P01') OR left(SQLSTATE, 2) IN ('08', '53', '57', '58', 'XX') THEN
+                RAISE;
+            END IF;
+            v_result := jsonb_build_object(
+                'success', false,
+                'query_id', COALESCE(v_item->>'query_id', ''),
+                'partition_id', COALESCE(v_item->>'partition_id', ''),
+                'queueName', NULL, 'state_ops_applied', 0, 'push_results', '[]'::jsonb,
+                'ack_result', NULL, 'error', SQLERRM, 'sqlstate', SQLSTATE);
+        END;
+        v_out := v_out || jsonb_build_array(jsonb_build_object(
+            'idx', COALESCE((v_item->>'idx')::bigint, v_i), 'result', v_result));
+        v_i := v_i + 1;
+    END LOOP;
+    IF jsonb_typeof(p) = 'object' THEN
+        RETURN v_out->0->'result';
+    END IF;
+    RETURN v_out;
+END $$;
+
+-- Deletes a stream query with its state and shards (ON DELETE CASCADE); whether it
+-- existed.
+CREATE FUNCTION queen.streams_delete_query_v1(
+    p_name text,
+    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM queen.stream_queries s WHERE s.tenant_id = p_tenant AND s.name = p_name;
+    RETURN FOUND;
+END $$;
+
+-- One bounded step of stream cleanup for run_maintenance: the state and shard rows of
+-- source partitions that no longer exist (a deleted queue), shard by shard. The shards
+-- are few (queries × partitions), the state rows go by primary-key prefix.
+CREATE FUNCTION queen.streams_orphans_step_v1(p_max_rows int) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r record;
+    v_n int;
+    v_removed int := 0;
+    v_full bool := false;
+BEGIN
+    IF p_max_rows IS NULL OR p_max_rows < 1 THEN
+        RAISE EXCEPTION 'streams_orphans_step_v1: p_max_rows must be >= 1, got %', p_max_rows
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR r IN SELECT s.query_id, s.partition_id FROM queen.stream_shards s
+              WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = s.partition_id)
+              ORDER BY s.query_id, s.partition_id LOOP
+        WITH gone AS (
+            DELETE FROM queen.stream_state t USING (
+                SELECT key FROM queen.stream_state
+                 WHERE query_id = r.query_id AND partition_id = r.partition_id
+                 LIMIT p_max_rows - v_removed) v
+             WHERE t.query_id = r.query_id AND t.partition_id = r.partition_id AND t.key = v.key
+            RETURNING 1)
+        SELECT count(*) INTO v_n FROM gone;
+        v_removed := v_removed + v_n;
+        IF v_removed >= p_max_rows THEN
+            v_full := true;
+            EXIT;
+        END IF;
+        DELETE FROM queen.stream_shards
+         WHERE query_id = r.query_id AND partition_id = r.partition_id;
+        v_removed := v_removed + 1;
+        IF v_removed >= p_max_rows THEN
+            v_full := true;
+            EXIT;
+        END IF;
+    END LOOP;
+    RETURN jsonb_build_object('removed', v_removed, 'done', NOT v_full);
+END $$;
+REVOKE ALL ON FUNCTION queen.streams_register_query_v1(jsonb, uuid),
+    queen.streams_state_get_v1(jsonb, uuid), queen.streams_cycle_request_v1(jsonb, uuid),
+    queen.streams_cycle_v1(jsonb, uuid), queen.streams_delete_query_v1(text, uuid),
+    queen.streams_orphans_step_v1(int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.streams_register_query_v1(jsonb, uuid),
+    queen.streams_state_get_v1(jsonb, uuid), queen.streams_cycle_request_v1(jsonb, uuid),
+    queen.streams_cycle_v1(jsonb, uuid), queen.streams_delete_query_v1(text, uuid),
+    queen.streams_orphans_step_v1(int) TO queen_broker;

@@ -201,6 +201,27 @@ fn resolve(
         .collect()
 }
 
+/// Where one transactionId's message is for a locked cursor (a stream cycle's cumulative
+/// ack): its offset when it is in the ackable span (the leased batch, purged part
+/// included), else whether it lies below the cursor (already acknowledged).
+pub fn locate(
+    client: &SpiClient<'_>,
+    pid: Uuid,
+    cur: &crate::db::LockedCursor,
+    hash: TxnHash,
+) -> Element {
+    let (lo, hi) = ackable_span(&cur.state, cur.txns_start);
+    let ranges = Ranges {
+        lo,
+        hi,
+        below_window: below_window(cur.state.committed, cur.txns_start),
+        purged: purged_span(&cur.state, cur.txns_start),
+    };
+    resolve(client, pid, &[hash], &[Status::Completed], &ranges)
+        .pop()
+        .unwrap_or_else(|| crate::db::raise_internal("one hash resolved to no element"))
+}
+
 /// One by-hash ack: what the caller asks beyond the elements.
 pub struct HashAckCall<'a> {
     pub pid: Uuid,

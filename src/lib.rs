@@ -22,6 +22,7 @@ mod native;
 mod pop;
 mod push;
 mod redrive;
+mod streams;
 mod timers;
 mod traces;
 mod txn_wire;
@@ -67,7 +68,12 @@ extension_sql_file!(
     name = "ephemeral",
     requires = ["timers"]
 );
-extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["ephemeral"]);
+extension_sql_file!(
+    "../sql/streams.sql",
+    name = "streams",
+    requires = ["ephemeral"]
+);
+extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["streams"]);
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 
 /// Hooks for `cargo pgrx test`: every test cluster runs with `pg_test_config`.

@@ -718,3 +718,101 @@ fn push_to_tail(
     tail.written = Some(at);
     write_rows(client, pid, base, at, seg)
 }
+
+/// One group of frames for one (queue, partition) of a tenant, pushed by the extension's
+/// own writers (timers, stream cycles).
+pub struct FrameGroup<'a> {
+    pub tenant: Uuid,
+    pub queue: &'a str,
+    pub partition: &'a str,
+    pub frames: Vec<Frame>,
+}
+
+/// What became of one frame of a [`FrameGroup`].
+#[derive(Debug, Clone, Copy)]
+pub enum Landed {
+    Queued {
+        partition_id: uuid::Uuid,
+    },
+    /// Already in the dedup window: `of` is the original message's id when known.
+    Duplicate {
+        of: Option<uuid::Uuid>,
+        partition_id: uuid::Uuid,
+    },
+}
+
+/// Pushes the groups (one segment each, in the global lock order); a group the dedup
+/// window refuses in part is pushed again without the frames it already holds (nothing
+/// of a refused segment was written), so every frame lands once: queued or duplicate.
+pub fn push_groups(client: &mut SpiClient<'_>, groups: &[FrameGroup<'_>]) -> Vec<Vec<Landed>> {
+    let mut landed: Vec<Vec<Option<Landed>>> =
+        groups.iter().map(|g| vec![None; g.frames.len()]).collect();
+    let mut pending: Vec<(usize, Vec<usize>)> = groups
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| !g.frames.is_empty())
+        .map(|(i, g)| (i, (0..g.frames.len()).collect()))
+        .collect();
+    while !pending.is_empty() {
+        let encoded: Vec<(Vec<u8>, Vec<u8>)> = pending
+            .iter()
+            .map(|(g, idx)| {
+                let frames: Vec<Frame> =
+                    idx.iter().map(|&i| groups[*g].frames[i].clone()).collect();
+                let blob = queen_log::segment::encode_segment(&frames)
+                    .unwrap_or_else(|e| bad_param(e.to_string()));
+                (queen_log::segment::segment_hashes(&frames), blob)
+            })
+            .collect();
+        let segs: Vec<SegmentIn<'_>> = pending
+            .iter()
+            .zip(&encoded)
+            .map(|((g, idx), (hashes, blob))| SegmentIn {
+                queue: groups[*g].queue,
+                partition: groups[*g].partition,
+                msg_count: idx.len() as i32,
+                hashes,
+                verified: -1,
+                blob,
+                tenant: groups[*g].tenant,
+            })
+            .collect();
+        let verdicts = push_many(client, &segs);
+        let mut again = Vec::new();
+        for ((g, idx), v) in pending.into_iter().zip(verdicts) {
+            match v {
+                PushVerdict::Queued { partition_id, .. } => {
+                    for &i in &idx {
+                        landed[g][i] = Some(Landed::Queued { partition_id });
+                    }
+                }
+                PushVerdict::Duplicate { dups, partition_id } => {
+                    if dups.is_empty() {
+                        crate::db::raise_internal("a duplicate verdict named no frame");
+                    }
+                    for d in &dups {
+                        let of = d.id;
+                        landed[g][idx[d.i]] = Some(Landed::Duplicate { of, partition_id });
+                    }
+                    let held: std::collections::HashSet<usize> = dups.iter().map(|d| d.i).collect();
+                    let rest: Vec<usize> = (0..idx.len())
+                        .filter(|k| !held.contains(k))
+                        .map(|k| idx[k])
+                        .collect();
+                    if !rest.is_empty() {
+                        again.push((g, rest));
+                    }
+                }
+            }
+        }
+        pending = again;
+    }
+    landed
+        .into_iter()
+        .map(|g| {
+            g.into_iter()
+                .map(|l| l.unwrap_or_else(|| crate::db::raise_internal("a frame did not land")))
+                .collect()
+        })
+        .collect()
+}

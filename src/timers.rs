@@ -14,15 +14,13 @@ use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::encryption::is_envelope;
 use queen_log::frame::Frame;
-use queen_log::segment::{encode_segment, segment_hashes};
 use queen_log::timers::{
     check_ops, DeliveredTo, OpKind, SweepReport, TimerOp, TimerResult, TimerStatus, SWEEP_MAX,
 };
-use queen_log::wire::PushVerdict;
 
 use crate::db::{bad_param, col, default_tenant, jsonb, q, raise, required, OrRaise};
 use crate::db::{clock_plus, find_queue, iso_ms};
-use crate::push::{provision, push_many, resolve, SegmentIn};
+use crate::push::{provision, push_groups, resolve, FrameGroup, Landed};
 
 /// How long a timer that cannot be delivered waits before the next try (a plaintext
 /// payload for a queue that now encrypts: the database cannot seal it).
@@ -303,57 +301,26 @@ fn groups(due: &[Due]) -> (Vec<Group<'_>>, i64) {
     (out, dups)
 }
 
-/// Pushes the groups; a group the dedup window refuses in part is pushed again without
-/// the frames it already holds (nothing of a refused segment was written). Returns
-/// (delivered, duplicates).
-fn deliver(client: &mut SpiClient<'_>, mut groups: Vec<Group<'_>>) -> (i64, i64) {
-    let (mut fired, mut dups) = (0, 0);
-    while !groups.is_empty() {
-        let encoded: Vec<(Vec<u8>, Vec<u8>)> = groups
-            .iter()
-            .map(|g| {
-                let frames: Vec<Frame> = g.due.iter().map(|d| d.frame.clone()).collect();
-                let blob = encode_segment(&frames).unwrap_or_else(|e| bad_param(e.to_string()));
-                (segment_hashes(&frames), blob)
-            })
-            .collect();
-        let segs: Vec<SegmentIn<'_>> = groups
-            .iter()
-            .zip(&encoded)
-            .map(|(g, (hashes, blob))| SegmentIn {
-                queue: &g.due[0].queue,
-                partition: &g.due[0].partition,
-                msg_count: g.due.len() as i32,
-                hashes,
-                verified: -1,
-                blob,
-                tenant: g.due[0].tenant,
-            })
-            .collect();
-        let verdicts = push_many(client, &segs);
-        let mut again = Vec::new();
-        for (g, v) in groups.iter().zip(verdicts) {
-            match v {
-                PushVerdict::Queued { .. } => fired += g.due.len() as i64,
-                PushVerdict::Duplicate { dups: found, .. } => {
-                    let held: HashSet<usize> = found.iter().map(|d| d.i).collect();
-                    if held.is_empty() {
-                        crate::db::raise_internal("a duplicate verdict named no frame");
-                    }
-                    dups += held.len() as i64;
-                    let rest: Vec<&Due> = (0..g.due.len())
-                        .filter(|i| !held.contains(i))
-                        .map(|i| g.due[i])
-                        .collect();
-                    if !rest.is_empty() {
-                        again.push(Group { due: rest });
-                    }
-                }
-            }
-        }
-        groups = again;
-    }
-    (fired, dups)
+/// Pushes the groups (crate::push::push_groups: a frame the dedup window holds is a
+/// duplicate, the rest of its group is pushed again). Returns (delivered, duplicates).
+fn deliver(client: &mut SpiClient<'_>, groups: Vec<Group<'_>>) -> (i64, i64) {
+    let frames: Vec<FrameGroup<'_>> = groups
+        .iter()
+        .map(|g| FrameGroup {
+            tenant: g.due[0].tenant,
+            queue: &g.due[0].queue,
+            partition: &g.due[0].partition,
+            frames: g.due.iter().map(|d| d.frame.clone()).collect(),
+        })
+        .collect();
+    let landed = push_groups(client, &frames);
+    let dups = landed
+        .iter()
+        .flatten()
+        .filter(|l| matches!(l, Landed::Duplicate { .. }))
+        .count() as i64;
+    let all = landed.iter().map(Vec::len).sum::<usize>() as i64;
+    (all - dups, dups)
 }
 
 /// The delivered (and duplicate) timers leave; the refused ones wait and say why. Row by

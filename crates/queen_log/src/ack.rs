@@ -321,6 +321,25 @@ pub fn ack_upto(state: &CursorState, upto: i64) -> Result<(CursorState, i64), Po
     Ok((next, acked))
 }
 
+/// A stream cycle's commit through `upto` that keeps the lease (Queen's `release_lease:
+/// false`, a gate's partial ack): the cursor moves, the rest of the batch stays leased and
+/// is redelivered from the new cursor when the lease expires. A commit that reaches the
+/// batch's end releases it as `ack_upto` does.
+pub fn ack_upto_keeping_lease(
+    state: &CursorState,
+    upto: i64,
+) -> Result<(CursorState, i64), PositionalError> {
+    let end = state.batch_end.ok_or(PositionalError::NoLeasedBatch)?;
+    if upto >= end {
+        return ack_upto(state, upto);
+    }
+    let mut next = state.clone();
+    next.committed = state.committed.max(upto);
+    let acked = next.committed - state.committed;
+    next.total_consumed += acked;
+    Ok((next, acked))
+}
+
 /// Release-only positional ack (p_ok false, or no position): the batch redelivers.
 pub fn release_only(state: &CursorState) -> (CursorState, bool) {
     let mut next = state.clone();

@@ -14,6 +14,7 @@
 //! - [`lifecycle`]: retention's rules of docs/contract.md §13 (what goes, what a cursor loses).
 //! - [`dlq`]: the error text a dead-lettered frame is filed with, and redrive's rules.
 //! - [`stats`]: lag and queue statistics rolled up with Queen's arithmetic.
+//! - [`streams`]: stream processing cycles (Queen's `/streams/v1`): shapes, bounds, replay digest.
 //! - [`order`]: the global lock order.
 //! - [`sqlstate`]: what an error's SQLSTATE means to a caller.
 //! - [`wire`]: the typed JSON results the extension returns and the broker reads.
@@ -43,5 +44,6 @@ pub mod pop;
 pub mod segment;
 pub mod sqlstate;
 pub mod stats;
+pub mod streams;
 pub mod timers;
 pub mod wire;

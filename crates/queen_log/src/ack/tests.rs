@@ -236,6 +236,37 @@ fn positional_ack_checks_batch_and_never_moves_backward() {
 }
 
 #[test]
+fn a_cycle_commit_keeping_the_lease_moves_the_cursor_and_keeps_the_rest_leased() {
+    let (s, n) = ack_upto_keeping_lease(&leased(9, 14), 12).unwrap();
+    assert_eq!((s.committed, n, s.batch_end), (12, 3, Some(14)));
+    assert_eq!(s.total_consumed, 3);
+    // Reaching the batch's end releases it, as a plain positional ack does.
+    let (s, n) = ack_upto_keeping_lease(&leased(9, 14), 14).unwrap();
+    assert_eq!(
+        (s.committed, n, s.batch_end, s.attempt_offset),
+        (14, 5, None, None)
+    );
+    assert_eq!(
+        ack_upto_keeping_lease(&leased(9, 14), 15),
+        Err(PositionalError::BeyondBatch)
+    );
+    let unleased = CursorState {
+        batch_end: None,
+        ..leased(9, 14)
+    };
+    assert_eq!(
+        ack_upto_keeping_lease(&unleased, 12),
+        Err(PositionalError::NoLeasedBatch)
+    );
+    let (s, n) = ack_upto_keeping_lease(&leased(9, 14), 5).unwrap();
+    assert_eq!(
+        (s.committed, n, s.batch_end),
+        (9, 0, Some(14)),
+        "never backward"
+    );
+}
+
+#[test]
 fn release_only_reports_whether_a_lease_was_held() {
     assert!(release_only(&leased(9, 14)).1);
     let unleased = CursorState {
