@@ -536,6 +536,11 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/transaction",
         "/health",
         "/metrics",
+        // a_stream_of_another_tenant_is_out_of_reach.
+        "/streams/v1/cycle",
+        "/streams/v1/queries",
+        "/streams/v1/queries/{name}",
+        "/streams/v1/state/get",
     ];
     assert_eq!(
         routes_in_source(),
@@ -1003,4 +1008,54 @@ async fn an_ephemeral_queue_of_another_tenant_does_not_exist() {
         (StatusCode::OK, json!(5)),
         "{v}"
     );
+}
+
+#[tokio::test]
+async fn a_stream_of_another_tenant_is_out_of_reach() {
+    let (_b, a, other) = setup().await;
+    let (src, name) = (unique("tst-src"), unique("tst-q"));
+    a.push(json!([{"queue": src, "transactionId": "m1", "payload": {"s": "secret-of-A"}}]))
+        .await;
+    let reg = json!({"name": name, "source_queue": src, "config_hash": "h"});
+    let (_, v) = a.post("/streams/v1/queries", &reg).await;
+    let qid = v["query_id"].clone();
+    let pop = a
+        .pop(&src, "consumerGroup=streams.a&batch=10")
+        .await
+        .expect("A's batch");
+    let pid = pop["messages"][0]["partitionId"].clone();
+    let cycle = |query: &Value, lease: &Value| {
+        json!({"query_id": query, "partition_id": pid, "consumer_group": "streams.a",
+               "state_ops": [{"type": "upsert", "key": "k", "value": {"s": "secret-of-A"}}],
+               "ack": {"transactionId": "m1", "leaseId": lease}})
+    };
+    // B reads A's state, commits against A's query and partition, deletes A's query:
+    // each answers as for ids and names nobody has.
+    let get = json!({"query_id": qid, "partition_id": pid});
+    let (s, v) = other.post("/streams/v1/state/get", &get).await;
+    assert_eq!((s, v["rows"].clone()), (StatusCode::OK, json!([])));
+    let (_, v) = other
+        .post("/streams/v1/cycle", &cycle(&qid, &pop["leaseId"]))
+        .await;
+    assert_eq!(v["success"], false, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("not found"), "{v}");
+    let (_, v) = other.delete(&format!("/streams/v1/queries/{name}")).await;
+    assert_eq!(v["deleted"], false);
+    // The same name is B's own query; its cycle on A's partition is refused too.
+    let (_, v) = other.post("/streams/v1/queries", &reg).await;
+    assert_eq!(v["fresh"], true, "{v}");
+    assert_ne!(v["query_id"], qid);
+    let (_, v) = other
+        .post("/streams/v1/cycle", &cycle(&v["query_id"], &pop["leaseId"]))
+        .await;
+    assert_eq!(v["success"], false, "{v}");
+    // A's own cycle still commits, and A alone reads its state.
+    let (_, v) = a
+        .post("/streams/v1/cycle", &cycle(&qid, &pop["leaseId"]))
+        .await;
+    assert_eq!(v["success"], true, "{v}");
+    let (_, v) = a.post("/streams/v1/state/get", &get).await;
+    assert_eq!(v["rows"][0]["value"]["s"], "secret-of-A");
+    let (_, v) = other.post("/streams/v1/state/get", &get).await;
+    assert_eq!(v["rows"], json!([]));
 }

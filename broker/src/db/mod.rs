@@ -36,6 +36,7 @@ pub mod kv;
 pub mod maintenance;
 pub mod pop;
 pub mod push;
+pub mod streams;
 pub mod timers;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -28,7 +28,8 @@ impl Level {
     }
 }
 
-/// The level of `method path` (a `/api/v1/...` path): Queen's rules in Queen's order.
+/// The level of `method path` (a `/api/v1/...` or `/streams/v1/...` path): Queen's rules in
+/// Queen's order.
 /// Deleting queues and consumer groups, `/api/v1/system/*` (maintenance) and the stats
 /// refresh are admin; GETs of status, analytics, resources, messages, consumer groups,
 /// DLQ and traces are read-only; everything else (push, pop, ack, transaction, lease,
@@ -42,6 +43,7 @@ pub fn level_of(method: &Method, path: &str) -> Level {
         || (delete && under("/api/v1/consumer-groups/"))
         || (delete && under("/api/v1/resources/queues/"))
         || path == "/api/v1/stats/refresh"
+        || (delete && under("/streams/v1/queries/"))
     {
         return Level::Admin;
     }
@@ -58,7 +60,10 @@ pub fn level_of(method: &Method, path: &str) -> Level {
         // Queen 2.x: the ephemeral queue list and depths (its pop takes, so it writes).
         "/api/v1/ephemeral/queues",
     ];
-    if method == Method::GET && READABLE.iter().any(|p| under(p)) {
+    // Queen's streams: reading a query's state is read-only though it is a POST.
+    if (method == Method::GET && READABLE.iter().any(|p| under(p)))
+        || path == "/streams/v1/state/get"
+    {
         return Level::ReadOnly;
     }
     Level::ReadWrite
@@ -115,6 +120,10 @@ mod tests {
             ("DELETE", "/api/v1/timers/q/k", Level::ReadWrite),
             ("POST", "/api/v1/timers", Level::ReadWrite),
             ("POST", "/api/v1/kv", Level::ReadWrite),
+            ("POST", "/streams/v1/state/get", Level::ReadOnly),
+            ("POST", "/streams/v1/cycle", Level::ReadWrite),
+            ("POST", "/streams/v1/queries", Level::ReadWrite),
+            ("DELETE", "/streams/v1/queries/q", Level::Admin),
             ("POST", "/api/v1/locks", Level::ReadWrite),
             ("GET", "/api/v1/consumer-groups", Level::ReadOnly),
             ("GET", "/api/v1/pop/queue/q", Level::ReadWrite),

@@ -30,7 +30,7 @@ use serde_json::json;
 use crate::state::AppState;
 use routes::{
     ack, browse, configure, consumer_groups, dlq, dlq_admin, ephemeral, health, kv, lease, locks,
-    messages, pop, push, queues, reads, resources, status, timers, traces, transaction,
+    messages, pop, push, queues, reads, resources, status, streams, timers, traces, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -64,6 +64,7 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(admin_routes())
         .merge(ephemeral_routes())
+        .merge(stream_routes())
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -104,6 +105,15 @@ fn ephemeral_routes() -> Router<AppState> {
             "/api/v1/ephemeral/queues/{queue}/depth",
             get(ephemeral::depth),
         )
+}
+
+/// Queen's streams (http/routes/streams.rs): outside `/api/v1`, authenticated alike.
+fn stream_routes() -> Router<AppState> {
+    Router::new()
+        .route("/streams/v1/queries", post(streams::register))
+        .route("/streams/v1/queries/{name}", delete(streams::delete_query))
+        .route("/streams/v1/state/get", post(streams::state_get))
+        .route("/streams/v1/cycle", post(streams::cycle))
 }
 
 /// Operating a queue: Queen's admin views, DLQ redrive and deletion.

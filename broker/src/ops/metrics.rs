@@ -55,6 +55,10 @@ pub struct Metrics {
     pub(crate) queue_gauges: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
     /// Connections over `QUEEN_MAX_CONNECTIONS`, answered 503 and closed.
     pub connections_rejected: AtomicU64,
+    /// Stream cycles by outcome: committed, replayed (a retry of the last commit), refused.
+    pub stream_cycles_committed: AtomicU64,
+    pub stream_cycles_replayed: AtomicU64,
+    pub stream_cycles_refused: AtomicU64,
     /// Requests whose body did not arrive within `QUEEN_BODY_READ_TIMEOUT_MS` (408).
     pub body_timeouts: AtomicU64,
 }
@@ -128,6 +132,23 @@ impl Metrics {
         );
         for (path, c) in [("fast", &self.acks_fast), ("sql", &self.acks_sql)] {
             let _ = writeln!(out, "queen_acks_total{{path=\"{path}\"}} {}", load(c));
+        }
+        header(
+            &mut out,
+            "queen_stream_cycles_total",
+            "counter",
+            "Stream cycles by result (replayed = a retry of the shard's last commit, applied once).",
+        );
+        for (result, c) in [
+            ("committed", &self.stream_cycles_committed),
+            ("replayed", &self.stream_cycles_replayed),
+            ("refused", &self.stream_cycles_refused),
+        ] {
+            let _ = writeln!(
+                out,
+                "queen_stream_cycles_total{{result=\"{result}\"}} {}",
+                load(c)
+            );
         }
         for (name, help, c) in [
             (

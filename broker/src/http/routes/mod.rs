@@ -20,6 +20,7 @@ pub mod queues;
 pub mod reads;
 pub mod resources;
 pub mod status;
+pub mod streams;
 pub mod timers;
 pub mod traces;
 pub mod transaction;

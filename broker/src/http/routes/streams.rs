@@ -1,0 +1,158 @@
+//! Queen's streams (docs/decisions.md, "Streams"; docs/http-api.md): the three routes its
+//! SDKs' streaming runtime calls, each a thin pass to the extension.
+//!
+//! - `POST /streams/v1/queries`: register a query (name, source, sink, config hash);
+//!   200 with `{success, query_id, fresh, reset}`, 409 on a config-hash conflict.
+//! - `POST /streams/v1/state/get`: a (query, partition)'s state rows.
+//! - `POST /streams/v1/cycle`: state ops, sink pushes and the source ack in one database
+//!   transaction; a refused cycle is 200 `{success: false, error}` with nothing written
+//!   (Queen's answer), a database that is down is 503 with nothing written.
+//! - `DELETE /streams/v1/queries/{name}` (ours): the query with its state.
+//!
+//! Input is checked here as the extension checks it (queen_log::streams), so a bad
+//! request is a 400 naming its field before a connection is taken. Sink items for a
+//! queue that encrypts are sealed here (the extension cannot); the cycle's ack is the
+//! extension's own cumulative commit, so the ack registry's entry of that lease is
+//! dropped (it cannot be taken by a later ack of the same lease).
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use queen_log::streams::{check_cycle, CycleRequest, RegisterRequest, SinkItem, StateGetRequest};
+use serde_json::{json, Value};
+use std::sync::atomic::AtomicU64;
+
+use crate::error::{ApiError, ApiResult};
+use crate::http::auth::Tenant;
+use crate::http::input::parse_json;
+use crate::http::items::{check_item_count, encrypting};
+use crate::ops::metrics::Metrics;
+use crate::state::AppState;
+
+/// `success: false` in an answer of the extension.
+fn refused(v: &Value) -> bool {
+    v.get("success").and_then(Value::as_bool) == Some(false)
+}
+
+pub async fn register(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let r: RegisterRequest = parse_json(&body)?;
+    r.check().map_err(ApiError::bad)?;
+    let answer = state.db.conn().await?.streams_register(&r, tenant).await?;
+    let status = if refused(&answer) {
+        StatusCode::CONFLICT
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(answer)).into_response())
+}
+
+pub async fn state_get(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let r: StateGetRequest = parse_json(&body)?;
+    r.check().map_err(ApiError::bad)?;
+    let answer = state.db.conn().await?.streams_state_get(&r, tenant).await?;
+    Ok(Json(answer).into_response())
+}
+
+pub async fn cycle(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let mut r: CycleRequest = parse_json(&body)?;
+    r.idx = None;
+    check_cycle(&r).map_err(ApiError::bad)?;
+    check_item_count(r.items().len(), state.config.max_push_items)?;
+    if let Some(items) = r.push_items.as_mut() {
+        seal_sink(&state, tenant, items).await?;
+    }
+    let answer = state.db.conn().await?.streams_cycle(&r, tenant).await?;
+    count(&state.metrics, &answer);
+    if refused(&answer) {
+        return Ok(Json(answer).into_response());
+    }
+    if let (Some(a), Some(pid)) = (&r.ack, r.partition_id.as_deref()) {
+        if let (Some(lease), Ok(pid)) = (a.lease(), pid.parse()) {
+            state.registry.evict_if_worker(pid, r.group(), lease);
+        }
+    }
+    let mut queues: Vec<&str> = r
+        .items()
+        .iter()
+        .filter_map(|i| i.queue.as_deref())
+        .collect();
+    queues.sort_unstable();
+    queues.dedup();
+    for q in queues {
+        state.wake_queue(tenant, q);
+    }
+    Ok(Json(answer).into_response())
+}
+
+pub async fn delete_query(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let existed = state
+        .db
+        .conn()
+        .await?
+        .streams_delete_query(&name, tenant)
+        .await?;
+    Ok(Json(json!({"success": true, "deleted": existed, "name": name})).into_response())
+}
+
+/// The cycle counters of `queen_stream_cycles_total{result}`.
+fn count(m: &Metrics, answer: &Value) {
+    let replayed = answer.get("replayed").and_then(Value::as_bool) == Some(true);
+    let c: &AtomicU64 = match (refused(answer), replayed) {
+        (true, _) => &m.stream_cycles_refused,
+        (false, true) => &m.stream_cycles_replayed,
+        (false, false) => &m.stream_cycles_committed,
+    };
+    Metrics::add(c, 1);
+}
+
+/// The sink items bound for queues that encrypt (`encryptionEnabled`), sealed as a push
+/// seals them: the payload becomes the envelope and `is_encrypted` is set.
+async fn seal_sink(state: &AppState, tenant: uuid::Uuid, items: &mut [SinkItem]) -> ApiResult<()> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let qs: Vec<&str> = items
+        .iter()
+        .map(|i| i.queue.as_deref().unwrap_or_default())
+        .collect();
+    let ps: Vec<&str> = items.iter().map(SinkItem::partition_name).collect();
+    let sealed = encrypting(state, tenant, &qs, &ps).await?;
+    for i in sealed {
+        let it = &mut items[i];
+        if it.is_encrypted == Some(true) {
+            continue;
+        }
+        let plain = it.payload.clone().unwrap_or_else(|| json!({})).to_string();
+        let envelope = state.sealer.seal(plain.as_bytes()).ok_or_else(|| {
+            ApiError::Internal(format!(
+                "queue {} encrypts payloads (encryptionEnabled) but this broker has no \
+                 QUEEN_ENCRYPTION_KEY; nothing was written",
+                it.queue.as_deref().unwrap_or_default()
+            ))
+        })?;
+        it.payload = Some(
+            serde_json::from_slice(&envelope)
+                .map_err(|e| ApiError::Internal(format!("sealed envelope: {e}")))?,
+        );
+        it.is_encrypted = Some(true);
+    }
+    Ok(())
+}

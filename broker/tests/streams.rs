@@ -1,0 +1,398 @@
+//! Queen's streams over real HTTP (docs/decisions.md, "Streams"): a cycle commits its
+//! state ops, sink pushes and source ack together or not at all; a retried cycle is
+//! applied once; two runners of one query cannot both commit the same messages; a
+//! registration with another config hash is a 409 until `reset`; bad input is a 400
+//! naming its field and writes nothing.
+
+mod common;
+
+use common::{admin, metric, metrics, start, unique, Broker};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+/// A registered query over a fresh source queue holding `n` messages `{"n": i}`.
+struct Stream {
+    source: String,
+    sink: String,
+    query_id: String,
+    group: String,
+}
+
+async fn stream(b: &Broker, n: usize) -> Stream {
+    let source = unique("st-src");
+    let sink = unique("st-sink");
+    let items: Vec<Value> = (0..n)
+        .map(|i| json!({"queue": source, "transactionId": format!("m{i}"), "payload": {"n": i}}))
+        .collect();
+    b.push(json!(items)).await;
+    let (s, v) = b
+        .post(
+            "/streams/v1/queries",
+            &json!({"name": unique("q"), "source_queue": source, "sink_queue": sink,
+                    "config_hash": "h1"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["fresh"], true);
+    let query_id = v["query_id"].as_str().unwrap().to_string();
+    Stream {
+        group: format!("streams.{query_id}"),
+        source,
+        sink,
+        query_id,
+    }
+}
+
+impl Stream {
+    async fn pop(&self, b: &Broker, extra: &str) -> Option<Value> {
+        b.pop(
+            &self.source,
+            &format!("batch=100&wait=false&consumerGroup={}{extra}", self.group),
+        )
+        .await
+    }
+
+    /// A cycle as the SDK writes one: the sum of the batch upserted under `key`, one sink
+    /// item, the ack through the batch's last message.
+    fn cycle(&self, pop: &Value, key: &str) -> Value {
+        let msgs = pop["messages"].as_array().unwrap();
+        let sum: i64 = msgs.iter().map(|m| m["data"]["n"].as_i64().unwrap()).sum();
+        let last = msgs.last().unwrap();
+        json!({"query_id": self.query_id, "partition_id": last["partitionId"],
+               "consumer_group": self.group,
+               "state_ops": [{"type": "upsert", "key": key, "value": {"acc": sum}}],
+               "push_items": [{"queue": self.sink, "partition": "Default", "payload": {"sum": sum}}],
+               "ack": {"transactionId": last["transactionId"], "leaseId": pop["leaseId"],
+                       "status": "completed", "count": msgs.len()},
+               "release_lease": true})
+    }
+
+    async fn state(&self, b: &Broker, pid: &Value) -> Vec<Value> {
+        let (s, v) = b
+            .post(
+                "/streams/v1/state/get",
+                &json!({"query_id": self.query_id, "partition_id": pid, "keys": []}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v["rows"].as_array().unwrap().clone()
+    }
+
+    async fn sink_count(&self) -> i64 {
+        admin()
+            .await
+            .query_one(
+                "SELECT COALESCE(sum(p.last_offset + 1), 0)::bigint FROM queen.log_partitions p
+                   JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = $1",
+                &[&self.sink],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    async fn committed(&self) -> i64 {
+        admin()
+            .await
+            .query_opt(
+                "SELECT c.committed FROM queen.log_consumers c
+                   JOIN queen.log_partitions p ON p.id = c.partition_id
+                   JOIN queen.queues q ON q.id = p.queue_id
+                  WHERE q.name = $1 AND c.consumer_group = $2",
+                &[&self.source, &self.group],
+            )
+            .await
+            .unwrap()
+            .map_or(-1, |r| r.get(0))
+    }
+}
+
+async fn cycle(b: &Broker, body: &Value) -> Value {
+    let (s, v) = b.post("/streams/v1/cycle", body).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    v
+}
+
+#[tokio::test]
+async fn a_cycle_commits_state_sink_and_source_ack_together() {
+    let b = start().await;
+    let st = stream(&b, 3).await;
+    let pop = st.pop(&b, "").await.expect("the batch");
+    let v = cycle(&b, &st.cycle(&pop, "w")).await;
+    assert_eq!(v["success"], true, "{v}");
+    assert_eq!(v["queueName"], st.source.as_str());
+    assert_eq!(v["state_ops_applied"], 1);
+    assert_eq!(v["push_results"][0]["status"], "queued");
+    assert_eq!(v["push_results"][0]["queueName"], st.sink.as_str());
+    assert_eq!(
+        v["ack_result"],
+        json!({"success": true, "count": 3, "lease_released": true, "dlq": false})
+    );
+    let rows = st.state(&b, &pop["messages"][0]["partitionId"]).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["key"], "w");
+    assert_eq!(rows[0]["value"], json!({"acc": 3}));
+    assert_eq!(
+        st.committed().await,
+        2,
+        "the cursor is past the batch's last message"
+    );
+    assert!(st.pop(&b, "").await.is_none(), "nothing is delivered again");
+    let sunk = b.pop(&st.sink, "wait=false").await.expect("the sink item");
+    assert_eq!(sunk["messages"][0]["data"], json!({"sum": 3}));
+    let m = metrics(&b).await;
+    assert_eq!(
+        metric(&m, "queen_stream_cycles_total{result=\"committed\"}"),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_refused_cycle_writes_nothing() {
+    let b = start().await;
+    let st = stream(&b, 2).await;
+    let pop = st.pop(&b, "").await.expect("the batch");
+    let mut body = st.cycle(&pop, "w");
+    // The state op and the sink push run before the ack, whose lease is wrong: the
+    // whole cycle rolls back.
+    body["ack"]["leaseId"] = json!("not-the-lease");
+    let v = cycle(&b, &body).await;
+    assert_eq!(v["success"], false, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("invalid or expired lease"),
+        "{v}"
+    );
+    assert_eq!(v["state_ops_applied"], 0);
+    let pid = pop["messages"][0]["partitionId"].clone();
+    assert!(st.state(&b, &pid).await.is_empty(), "no state");
+    assert_eq!(st.sink_count().await, 0, "no sink message");
+    assert_eq!(st.committed().await, -1, "the cursor did not move");
+    // The right lease still commits it.
+    let v = cycle(&b, &st.cycle(&pop, "w")).await;
+    assert_eq!(v["success"], true, "{v}");
+    let m = metrics(&b).await;
+    assert_eq!(
+        metric(&m, "queen_stream_cycles_total{result=\"refused\"}"),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_retried_cycle_is_applied_once() {
+    let b = start().await;
+    let st = stream(&b, 4).await;
+    let pop = st.pop(&b, "").await.expect("the batch");
+    let body = st.cycle(&pop, "w");
+    let first = cycle(&b, &body).await;
+    assert_eq!(first["success"], true, "{first}");
+    // The answer was lost and the SDK sends the same bytes again.
+    let again = cycle(&b, &body).await;
+    assert_eq!(again["success"], true, "{again}");
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(st.sink_count().await, 1, "the sink item once");
+    assert_eq!(st.committed().await, 3);
+    let m = metrics(&b).await;
+    assert_eq!(
+        metric(&m, "queen_stream_cycles_total{result=\"replayed\"}"),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn two_runners_cannot_both_commit_the_same_messages() {
+    let b = start().await;
+    let st = stream(&b, 3).await;
+    // Runner A's lease runs out (waited for on the clock of the database, not guessed).
+    let a = st.pop(&b, "&leaseSeconds=1").await.expect("A's batch");
+    let db = admin().await;
+    loop {
+        let live: bool = db
+            .query_one(
+                "SELECT bool_or(l.lease_expires_at > clock_timestamp()) FROM queen.log_leases l
+                  WHERE l.consumer_group = $1",
+                &[&st.group],
+            )
+            .await
+            .unwrap()
+            .get::<_, Option<bool>>(0)
+            .unwrap_or(false);
+        if !live {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Runner B is given the same messages and commits them.
+    let bb = st.pop(&b, "").await.expect("B's batch");
+    let txns = |p: &Value| -> Vec<Value> {
+        p["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["transactionId"].clone())
+            .collect()
+    };
+    assert_eq!(txns(&a), txns(&bb), "the same messages");
+    let vb = cycle(&b, &st.cycle(&bb, "by-b")).await;
+    assert_eq!(vb["success"], true, "{vb}");
+    // A's late cycle for the same messages is refused and writes nothing.
+    let va = cycle(&b, &st.cycle(&a, "by-a")).await;
+    assert_eq!(va["success"], false, "{va}");
+    let keys: Vec<Value> = st
+        .state(&b, &a["messages"][0]["partitionId"])
+        .await
+        .iter()
+        .map(|r| r["key"].clone())
+        .collect();
+    assert_eq!(keys, vec![json!("by-b")]);
+    assert_eq!(st.sink_count().await, 1);
+}
+
+#[tokio::test]
+async fn a_changed_config_hash_is_a_409_until_reset() {
+    let b = start().await;
+    let st = stream(&b, 1).await;
+    let pop = st.pop(&b, "").await.expect("the batch");
+    cycle(&b, &st.cycle(&pop, "w")).await;
+    let name = admin()
+        .await
+        .query_one(
+            "SELECT name FROM queen.stream_queries WHERE id = $1::text::uuid",
+            &[&st.query_id],
+        )
+        .await
+        .unwrap()
+        .get::<_, String>(0);
+    let reg = |hash: &str, reset: bool| json!({"name": name, "source_queue": st.source, "config_hash": hash, "reset": reset});
+    let (s, v) = b.post("/streams/v1/queries", &reg("h2", false)).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(v["success"], false);
+    assert_eq!(v["query_id"], st.query_id.as_str());
+    assert!(v["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("config_hash mismatch"));
+    let pid = pop["messages"][0]["partitionId"].clone();
+    assert_eq!(
+        st.state(&b, &pid).await.len(),
+        1,
+        "a conflict keeps the state"
+    );
+    let (s, v) = b.post("/streams/v1/queries", &reg("h2", true)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        (v["fresh"].clone(), v["reset"].clone()),
+        (json!(false), json!(true))
+    );
+    assert_eq!(v["query_id"], st.query_id.as_str(), "the id is kept");
+    assert!(st.state(&b, &pid).await.is_empty(), "reset wiped the state");
+    // Deleting the query (ours) takes it away; a second delete finds nothing.
+    let (s, v) = b.delete(&format!("/streams/v1/queries/{name}")).await;
+    assert_eq!((s, v["deleted"].clone()), (StatusCode::OK, json!(true)));
+    let (_, v) = b.delete(&format!("/streams/v1/queries/{name}")).await;
+    assert_eq!(v["deleted"], false);
+}
+
+#[tokio::test]
+async fn bad_input_is_a_400_naming_the_field_and_writes_nothing() {
+    let b = start().await;
+    let st = stream(&b, 1).await;
+    let pop = st.pop(&b, "").await.expect("the batch");
+    let pid = pop["messages"][0]["partitionId"].clone();
+    let cases = [
+        (json!({"partition_id": pid}), "query_id is required"),
+        (
+            json!({"query_id": st.query_id, "partition_id": "x"}),
+            "not a uuid",
+        ),
+        (
+            json!({"query_id": st.query_id, "partition_id": pid,
+                   "state_ops": [{"type": "merge", "key": "k"}]}),
+            "state_ops[0].type: Unknown state_op type: merge",
+        ),
+        (
+            json!({"query_id": st.query_id, "partition_id": pid,
+                   "push_items": [{"payload": {}}]}),
+            "push_items[0].queue",
+        ),
+        (
+            json!({"query_id": st.query_id, "partition_id": pid, "ack": {"count": 1}}),
+            "ack.transactionId is required",
+        ),
+        (
+            json!({"query_id": st.query_id, "partition_id": pid, "colour": "red"}),
+            "colour",
+        ),
+    ];
+    for (body, text) in cases {
+        let (s, v) = b.post("/streams/v1/cycle", &body).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
+        assert!(v["error"].as_str().unwrap().contains(text), "{body}: {v}");
+    }
+    let (s, v) = b
+        .post(
+            "/streams/v1/queries",
+            &json!({"name": "x", "config_hash": "h"}),
+        )
+        .await;
+    assert_eq!(
+        (s, v["error"].clone()),
+        (StatusCode::BAD_REQUEST, json!("source_queue is required"))
+    );
+    let (s, _) = b
+        .post("/streams/v1/state/get", &json!({"query_id": st.query_id}))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    // An unknown query is the cycle's refusal (Queen's 200 with success false).
+    let v = cycle(
+        &b,
+        &json!({"query_id": uuid::Uuid::new_v4(), "partition_id": pid}),
+    )
+    .await;
+    assert_eq!(v["success"], false);
+    assert!(v["error"].as_str().unwrap().contains("not found"), "{v}");
+    assert_eq!(st.committed().await, -1);
+}
+
+#[tokio::test]
+async fn a_gate_cycle_keeps_the_lease_and_a_failed_ack_files_the_dlq() {
+    let b = start().await;
+    let st = stream(&b, 3).await;
+    let pop = st.pop(&b, "").await.expect("the batch");
+    let msgs = pop["messages"].as_array().unwrap();
+    let pid = msgs[0]["partitionId"].clone();
+    // The allowed prefix (m0) is acked, the lease kept: the rest is not delivered to
+    // anyone else while it lasts.
+    let v = cycle(
+        &b,
+        &json!({"query_id": st.query_id, "partition_id": pid, "consumer_group": st.group,
+                "release_lease": false,
+                "ack": {"transactionId": msgs[0]["transactionId"], "leaseId": pop["leaseId"]}}),
+    )
+    .await;
+    assert_eq!(v["ack_result"]["lease_released"], false, "{v}");
+    assert_eq!(st.committed().await, 0);
+    assert!(st.pop(&b, "").await.is_none(), "still leased");
+    // m2 failed: m1 is committed, m2 goes to the DLQ with the error.
+    let v = cycle(
+        &b,
+        &json!({"query_id": st.query_id, "partition_id": pid, "consumer_group": st.group,
+                "ack": {"transactionId": msgs[2]["transactionId"], "leaseId": pop["leaseId"],
+                        "status": "failed", "error": "bad input"}}),
+    )
+    .await;
+    assert_eq!(v["ack_result"]["dlq"], true, "{v}");
+    assert_eq!(st.committed().await, 2);
+    let row = admin()
+        .await
+        .query_one(
+            "SELECT transaction_id, error FROM queen.log_dlq WHERE consumer_group = $1",
+            &[&st.group],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "m2");
+    assert_eq!(row.get::<_, String>(1), "bad input");
+}
