@@ -6,7 +6,9 @@ Every scenario drives the broker through the SDK's public API (Queen.queue(...).
 create/push/pop/consume/dlq, Queen.ack, Queen.renew, Queen.transaction()), on its own
 uniquely named queues. The HTTP exchanges are recorded by a pass-through httpx transport
 (handed to the SDK through its documented `transport=` option) only so that a failure
-can print the exact request and response that broke; no scenario talks raw HTTP.
+can print the exact request and response that broke; no scenario talks raw HTTP but
+to check a stream's state (`streams_state`), and the recovery scenario runs the SDK's
+stream in its own process (tests/python/stream_runner.py) to kill it.
 
 Prints one `test python::<name> ... ok|FAILED` line per scenario (cargo's format); the
 caller (tests/python_e2e.sh) prints the summary line. Exit status 1 on any failure.
@@ -798,6 +800,145 @@ async def test_ephemeral(client):
     check(missing == "ephemeral_queue_not_found", f"depth of a deleted queue {missing!r}")
 
 
+async def drain(client, queue, group, want, within=15.0):
+    """Pops `queue` for `group` (auto-acked) until `want` messages arrived or `within`
+    seconds passed; returns their payloads."""
+    got = []
+    deadline = time.monotonic() + within
+    while len(got) < want and time.monotonic() < deadline:
+        msgs = await client.queue(queue).group(group).batch(100).wait(False).pop()
+        for m in msgs:
+            got.append(m["data"])
+            await client.ack(m, True, {"group": group})
+        if not msgs:
+            await asyncio.sleep(0.1)
+    return got
+
+
+async def streams_state(query_id, partition_id):
+    """The state rows of a (query, partition), read through the broker's state route (a
+    check of what the SDK wrote; the SDK reads it the same way)."""
+    async with httpx.AsyncClient() as h:
+        r = await h.post(f"{BASE_URL}/streams/v1/state/get",
+                         json={"query_id": query_id, "partition_id": partition_id, "keys": []})
+    check(r.status_code == 200, f"state/get {r.status_code} {r.text}")
+    return r.json()["rows"]
+
+
+async def test_streams_tumbling_sum(client):
+    """queen.streams: a tumbling-window sum into a sink queue (docs/decisions.md,
+    "Streams"): every window's sum arrives once, their total is the input's, the source
+    is fully acknowledged and the windows' state is gone once flushed."""
+    from queen import Stream
+
+    src, sink = qname("st-sum-src"), qname("st-sum-sink")
+    await configure(client, src)
+    await configure(client, sink)
+    await client.queue(src).push([{"data": {"amount": i}} for i in range(1, 41)])
+    runner = await (
+        Stream.from_(client.queue(src))
+        .window_tumbling(seconds=1, idle_flush_ms=300)
+        .reduce(lambda acc, d: acc + d["amount"], 0)
+        .to(client.queue(sink))
+        .run(query_id=qname("sum"), url=BASE_URL, batch_size=15, max_partitions=1)
+    )
+    try:
+        total, got = 0, []
+        deadline = time.monotonic() + 15
+        while total < 820 and time.monotonic() < deadline:
+            got += await drain(client, sink, "check", 1, within=0.5)
+            total = sum(g["value"] for g in got)
+        check(total == 820, f"the windows' sums add up to the input's: {got!r}")
+        m = runner.metrics()
+        check(m["messagesTotal"] == 40 and m["errorsTotal"] == 0, f"runner {m!r}")
+        peek = await client.queue(src).group("peek").batch(1).wait(False).pop()
+        rows = await streams_state(m["serverQueryId"], peek[0]["partitionId"])
+        check(rows == [], f"flushed windows leave no state: {rows!r}")
+        check(await drain(client, sink, "check", 1, within=1.0) == [], "each window once")
+    finally:
+        await runner.stop()
+
+
+async def test_streams_key_by_reduce(client):
+    """queen.streams: keyBy + a windowed reduce + a post-map into a sink partitioned by
+    key: each user's count and sum arrive in the user's partition."""
+    from queen import Stream
+
+    src, sink = qname("st-key-src"), qname("st-key-sink")
+    await configure(client, src)
+    await configure(client, sink)
+    users = ["alice", "bob", "carol"]
+    await client.queue(src).push(
+        [{"data": {"user": users[i % 3], "amount": i}} for i in range(30)])
+    runner = await (
+        Stream.from_(client.queue(src))
+        .key_by(lambda m: m["data"]["user"])
+        .window_tumbling(seconds=1, idle_flush_ms=300)
+        .reduce(lambda acc, d: {"n": acc["n"] + 1, "sum": acc["sum"] + d["amount"]},
+                {"n": 0, "sum": 0})
+        .map(lambda acc, ctx: {"user": ctx["key"], **acc})
+        .to(client.queue(sink), partition=lambda v: v["user"])
+        .run(query_id=qname("per-user"), url=BASE_URL, batch_size=30, max_partitions=1)
+    )
+    try:
+        per_user = {}
+        deadline = time.monotonic() + 15
+        while sum(v["n"] for v in per_user.values()) < 30 and time.monotonic() < deadline:
+            for g in await drain(client, sink, "check", 1, within=0.5):
+                u = per_user.setdefault(g["user"], {"n": 0, "sum": 0})
+                u["n"] += g["n"]
+                u["sum"] += g["sum"]
+        want = {u: {"n": 10, "sum": sum(i for i in range(30) if i % 3 == k)}
+                for k, u in enumerate(users)}
+        check(per_user == want, f"per user {per_user!r}, want {want!r}")
+        for u in users:
+            part = await client.queue(sink).partition(u).group("by-partition").batch(10) \
+                .wait(False).pop()
+            check(part and all(m["data"]["user"] == u for m in part), f"partition {u}: {part!r}")
+    finally:
+        await runner.stop()
+
+
+async def test_streams_recovery(client):
+    """queen.streams: a runner process killed (SIGKILL) mid-stream and started again
+    under the same query id: every source message is counted in the state once and
+    arrives in the sink once (the cycle commits state, sink and ack together; the batch
+    the kill interrupted is redelivered when its lease runs out)."""
+    src, sink, query = qname("st-rec-src"), qname("st-rec-sink"), qname("recovery")
+    n = 60
+    await configure(client, src, leaseTime=2)
+    await configure(client, sink)
+    await client.queue(src).push([{"data": {"n": i}} for i in range(n)])
+    runner = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stream_runner.py")
+
+    async def start():
+        p = await asyncio.create_subprocess_exec(
+            sys.executable, runner, BASE_URL, src, sink, query, stdout=asyncio.subprocess.PIPE)
+        line = (await asyncio.wait_for(p.stdout.readline(), 10)).decode().split()
+        check(line[:1] == ["ready"], f"runner start: {line!r}")
+        return p, line[1]
+
+    p, query_id = await start()
+    try:
+        seen = await drain(client, sink, "observer", 10)
+        check(len(seen) >= 10, f"the stream ran before the kill: {seen!r}")
+        p.kill()
+        await p.wait()
+        p, again = await start()
+        check(again == query_id, "the same query after a restart")
+        got = await drain(client, sink, "verify", n, within=15)
+        check(sorted(g["n"] for g in got) == list(range(n)), f"each message once: {got!r}")
+        check(await drain(client, sink, "verify", 1, within=1.0) == [], "nothing twice")
+        peek = await client.queue(src).group("peek").batch(1).wait(False).pop()
+        rows = await streams_state(query_id, peek[0]["partitionId"])
+        check([r["value"] for r in rows] == [{"n": n, "sum": n * (n - 1) // 2}],
+              f"the state counted each message once: {rows!r}")
+    finally:
+        if p.returncode is None:
+            p.kill()
+            await p.wait()
+
+
 SCENARIOS = [
     ("configure_queue", test_configure_queue),
     ("push_consume_ack", test_push_consume_ack),
@@ -814,6 +955,9 @@ SCENARIOS = [
     ("timers", test_timers),
     ("binary_push", test_binary_push),
     ("ephemeral", test_ephemeral),
+    ("streams_tumbling_sum", test_streams_tumbling_sum),
+    ("streams_key_by_reduce", test_streams_key_by_reduce),
+    ("streams_recovery", test_streams_recovery),
 ]
 
 
