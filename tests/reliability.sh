@@ -127,6 +127,14 @@ else
     echo "    crash_pg_immediate: data dir $PGDATA_DIR not found (give --pgdata DIR)"
     result crash_pg_immediate 1
 fi
+if ! selected streams_crash; then
+    :
+elif [ -d "$PGDATA_DIR" ] || sudo test -d "$PGDATA_DIR"; then
+    run_py streams_crash $t_crash streams.py
+else
+    echo "    streams_crash: data dir $PGDATA_DIR not found (give --pgdata DIR)"
+    result streams_crash 1
+fi
 run_py hostile_input $t_hostile hostile.py
 if [ "$LONG" = 1 ]; then
     # Ten minutes of steady load with retention 60 s: the tables must plateau.

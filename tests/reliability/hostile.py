@@ -52,6 +52,10 @@ SELECT concat_ws(',',
   (SELECT count(*) FROM queen.log_txns t WHERE t.partition_id IN (SELECT p.id FROM queen.log_partitions p
      JOIN queen.queues qu ON qu.id = p.queue_id WHERE qu.name LIKE '""" + RUN + """%')),
   (SELECT count(*) FROM queen.log_dlq), (SELECT count(*) FROM queen.consumer_groups_metadata),
+  (SELECT concat_ws('/', count(*), md5(string_agg(key || value::text, ';' ORDER BY query_id, partition_id, key)))
+     FROM queen.stream_state),
+  (SELECT concat_ws('/', count(*), md5(string_agg(coalesce(last_digest, ''), ';' ORDER BY query_id, partition_id)))
+     FROM queen.stream_shards), (SELECT count(*) FROM queen.stream_queries),
   (SELECT concat_ws('/', count(*), sum(committed), sum(batch_end), count(worker_id), sum(batch_retry_count),
                     sum(attempt_count), sum(total_consumed), max(lease_expires_at))
      FROM queen.log_consumers LEFT JOIN queen.log_leases USING (partition_id, consumer_group)),
@@ -113,6 +117,9 @@ class Ctx:
         self.txns = []
         self.lease = str(uuid.uuid4())
         self.msgs = []
+        st, body = client.json("POST", "/streams/v1/queries",
+                               {"name": f"{RUN}-stream", "source_queue": QUEUE, "config_hash": "h"})
+        self.query_id = body["query_id"] if st == 200 else str(uuid.uuid4())
 
     def refresh(self, rnd):
         items = [{"queue": QUEUE, "partition": rnd.choice(["a", "b"]), "payload": {"i": i},
@@ -173,9 +180,42 @@ def push_item(rnd, ctx):
     return it
 
 
+def stream_request(rnd, ctx):
+    """Queen's /streams/v1: registrations, state reads and cycles around real ids."""
+    ids = [ctx.query_id, str(uuid.uuid4()), "x", None, 5, ""]
+    pids = ctx.pids[:3] + [str(uuid.uuid4()), "x", None, 7]
+    k = rnd.randrange(3)
+    if k == 0:
+        body = {"name": pick(rnd, [f"{RUN}-stream", "", None, 3] + WEIRD_STRINGS),
+                "source_queue": pick(rnd, [QUEUE, "", None, "x" * 300]),
+                "config_hash": pick(rnd, ["h", "h2", "", None, 1]), "reset": weird_value(rnd)}
+        return "POST", "/streams/v1/queries", body, "stream_register"
+    if k == 1:
+        body = {"query_id": pick(rnd, ids), "partition_id": pick(rnd, pids),
+                "keys": pick(rnd, [[], ["a"], "a", None, [1], ["x"] * 20000]),
+                "key_prefix": pick(rnd, WEIRD_STRINGS + [None, 1]),
+                "ripe_at_or_before": pick(rnd, WEIRD_QUERY_NUMS + [None])}
+        return "POST", "/streams/v1/state/get", body, "stream_state"
+    m = pick(rnd, ctx.msgs) if ctx.msgs else None
+    ops = [{"type": pick(rnd, ["upsert", "delete", "merge", None, 1]),
+            "key": pick(rnd, ["k", "", None, 5, "x" * 2000] + WEIRD_STRINGS[:6]),
+            "value": weird_value(rnd)} for _ in range(rnd.randint(0, 3))]
+    items = [push_item(rnd, ctx) for _ in range(rnd.randint(0, 2))]
+    ack = pick(rnd, [None, {
+        "transactionId": pick(rnd, ([m["transactionId"]] if m else []) + ctx.txns[-3:] + [None, "", 4]),
+        "leaseId": pick(rnd, [ctx.lease, "x", None, ""]), "status": pick(rnd, STATUSES),
+        "count": pick(rnd, [1, -1, "1", None])}])
+    body = {"query_id": pick(rnd, ids), "consumer_group": pick(rnd, [GROUP, "", None, 5]),
+            "partition_id": m["partitionId"] if m and rnd.random() < 0.5 else pick(rnd, pids),
+            "state_ops": ops, "push_items": items, "ack": ack, "release_lease": weird_value(rnd)}
+    return "POST", "/streams/v1/cycle", body, "stream_cycle"
+
+
 def base_request(rnd, ctx):
     """A plausible request of a random endpoint: (method, path, body object or None, tag)."""
-    k = rnd.randrange(11)
+    k = rnd.randrange(12)
+    if k == 11:
+        return stream_request(rnd, ctx)
     if k == 9:
         return names_request(rnd, ctx)
     if k == 10:
@@ -587,7 +627,7 @@ def main():
             fail.check(ok, f"{status} without a JSON error body: {desc} -> {resp[:120]!r}")
         else:
             outcomes["2xx"] += 1
-            if tag == "transaction" and status == 200:
+            if tag in ("transaction", "stream_cycle") and status == 200:
                 try:
                     j = json.loads(resp)
                     rejected = isinstance(j, dict) and j.get("success") is False
