@@ -85,13 +85,19 @@ DECLARE
     v_n int;
     v_removed int := 0;
     v_full bool := false;
+    v_ids uuid[];
+    v_alive uuid[];
 BEGIN
     IF p_max_rows IS NULL OR p_max_rows < 1 THEN
         RAISE EXCEPTION 'streams_orphans_step_v1: p_max_rows must be >= 1, got %', p_max_rows
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Two statements, not a join: on Citus the shards are a local table and the
+    -- partitions a distributed one.
+    v_ids := ARRAY(SELECT DISTINCT s.partition_id FROM queen.stream_shards s);
+    v_alive := ARRAY(SELECT p.id FROM queen.log_partitions p WHERE p.id = ANY (v_ids));
     FOR r IN SELECT s.query_id, s.partition_id FROM queen.stream_shards s
-              WHERE NOT EXISTS (SELECT 1 FROM queen.log_partitions p WHERE p.id = s.partition_id)
+              WHERE s.partition_id <> ALL (v_alive)
               ORDER BY s.query_id, s.partition_id LOOP
         WITH gone AS (
             DELETE FROM queen.stream_state t USING (
