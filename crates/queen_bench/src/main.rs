@@ -1,13 +1,14 @@
 //! `queen-bench`: the benchmark harness of queen_ack.
 //!
-//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10]
+//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11]
 //!                 [--cells CxB,...]
 //!
 //! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
 //! 2 broker ack throughput per mode, 3 end to end through the broker, 4 scaling curves,
 //! 5 the peers (pgmq, PgQ) side by side with queen_ack, 6 encrypted vs plain queues,
 //! 7 binary push bodies vs JSON, 8 timer delivery lateness, 9 key/value, locks and
-//! transaction riders, 10 ephemeral queues against durable ones.
+//! transaction riders, 10 ephemeral queues against durable ones, 11 stream cycles against
+//! the separate calls they replace.
 //! Writes `report.md` and SVG charts into the results folder (default results/bench),
 //! rewriting the report after every section; progress lines go to stderr.
 
@@ -23,6 +24,7 @@ mod peers;
 mod report;
 mod scaling;
 mod sql_paths;
+mod streams;
 mod svg;
 mod timer_lateness;
 mod wire;
@@ -33,7 +35,7 @@ use std::time::Instant;
 use common::{connect, install_helpers, progress, BResult, Ctx};
 use report::Section;
 
-const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10] [--cells CxB,...]";
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11] [--cells CxB,...]";
 
 struct Args {
     database_url: String,
@@ -53,7 +55,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::new(),
         logs: PathBuf::new(),
         broker_bin: None,
-        sections: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        sections: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
         cells: None,
     };
     let mut out = None;
@@ -78,9 +80,9 @@ fn parse_args() -> Result<Args, String> {
             "--sections" => {
                 a.sections = value("--sections")?
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=10).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=11).contains(n)))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("--sections takes numbers 1-10\n{USAGE}"))?
+                    .ok_or_else(|| format!("--sections takes numbers 1-11\n{USAGE}"))?
             }
             "--cells" => a.cells = Some(parse_cells(&value("--cells")?)?),
             "-h" | "--help" => {
@@ -330,6 +332,7 @@ async fn run(args: Args) -> BResult<()> {
             8 => timer_lateness::run(&ctx, &db).await,
             9 => kv_locks::run(&ctx, &db).await,
             10 => ephemeral::run(&ctx, &db).await,
+            11 => streams::run(&ctx, &db).await,
             _ => scaling::run(&ctx, &db, &mut fixtures).await,
         };
         let mut sec = r.unwrap_or_else(|e| {
