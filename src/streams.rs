@@ -260,22 +260,31 @@ fn source_of(client: &SpiClient<'_>, tenant: Uuid, query: Uuid, pid: Uuid) -> St
 /// Locks the shard row (serialising cycles of one (query, partition)) and answers
 /// whether this digest is the shard's last committed cycle: a retry of that commit.
 fn lock_shard(client: &mut SpiClient<'_>, query: Uuid, pid: Uuid, digest: &str) -> bool {
-    q(
-        client,
-        "INSERT INTO queen.stream_shards (query_id, partition_id) VALUES ($1, $2)
-         ON CONFLICT (query_id, partition_id) DO NOTHING",
-        &[query.into(), pid.into()],
-    )
-    .or_raise();
-    let last: Option<String> = q(
-        client,
-        "SELECT last_digest FROM queen.stream_shards WHERE query_id = $1 AND partition_id = $2
-            FOR UPDATE",
-        &[query.into(), pid.into()],
-    )
-    .or_raise()
-    .next()
-    .and_then(|row| row.get::<String>(1).or_raise());
+    let locked = |client: &mut SpiClient<'_>| -> Option<Option<String>> {
+        q(
+            client,
+            "SELECT last_digest FROM queen.stream_shards
+              WHERE query_id = $1 AND partition_id = $2 FOR UPDATE",
+            &[query.into(), pid.into()],
+        )
+        .or_raise()
+        .next()
+        .map(|row| row.get::<String>(1).or_raise())
+    };
+    // The shard exists after its first cycle: one statement then, two the first time.
+    let last = match locked(client) {
+        Some(last) => last,
+        None => {
+            q(
+                client,
+                "INSERT INTO queen.stream_shards (query_id, partition_id) VALUES ($1, $2)
+                 ON CONFLICT (query_id, partition_id) DO NOTHING",
+                &[query.into(), pid.into()],
+            )
+            .or_raise();
+            locked(client).flatten()
+        }
+    };
     last.as_deref() == Some(digest)
 }
 

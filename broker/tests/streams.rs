@@ -396,3 +396,49 @@ async fn a_gate_cycle_keeps_the_lease_and_a_failed_ack_files_the_dlq() {
     assert_eq!(row.get::<_, String>(0), "m2");
     assert_eq!(row.get::<_, String>(1), "bad input");
 }
+
+#[tokio::test]
+async fn a_cycle_ack_is_not_applied_again_by_the_fast_path() {
+    let b = start().await;
+    let st = stream(&b, 3).await;
+    // This broker served the pop, so the ack registry holds the batch.
+    let pop = st.pop(&b, "").await.expect("the batch");
+    let msgs = pop["messages"].as_array().unwrap().clone();
+    let v = cycle(
+        &b,
+        &json!({"query_id": st.query_id, "partition_id": msgs[0]["partitionId"],
+                "consumer_group": st.group, "release_lease": false,
+                "ack": {"transactionId": msgs[0]["transactionId"], "leaseId": pop["leaseId"]}}),
+    )
+    .await;
+    assert_eq!(v["ack_result"]["count"], 1, "{v}");
+    // The whole batch acked afterwards under the same lease: the cycle's message is not
+    // counted twice, the rest is acked once.
+    let mut acks = common::acks_for(&pop, "completed", None);
+    acks["consumerGroup"] = json!(st.group);
+    let (s, v) = b.ack_batch(acks).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(
+        v.as_array().unwrap().iter().all(|r| r["success"] == true),
+        "{v}"
+    );
+    let consumed: i64 = admin()
+        .await
+        .query_one(
+            "SELECT c.total_consumed FROM queen.log_consumers c
+               JOIN queen.log_partitions p ON p.id = c.partition_id
+               JOIN queen.queues q ON q.id = p.queue_id
+              WHERE q.name = $1 AND c.consumer_group = $2",
+            &[&st.source, &st.group],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!((st.committed().await, consumed), (2, 3));
+    let m = metrics(&b).await;
+    assert_eq!(
+        metric(&m, "queen_acks_total{path=\"fast\"}"),
+        0.0,
+        "the registry's entry went with the cycle"
+    );
+}

@@ -1,8 +1,8 @@
-//! Streams (docs/decisions.md, "Streams"): the three functions of Queen's `/streams/v1`
-//! on a pooled connection, one request per call (the extension also takes Queen's merged
+//! Streams (docs/decisions.md, "Streams"): the functions of Queen's `/streams/v1` on a
+//! pooled connection, one request per call (the extension also takes Queen's merged
 //! form, for psql and other brokers).
 
-use queen_log::streams::{CycleRequest, RegisterRequest, StateGetRequest};
+use queen_log::streams::{is_refusal, CycleRequest, CycleResult, RegisterRequest, StateGetRequest};
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -42,15 +42,34 @@ impl Conn {
         .await
     }
 
-    /// `queen.streams_cycle_v1`: the cycle's result; a refused cycle is a result with
-    /// `success: false` (nothing written), a transient failure an error.
+    /// One cycle as one statement (`queen.streams_cycle_request_v1`: no subtransaction,
+    /// the statement's own transaction is the cycle's); a refusal (queen_log::streams::
+    /// is_refusal) is the result `success: false` with nothing written, as
+    /// `streams_cycle_v1` answers it; the database's state is an error (503).
     pub async fn streams_cycle(&self, r: &CycleRequest, tenant: Uuid) -> Result<Value, DbError> {
         let p = body("cycle", r)?;
-        self.json(
-            "SELECT queen.streams_cycle_v1($1::jsonb, $2::uuid)",
-            &[&p, &tenant],
-        )
-        .await
+        let e = match self
+            .json::<Value>(
+                "SELECT queen.streams_cycle_request_v1($1::jsonb, $2::uuid)",
+                &[&p, &tenant],
+            )
+            .await
+        {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let refusal = e
+            .server()
+            .filter(|d| is_refusal(d.code().code()))
+            .map(|d| (d.code().code().to_string(), d.message().to_string()));
+        match refusal {
+            Some((code, message)) => {
+                let mut out = CycleResult::refused(r, message);
+                out.sqlstate = Some(code);
+                body("cycle result", &out)
+            }
+            None => Err(e),
+        }
     }
 
     /// `queen.streams_delete_query_v1`: whether the query existed.

@@ -53,10 +53,17 @@ struct Lane {
 
 impl Lane {
     async fn new(b: &Broker, tag: &str) -> BResult<Lane> {
-        let (source, sink) = (format!("bench_st_{tag}_src"), format!("bench_st_{tag}_sink"));
-        let v = call(b.http.post(format!("{}/streams/v1/queries", b.base)).json(&json!({
+        let (source, sink) = (
+            format!("bench_st_{tag}_src"),
+            format!("bench_st_{tag}_sink"),
+        );
+        let v = call(
+            b.http
+                .post(format!("{}/streams/v1/queries", b.base))
+                .json(&json!({
             "name": format!("bench_st_{tag}"), "source_queue": source, "sink_queue": sink,
-            "config_hash": "bench"})))
+            "config_hash": "bench"})),
+        )
         .await?
         .unwrap_or(Value::Null);
         Ok(Lane {
@@ -71,8 +78,10 @@ impl Lane {
     /// Push B to partition `p` of the source and pop them: the messages and the lease.
     async fn feed(&self, p: usize, b: usize, n: u64) -> BResult<Option<Value>> {
         let items: Vec<Value> = (0..b)
-            .map(|i| json!({"queue": self.source, "partition": format!("p{p}"),
-                            "payload": {"n": n, "i": i}}))
+            .map(|i| {
+                json!({"queue": self.source, "partition": format!("p{p}"),
+                            "payload": {"n": n, "i": i}})
+            })
             .collect();
         call(
             self.http
@@ -90,8 +99,10 @@ impl Lane {
     fn sink_items(&self, msgs: &[Value], partitions: usize) -> Vec<Value> {
         msgs.iter()
             .enumerate()
-            .map(|(k, m)| json!({"queue": self.sink, "partition": format!("s{}", k % partitions),
-                                 "payload": {"of": m["transactionId"]}}))
+            .map(|(k, m)| {
+                json!({"queue": self.sink, "partition": format!("s{}", k % partitions),
+                                 "payload": {"of": m["transactionId"]}})
+            })
             .collect()
     }
 
@@ -130,8 +141,10 @@ impl Lane {
             return Ok(0);
         }
         let puts: Vec<Value> = (0..ops)
-            .map(|k| json!({"op": "put", "ns": "bench-st", "key": format!("{}:k{k}", self.source),
-                            "value": {"acc": n}, "forever": true}))
+            .map(|k| {
+                json!({"op": "put", "ns": "bench-st", "key": format!("{}:k{k}", self.source),
+                            "value": {"acc": n}, "forever": true})
+            })
             .collect();
         call(
             self.http
@@ -147,8 +160,10 @@ impl Lane {
         .await?;
         let acks: Vec<Value> = msgs
             .iter()
-            .map(|m| json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                            "leaseId": pop["leaseId"], "status": "completed"}))
+            .map(|m| {
+                json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                            "leaseId": pop["leaseId"], "status": "completed"})
+            })
             .collect();
         let v = call(
             self.http

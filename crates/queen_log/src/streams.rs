@@ -429,6 +429,24 @@ pub struct CycleResult {
     pub replayed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The SQLSTATE of a refusal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sqlstate: Option<String>,
+}
+
+/// Whether a failed cycle is the cycle's own refusal (answered `success: false`, nothing
+/// written) rather than the database's state — unreachable, out of resources, a
+/// deadlock or serialization loss, a timeout, an internal error — which is raised (the
+/// broker's 503, retried). `queen.streams_cycle_v1` applies the same classes in SQL, but
+/// answers a 55000 (a plaintext sink item for a queue that encrypts: QENC) as a refusal,
+/// where this rule, for the broker, takes it for an outdated extension.
+pub fn is_refusal(sqlstate: &str) -> bool {
+    use crate::sqlstate::{classify, ErrorClass};
+    let transient = matches!(
+        classify(sqlstate),
+        ErrorClass::Unavailable | ErrorClass::Retryable
+    );
+    !(transient || sqlstate.starts_with("XX") || sqlstate.starts_with("58"))
 }
 
 impl CycleResult {
@@ -444,6 +462,7 @@ impl CycleResult {
             ack_result: None,
             replayed: false,
             error: Some(error),
+            sqlstate: None,
         }
     }
 }
@@ -580,6 +599,18 @@ mod tests {
             r(json!({"name": "q", "source_queue": "s", "config_hash": "h"})),
             Ok(())
         );
+    }
+
+    #[test]
+    fn refusals_are_the_cycles_not_the_databases() {
+        for s in ["P0001", "22023", "22004", "23505", "P0002"] {
+            assert!(is_refusal(s), "{s}");
+        }
+        for s in [
+            "40001", "40P01", "57014", "57P01", "08006", "53300", "55000", "XX000", "58P01",
+        ] {
+            assert!(!is_refusal(s), "{s}");
+        }
     }
 
     #[test]
