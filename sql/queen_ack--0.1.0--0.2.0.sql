@@ -1127,11 +1127,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_reference text[] := ARRAY['queen.queues', 'queen.partition_names',
-                                'queen.consumer_groups_metadata', 'queen.maintenance_state'];
+                                'queen.consumer_groups_metadata', 'queen.maintenance_state',
+                                'queen.stream_queries'];
     -- log_partitions first (the colocation group), log_consumers before log_leases (FK).
     v_distributed text[] := ARRAY['queen.log_partitions', 'queen.log_segments', 'queen.log_txns',
                                   'queen.log_consumers', 'queen.log_leases', 'queen.log_dlq',
-                                  'queen.log_traces', 'queen.timers', 'queen.kv'];
+                                  'queen.log_traces', 'queen.timers', 'queen.kv',
+                                  'queen.stream_state', 'queen.stream_shards'];
     -- Called from inside another function (fetch_v1 calls fetch_partition_v1): Citus
     -- delegates such a nested call only when told to.
     v_forced regprocedure[] := ARRAY['queen.fetch_partition_v1(uuid, bigint, bigint, bool)'::regprocedure];

@@ -20,8 +20,10 @@ use queen_log::streams::{
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+// `now()` is a value, not a call in the statement: Citus refuses volatile functions in
+// modifications of its tables (docs/citus.md).
 use crate::db::{
-    bad_param, col, default_tenant, jsonb, lock_checked, parse_uuid, q, raise_q, required,
+    bad_param, col, default_tenant, jsonb, lock_checked, now, parse_uuid, q, raise_q, required,
     write_cursor, OrRaise,
 };
 use crate::dlq::{dlq_head, DlqEntry};
@@ -145,8 +147,14 @@ fn register(client: &mut SpiClient<'_>, tenant: Uuid, r: &RegisterRequest) -> Va
     q(
         client,
         "UPDATE queen.stream_queries SET source_queue = $2, sink_queue = $3, config_hash = $4,
-                updated_at = clock_timestamp() WHERE id = $1",
-        &[id.into(), source.into(), sink.into(), hash.into()],
+                updated_at = $5 WHERE id = $1",
+        &[
+            id.into(),
+            source.into(),
+            sink.into(),
+            hash.into(),
+            now().into(),
+        ],
     )
     .or_raise();
     done(id, false, reset)
@@ -306,11 +314,20 @@ fn apply_state(client: &mut SpiClient<'_>, query: Uuid, pid: Uuid, r: &CycleRequ
             upserts.into_iter().map(|(k, v)| (k, JsonB(v))).unzip();
         q(
             client,
-            "INSERT INTO queen.stream_state AS s (query_id, partition_id, key, value)
-             SELECT $1, $2, k, v FROM unnest($3::text[], $4::jsonb[]) AS u (k, v)
+            // No parameter in ON CONFLICT: Citus runs this INSERT ... SELECT through the
+            // coordinator and sends the conflict clause to the worker without them.
+            "INSERT INTO queen.stream_state AS s (query_id, partition_id, key, value, updated_at)
+             SELECT $1::uuid, $2::uuid, k, v, $5::timestamptz
+               FROM unnest($3::text[], $4::jsonb[]) AS u (k, v)
              ON CONFLICT (query_id, partition_id, key)
-             DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()",
-            &[query.into(), pid.into(), keys.into(), values.into()],
+             DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
+            &[
+                query.into(),
+                pid.into(),
+                keys.into(),
+                values.into(),
+                now().into(),
+            ],
         )
         .or_raise();
     }
@@ -510,9 +527,14 @@ fn cycle(client: &mut SpiClient<'_>, tenant: Uuid, r: &CycleRequest) -> CycleRes
         .map(|a| ack_source(client, pid, r.group(), r.releases(), a));
     q(
         client,
-        "UPDATE queen.stream_shards SET last_digest = $3, cycles = cycles + 1,
-                updated_at = clock_timestamp() WHERE query_id = $1 AND partition_id = $2",
-        &[query.into(), pid.into(), digest.as_str().into()],
+        "UPDATE queen.stream_shards SET last_digest = $3, cycles = cycles + 1, updated_at = $4
+          WHERE query_id = $1 AND partition_id = $2",
+        &[
+            query.into(),
+            pid.into(),
+            digest.as_str().into(),
+            now().into(),
+        ],
     )
     .or_raise();
     out

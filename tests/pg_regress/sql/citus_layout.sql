@@ -18,10 +18,12 @@ SELECT jsonb_array_length(r->'referenceTables') AS reference_tables,
 SELECT logicalrelid::text AS "table", partmethod
   FROM pg_dist_partition WHERE logicalrelid::text LIKE 'queen.%' ORDER BY 1;
 
--- citus::per_partition_tables_are_colocated_by_partition_id
+-- citus::per_partition_tables_are_colocated_by_partition_id (the stream state and
+-- shards with the partition's log)
 SELECT count(DISTINCT colocationid) AS colocation_groups,
        string_agg(DISTINCT column_to_column_name(logicalrelid, partkey), ',') AS keys
-  FROM pg_dist_partition WHERE partmethod = 'h' AND logicalrelid::text LIKE 'queen.log_%';
+  FROM pg_dist_partition
+ WHERE partmethod = 'h' AND (logicalrelid::text LIKE 'queen.log_%' OR logicalrelid::text LIKE 'queen.stream_%');
 
 -- citus::shards_sit_on_both_workers_and_none_on_the_coordinator (group 0 is the coordinator)
 SELECT array_agg(DISTINCT n.nodeport ORDER BY n.nodeport)

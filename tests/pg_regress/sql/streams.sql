@@ -167,6 +167,7 @@ SELECT r->'success' AS success FROM queen.streams_cycle_v1(jsonb_build_object(
 SELECT (queen.delete_queue_v1('events'))->'deleted' AS deleted;
 CALL queen.run_maintenance() \gset
 SELECT :'p_report'::jsonb->'streamOrphans' AS stream_orphans;
-SELECT count(*) AS state_rows, (SELECT count(*) FROM queen.stream_shards) AS shards FROM queen.stream_state;
+SELECT (SELECT count(*) FROM queen.stream_state) AS state_rows,
+       (SELECT count(*) FROM queen.stream_shards) AS shards;
 SELECT queen.streams_delete_query_v1('sum') AS deleted, queen.streams_delete_query_v1('sum') AS again;
 SELECT count(*) AS queries FROM queen.stream_queries;
