@@ -106,7 +106,7 @@ async fn push_pop_ack_round_trip_uses_fast_path() {
         3
     );
     assert!(b.pop(&q, "").await.is_none());
-    let (s, text) = b.get("/metrics").await;
+    let (s, text) = b.get("/metrics/prometheus").await;
     assert_eq!(s, StatusCode::OK);
     let text = text.as_str().unwrap();
     assert!(text.contains("queen_acks_total{path=\"fast\"} 3"), "{text}");

@@ -1,6 +1,8 @@
 //! `/health` reports both versions (the broker's and the extension's installed
 //! `extversion`) and whether the database has the SQL this broker speaks; a database
 //! failure that is not the client's fault answers 503 with `Retry-After`, never 500.
+//! `/metrics` answers Queen's JSON to a client that asks for JSON and the Prometheus text
+//! to a scraper; `/metrics/prometheus` is always the text.
 
 mod common;
 
@@ -112,4 +114,52 @@ async fn a_terminated_backend_mid_request_is_503_with_retry_after() {
         )
         .await;
     assert_eq!(s, StatusCode::OK, "served on a fresh connection: {v}");
+}
+
+#[tokio::test]
+async fn metrics_are_json_for_the_sdk_and_text_for_a_scraper() {
+    let b = start().await;
+    let q = unique("mjson");
+    b.push(json!([{"queue": q, "payload": 1}, {"queue": q, "payload": 2}]))
+        .await;
+    // As Queen's SDKs ask: a GET with a JSON content type.
+    let (s, v) = b.get("/metrics").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    for key in [
+        "uptime", "requests", "messages", "database", "memory", "cpu",
+    ] {
+        assert!(v.get(key).is_some(), "Queen's key {key}: {v}");
+    }
+    assert!(v["requests"]["total"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(v["messages"]["total"], 2, "{v}");
+    assert!(v["database"]["poolSize"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["memory"]["rss"].as_u64().unwrap() > 0, "{v}");
+    // As a Prometheus scraper asks, and at Queen's text path.
+    let scrape = |path: &'static str| {
+        b.http
+            .get(format!("{}{path}", b.base))
+            .header(
+                "accept",
+                "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+            )
+            .send()
+    };
+    for path in ["/metrics", "/metrics/prometheus"] {
+        let r = scrape(path).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain"));
+        let text = r.text().await.unwrap();
+        assert!(
+            text.contains("queen_messages_pushed_total 2"),
+            "{path}: {text}"
+        );
+    }
+    let (_, text) = b.get("/metrics/prometheus").await;
+    assert!(text
+        .as_str()
+        .unwrap()
+        .contains("# TYPE queen_http_requests_total counter"));
 }

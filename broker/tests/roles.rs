@@ -151,7 +151,7 @@ async fn every_route_needs_queens_level() {
     })
     .await;
     let db = admin().await;
-    for public in ["/health", "/metrics"] {
+    for public in ["/health", "/metrics", "/metrics/prometheus"] {
         assert_eq!(
             b.get(public).await.0,
             StatusCode::OK,

@@ -536,6 +536,7 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/transaction",
         "/health",
         "/metrics",
+        "/metrics/prometheus",
         // a_stream_of_another_tenant_is_out_of_reach.
         "/streams/v1/cycle",
         "/streams/v1/queries",
@@ -891,7 +892,7 @@ async fn no_route_reaches_another_tenants_data() {
         other.delete(&format!("/api/v1/resources/queues/{q}")).await,
     );
     // Unauthenticated, process-wide: no names, ids or payloads of anyone.
-    for path in ["/health", "/metrics"] {
+    for path in ["/health", "/metrics", "/metrics/prometheus"] {
         let r = b
             .http
             .get(format!("{}{path}", b.base))
@@ -929,7 +930,7 @@ async fn no_route_reaches_another_tenants_data() {
     }
     for (what, _, v) in answers
         .iter()
-        .filter(|(w, _, _)| w == "/metrics" || w == "/health")
+        .filter(|(w, _, _)| w.starts_with("/metrics") || w == "/health")
     {
         assert!(!v.as_str().unwrap().contains(&q), "{what} names a queue");
     }

@@ -378,7 +378,7 @@ def q(s):
 
 def maintenance_metrics(client):
     """The broker's queen_maintenance_* samples from /metrics, by series."""
-    st, data = client.request("GET", "/metrics")
+    st, data = client.request("GET", "/metrics/prometheus")
     out = {}
     for line in data.decode().splitlines() if st == 200 else []:
         if line.startswith("queen_maintenance_"):

@@ -73,6 +73,7 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))
+        .route("/metrics/prometheus", get(health::prometheus))
         // Inside the request count, so a body timeout is counted as the 408 it answers.
         .route_layer(middleware::from_fn_with_state(
             state.clone(),

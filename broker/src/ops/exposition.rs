@@ -659,6 +659,30 @@ fn render_queues(queues: &[crate::ops::queue_stats::QueueStats], max: usize) -> 
     out
 }
 
+/// Queen's JSON `/metrics` (its `routes/metrics.cpp` keys), with this broker's values:
+/// uptime in seconds, requests and pushed messages since start with their average rate
+/// per second, the pool, the process's resident memory and CPU time in microseconds.
+/// Queen's heap fields are a JavaScript runtime's: 0 here, as Queen's own server answers.
+pub fn queen_json(state: &Sources<'_>, usage: crate::ops::process::Usage) -> serde_json::Value {
+    let uptime = state.metrics.started.0.elapsed().as_secs_f64();
+    let rate = |n: u64| if uptime > 0.0 { n as f64 / uptime } else { 0.0 };
+    let requests = state.metrics.requests_total();
+    let messages = state
+        .metrics
+        .messages_pushed
+        .load(std::sync::atomic::Ordering::Relaxed);
+    serde_json::json!({
+        "uptime": uptime.floor(),
+        "requests": {"total": requests, "rate": rate(requests)},
+        "messages": {"total": messages, "rate": rate(messages)},
+        "database": {"poolSize": state.pool.size, "idleConnections": state.pool.available,
+                     "waitingRequests": state.pool.waiting},
+        "memory": {"rss": usage.rss_bytes, "heapTotal": 0, "heapUsed": 0, "external": 0,
+                   "arrayBuffers": 0},
+        "cpu": {"user": usage.user_us, "system": usage.system_us},
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

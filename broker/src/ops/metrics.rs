@@ -31,6 +31,15 @@ impl Histogram {
     }
 }
 
+/// An instant that defaults to now: when the counters began.
+pub struct Started(pub std::time::Instant);
+
+impl Default for Started {
+    fn default() -> Self {
+        Started(std::time::Instant::now())
+    }
+}
+
 /// Counters exposed at `GET /metrics`.
 #[derive(Default)]
 pub struct Metrics {
@@ -59,11 +68,22 @@ pub struct Metrics {
     pub stream_cycles_committed: AtomicU64,
     pub stream_cycles_replayed: AtomicU64,
     pub stream_cycles_refused: AtomicU64,
+    /// When the broker started (uptime).
+    pub started: Started,
     /// Requests whose body did not arrive within `QUEEN_BODY_READ_TIMEOUT_MS` (408).
     pub body_timeouts: AtomicU64,
 }
 
 impl Metrics {
+    /// Requests answered since start.
+    pub fn requests_total(&self) -> u64 {
+        self.requests
+            .lock()
+            .expect("metrics poisoned")
+            .values()
+            .sum()
+    }
+
     /// Counts one answered request.
     pub fn request(&self, method: &str, route: &str, status: u16) {
         let mut m = self.requests.lock().expect("metrics poisoned");

@@ -6,7 +6,8 @@
 //! - `timers.rs`: the timer sweeper (`queen.timers_fire_v1`), and its counters;
 //! - `ephemeral.rs`: the ephemeral declarations loaded at start, and the rings' sweeper;
 //! - `metrics.rs`: request counters and latency histograms (no metrics crate);
-//! - `exposition.rs`: the `/metrics` text;
+//! - `exposition.rs`: the `/metrics` text, and Queen's JSON form of it;
+//! - `process.rs`: the process's resident memory and CPU time;
 //! - `queue_stats.rs`: `queue_list_v1` and `queue_stats_v1` grouped per queue and
 //!   partition;
 //! - `queue_views.rs`: those statistics in Queen's admin shapes.
@@ -15,6 +16,7 @@ pub mod ephemeral;
 pub mod exposition;
 pub mod maintenance;
 pub mod metrics;
+pub mod process;
 pub mod queue_stats;
 pub mod queue_views;
 pub mod timers;

@@ -100,7 +100,7 @@ impl Broker {
     pub async fn metrics(&self) -> BResult<HashMap<String, f64>> {
         let text = self
             .http
-            .get(format!("{}/metrics", self.base))
+            .get(format!("{}/metrics/prometheus", self.base))
             .send()
             .await
             .map_err(to_s)?

@@ -1,8 +1,8 @@
-//! `GET /health` and `GET /metrics`.
+//! `GET /health`, `GET /metrics` and `GET /metrics/prometheus`.
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
@@ -61,16 +61,62 @@ fn healthy(installed: Option<&str>) -> Value {
 /// The broker crate's own version.
 const BROKER_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+/// `GET /metrics`: Queen's JSON to a client that asks for JSON — an `Accept` naming
+/// `application/json`, or a `Content-Type: application/json` on the GET, which Queen's
+/// SDKs send and a Prometheus scraper never does — and the Prometheus text to anything
+/// else (docs/http-api.md, "Metrics").
+pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if wants_json(&headers) {
+        let usage = crate::ops::process::usage();
+        return Json(exposition::queen_json(&state.metric_sources(), usage)).into_response();
+    }
+    prometheus(State(state)).await.into_response()
+}
+
+/// `GET /metrics/prometheus` (Queen's path for the text): always the Prometheus text.
+pub async fn prometheus(State(state): State<AppState>) -> impl IntoResponse {
     let mut text = exposition::render(&state.metric_sources());
     let max = state.config.metrics_queue_series;
     text.push_str(&exposition::queue_gauges(&state.db, &state.metrics, max).await);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
+fn wants_json(headers: &HeaderMap) -> bool {
+    let has = |name: header::HeaderName| {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.to_ascii_lowercase().contains("application/json"))
+    };
+    has(header::ACCEPT) || has(header::CONTENT_TYPE)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_is_for_clients_that_ask_for_it() {
+        let with = |pairs: &[(header::HeaderName, &str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(k.clone(), v.parse().unwrap());
+            }
+            wants_json(&h)
+        };
+        assert!(with(&[(header::CONTENT_TYPE, "application/json")]));
+        assert!(with(&[(
+            header::ACCEPT,
+            "text/html, application/json;q=0.9"
+        )]));
+        assert!(!with(&[]));
+        assert!(!with(&[(
+            header::ACCEPT,
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        )]));
+        assert!(!with(&[(header::ACCEPT, "*/*")]));
+    }
 
     #[test]
     fn health_says_when_the_sql_versions_differ() {
