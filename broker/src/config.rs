@@ -246,6 +246,61 @@ pub struct Config {
     pub ephemeral_peers: Vec<String>,
     /// `QUEEN_EPHEMERAL_SELF`: this broker's own URL in `ephemeral_peers`.
     pub ephemeral_self: Option<usize>,
+    /// `QUEEN_CORS_ORIGINS`: which browser origins may call the broker.
+    pub cors: Cors,
+}
+
+/// Cross-origin access (docs/http-api.md, "CORS"): `*` (Queen's default, any origin),
+/// a comma-separated list of origins (each answered by name, with `Vary: Origin`), or
+/// `off` (no CORS headers, no preflight answer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cors {
+    Any,
+    Only(Vec<String>),
+    Off,
+}
+
+impl Cors {
+    fn parse(v: Option<String>) -> Result<Cors, String> {
+        let v = v.unwrap_or_default();
+        match v.trim() {
+            "" | "*" => Ok(Cors::Any),
+            "off" => Ok(Cors::Off),
+            list => {
+                let origins: Vec<String> = list
+                    .split(',')
+                    .map(|o| o.trim().to_string())
+                    .filter(|o| !o.is_empty())
+                    .collect();
+                match origins.iter().find(|o| !is_origin(o)) {
+                    Some(bad) => Err(format!(
+                        "QUEEN_CORS_ORIGINS: {bad:?} is not an origin (scheme://host[:port], no \
+                         path); give *, off, or a comma-separated list of origins"
+                    )),
+                    None => Ok(Cors::Only(origins)),
+                }
+            }
+        }
+    }
+
+    /// The `Access-Control-Allow-Origin` value for a request from `origin`, if any.
+    pub fn allow(&self, origin: Option<&str>) -> Option<String> {
+        match self {
+            Cors::Any => Some("*".into()),
+            Cors::Only(list) => origin
+                .filter(|o| list.iter().any(|l| l == o))
+                .map(str::to_string),
+            Cors::Off => None,
+        }
+    }
+}
+
+/// `http(s)://host[:port]`, nothing after it.
+fn is_origin(o: &str) -> bool {
+    let rest = o
+        .strip_prefix("https://")
+        .or_else(|| o.strip_prefix("http://"));
+    rest.is_some_and(|r| !r.is_empty() && !r.contains('/'))
 }
 
 /// The in-flight cap when `QUEEN_ACK_FUSION_MAX_INFLIGHT` is not set: the CPU count.
@@ -311,6 +366,7 @@ impl Config {
             ephemeral_max_queues: num(&get, "QUEEN_EPHEMERAL_MAX_QUEUES", 10_000)?.max(1),
             ephemeral_peers: peers(&get)?,
             ephemeral_self: own_place(&get)?,
+            cors: Cors::parse(get("QUEEN_CORS_ORIGINS"))?,
         })
     }
 
@@ -344,7 +400,7 @@ impl fmt::Display for Config {
              header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={} \
              maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={} \
              timer_sweep_ms={} ephemeral_max_bytes={} ephemeral_max_queues={} ephemeral_peers={:?} \
-             encryption={}",
+             encryption={} cors={:?}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -376,7 +432,8 @@ impl fmt::Display for Config {
             self.ephemeral_max_bytes,
             self.ephemeral_max_queues,
             self.ephemeral_peers,
-            if self.encryption_key.is_some() { "key set" } else { "no key" }
+            if self.encryption_key.is_some() { "key set" } else { "no key" },
+            self.cors
         )
     }
 }
@@ -496,6 +553,35 @@ mod tests {
         ])
         .unwrap_err();
         assert!(e.contains("not an http(s) URL"), "{e}");
+    }
+
+    #[test]
+    fn cors_origins_are_any_a_list_or_off() {
+        assert_eq!(with(&[]).unwrap().cors, Cors::Any, "Queen's default");
+        let c = with(&[(
+            "QUEEN_CORS_ORIGINS",
+            "https://ops.example, http://localhost:5173",
+        )])
+        .unwrap()
+        .cors;
+        assert_eq!(
+            c.allow(Some("https://ops.example")).as_deref(),
+            Some("https://ops.example")
+        );
+        assert_eq!(c.allow(Some("https://evil.example")), None);
+        assert_eq!(c.allow(None), None);
+        assert_eq!(Cors::Any.allow(None).as_deref(), Some("*"));
+        assert_eq!(
+            with(&[("QUEEN_CORS_ORIGINS", "off")])
+                .unwrap()
+                .cors
+                .allow(Some("x")),
+            None
+        );
+        for bad in ["ops.example", "https://ops.example/path", "https://"] {
+            let e = with(&[("QUEEN_CORS_ORIGINS", bad)]).unwrap_err();
+            assert!(e.contains("QUEEN_CORS_ORIGINS"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The HTTP room: the router and its middleware (request counting, the body limit and
+//! The HTTP room: the router and its middleware (CORS, request counting, the body limit and
 //! read deadline, authentication and tenancy of the `/api/v1` routes, JSON bodies on every
 //! error; docs/broker-contract.md §1), the connection loop (`server.rs`), request parsing
 //! (`input.rs`, `items.rs`, `binary_body.rs`, `kv_ops.rs`, `timer_ops.rs`), how an `ApiError` answers (`response.rs`), and the routes
@@ -86,7 +86,50 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn_with_state(state.clone(), cors))
         .with_state(state)
+}
+
+/// CORS as Queen's server does it (docs/http-api.md, "CORS"): every answer carries
+/// `Access-Control-Allow-*` for an allowed origin, and a preflight (`OPTIONS` of any
+/// path) is answered 204 here, before routing and authentication, so a browser may ask
+/// before it sends its token. `QUEEN_CORS_ORIGINS=off` leaves both to the router.
+async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let Some(allow) = state.config.cors.allow(origin.as_deref()) else {
+        return next.run(req).await;
+    };
+    let mut resp = if req.method() == axum::http::Method::OPTIONS {
+        let mut r = Response::new(Body::empty());
+        *r.status_mut() = StatusCode::NO_CONTENT;
+        r.headers_mut().insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("86400"),
+        );
+        r
+    } else {
+        next.run(req).await
+    };
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&allow) {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+    }
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, PUT, DELETE, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("Content-Type, Authorization"),
+    );
+    if allow != "*" {
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    resp
 }
 
 /// Queen 2.x's ephemeral queues (http/routes/ephemeral.rs).
