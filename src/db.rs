@@ -123,6 +123,11 @@ pub fn default_tenant() -> Uuid {
     Uuid::from_bytes(*DEFAULT_TENANT.as_bytes())
 }
 
+/// pgrx's uuid as the `uuid` crate's (the type of the wire's results).
+pub fn std_uuid(u: Uuid) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(*u.as_bytes())
+}
+
 pub fn parse_uuid(s: &str) -> Option<Uuid> {
     let hex: String = s.chars().filter(|c| *c != '-').collect();
     if hex.len() != 32 {

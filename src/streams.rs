@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 // modifications of its tables (docs/citus.md).
 use crate::db::{
     bad_param, col, default_tenant, jsonb, lock_checked, now, parse_uuid, q, raise_q, required,
-    write_cursor, OrRaise,
+    std_uuid, write_cursor, OrRaise,
 };
 use crate::dlq::{dlq_head, DlqEntry};
 use crate::push::{push_groups, FrameGroup, Landed};
@@ -72,10 +72,6 @@ fn uuid_of(s: &Option<String>, key: &str) -> Uuid {
     parse_uuid(s).unwrap_or_else(|| bad_param(format!("{key} \"{s}\" is not a uuid")))
 }
 
-fn to_uuid(u: Uuid) -> uuid::Uuid {
-    uuid::Uuid::from_bytes(*u.as_bytes())
-}
-
 // ---- register ------------------------------------------------------------------------
 
 /// One registration (Queen's rules): new → fresh; the same hash → source and sink
@@ -105,7 +101,7 @@ fn register(client: &mut SpiClient<'_>, tenant: Uuid, r: &RegisterRequest) -> Va
     .next()
     .map(|row| col::<Uuid>(&row, 1, "id"));
     let done = |id: Uuid, fresh: bool, reset: bool| {
-        json!({"success": true, "query_id": to_uuid(id), "name": name, "config_hash": hash,
+        json!({"success": true, "query_id": std_uuid(id), "name": name, "config_hash": hash,
                "fresh": fresh, "reset": reset})
     };
     if let Some(id) = inserted {
@@ -132,7 +128,7 @@ fn register(client: &mut SpiClient<'_>, tenant: Uuid, r: &RegisterRequest) -> Va
     };
     let reset = stored != hash;
     if reset && !r.reset.unwrap_or(false) {
-        return json!({"success": false, "query_id": to_uuid(id), "name": name,
+        return json!({"success": false, "query_id": std_uuid(id), "name": name,
             "error": format!("config_hash mismatch: operator chain changed for queryId '{name}'. \
                               Pass reset:true to wipe existing state, or use a new queryId.")});
     }
@@ -507,11 +503,9 @@ fn cycle(client: &mut SpiClient<'_>, tenant: Uuid, r: &CycleRequest) -> CycleRes
     let queue = source_of(client, tenant, query, pid);
     let digest = cycle_digest(r);
     let mut out = CycleResult {
-        success: true,
         queue_name: Some(queue),
-        ..CycleResult::refused(r, String::new())
+        ..CycleResult::empty(r)
     };
-    out.error = None;
     // Lock order (docs/decisions.md "Lock order"): the shard row, its state rows, the
     // sink partitions (as a push), the source cursor (as an ack).
     if lock_shard(client, query, pid, &digest) {

@@ -98,10 +98,11 @@ async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Respon
     let origin = req
         .headers()
         .get(header::ORIGIN)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let Some(allow) = state.config.cors.allow(origin.as_deref()) else {
-        return next.run(req).await;
+        .and_then(|v| v.to_str().ok());
+    let allow = match state.config.cors.allow(origin) {
+        Some("*") => HeaderValue::from_static("*"),
+        Some(o) => HeaderValue::from_str(o).unwrap_or_else(|_| HeaderValue::from_static("null")),
+        None => return next.run(req).await,
     };
     let mut resp = if req.method() == axum::http::Method::OPTIONS {
         let mut r = Response::new(Body::empty());
@@ -114,10 +115,9 @@ async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Respon
     } else {
         next.run(req).await
     };
+    let by_name = allow != "*";
     let h = resp.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&allow) {
-        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
-    }
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allow);
     h.insert(
         header::ACCESS_CONTROL_ALLOW_METHODS,
         HeaderValue::from_static("GET, POST, PUT, DELETE, OPTIONS"),
@@ -126,7 +126,7 @@ async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Respon
         header::ACCESS_CONTROL_ALLOW_HEADERS,
         HeaderValue::from_static("Content-Type, Authorization"),
     );
-    if allow != "*" {
+    if by_name {
         h.append(header::VARY, HeaderValue::from_static("Origin"));
     }
     resp

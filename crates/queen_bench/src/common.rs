@@ -33,6 +33,21 @@ impl Ctx {
 
 pub type BResult<T> = Result<T, String>;
 
+/// One JSON request to a broker: its answer, `None` for 204, an error for any other
+/// non-2xx status (naming it and the body).
+pub async fn call(req: reqwest::RequestBuilder) -> BResult<Option<serde_json::Value>> {
+    let r = req.send().await.map_err(to_s)?;
+    let s = r.status();
+    if s == reqwest::StatusCode::NO_CONTENT {
+        return Ok(None);
+    }
+    let v: serde_json::Value = r.json().await.map_err(to_s)?;
+    if !s.is_success() {
+        return Err(format!("HTTP {s}: {v}"));
+    }
+    Ok(Some(v))
+}
+
 /// `map_err(to_s)` for any error: its message and its sources (tokio-postgres puts the
 /// server's message in the source of a plain "db error").
 pub fn to_s<E: std::error::Error>(e: E) -> String {

@@ -11,26 +11,14 @@ use tokio_postgres::Client;
 
 use crate::broker_proc::Broker;
 use crate::common::{
-    drop_queues, fmt_ms, fmt_num, fmt_ratio, median_of, percentile_of, progress, to_s, BResult, Ctx,
+    call, drop_queues, fmt_ms, fmt_num, fmt_ratio, median_of, percentile_of, progress, to_s,
+    BResult, Ctx,
 };
 use crate::report::Section;
 
 const CLIENTS: usize = 8;
 const ROUNDS: usize = 3;
 const BATCHES: [usize; 2] = [1, 10];
-
-async fn call(req: reqwest::RequestBuilder) -> BResult<Option<Value>> {
-    let r = req.send().await.map_err(to_s)?;
-    let s = r.status();
-    if s == reqwest::StatusCode::NO_CONTENT {
-        return Ok(None);
-    }
-    let v: Value = r.json().await.map_err(to_s)?;
-    if !s.is_success() {
-        return Err(format!("HTTP {s}: {v}"));
-    }
-    Ok(Some(v))
-}
 
 /// One cycle on an ephemeral queue: messages acked.
 async fn ephemeral_cycle(

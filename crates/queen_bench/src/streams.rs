@@ -12,7 +12,9 @@ use serde_json::{json, Value};
 use tokio_postgres::Client;
 
 use crate::broker_proc::Broker;
-use crate::common::{drop_queues, fmt_num, fmt_ratio, median_of, progress, to_s, BResult, Ctx};
+use crate::common::{
+    call, drop_queues, fmt_num, fmt_ratio, median_of, progress, to_s, BResult, Ctx,
+};
 use crate::report::Section;
 
 const CLIENTS: usize = 8;
@@ -28,19 +30,6 @@ const CELLS: [(usize, usize, usize); 8] = [
     (100, 8, 1),
     (100, 8, 100),
 ];
-
-async fn call(req: reqwest::RequestBuilder) -> BResult<Option<Value>> {
-    let r = req.send().await.map_err(to_s)?;
-    let s = r.status();
-    if s == reqwest::StatusCode::NO_CONTENT {
-        return Ok(None);
-    }
-    let v: Value = r.json().await.map_err(to_s)?;
-    if !s.is_success() {
-        return Err(format!("HTTP {s}: {v}"));
-    }
-    Ok(Some(v))
-}
 
 /// One client's fixed names: its source and sink queues, its query, its kv namespace.
 struct Lane {

@@ -450,10 +450,10 @@ pub fn is_refusal(sqlstate: &str) -> bool {
 }
 
 impl CycleResult {
-    /// A refused cycle: nothing applied.
-    pub fn refused(r: &CycleRequest, error: String) -> CycleResult {
+    /// A successful cycle's answer before anything is applied.
+    pub fn empty(r: &CycleRequest) -> CycleResult {
         CycleResult {
-            success: false,
+            success: true,
             query_id: r.query_id.clone().unwrap_or_default(),
             partition_id: r.partition_id.clone().unwrap_or_default(),
             queue_name: None,
@@ -461,8 +461,17 @@ impl CycleResult {
             push_results: Vec::new(),
             ack_result: None,
             replayed: false,
-            error: Some(error),
+            error: None,
             sqlstate: None,
+        }
+    }
+
+    /// A refused cycle: nothing applied.
+    pub fn refused(r: &CycleRequest, error: String) -> CycleResult {
+        CycleResult {
+            success: false,
+            error: Some(error),
+            ..CycleResult::empty(r)
         }
     }
 }
