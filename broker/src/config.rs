@@ -248,6 +248,16 @@ pub struct Config {
     pub ephemeral_self: Option<usize>,
     /// `QUEEN_CORS_ORIGINS`: which browser origins may call the broker.
     pub cors: Cors,
+    /// `QUEEN_SPOOL_DIR`: the push spool's directory (docs/availability.md); unset = no
+    /// spool: a push the database cannot take is answered 503.
+    pub spool_dir: Option<std::path::PathBuf>,
+    /// `QUEEN_SPOOL_MAX_BYTES`: what the spool may hold before a push is answered 503.
+    pub spool_max_bytes: u64,
+    /// `QUEEN_SPOOL_REPLAY_BATCH`: records per replay transaction.
+    pub spool_replay_batch: usize,
+    /// `QUEEN_SHARED_STATE_MS`: how often the broker reads the maintenance modes every
+    /// broker of the database shares (`queen.system_state_v1`).
+    pub shared_state_ms: u64,
 }
 
 /// Cross-origin access (docs/http-api.md, "CORS"): `*` (Queen's default, any origin),
@@ -367,6 +377,12 @@ impl Config {
             ephemeral_peers: peers(&get)?,
             ephemeral_self: own_place(&get)?,
             cors: Cors::parse(get("QUEEN_CORS_ORIGINS"))?,
+            spool_dir: get("QUEEN_SPOOL_DIR")
+                .filter(|v| !v.trim().is_empty())
+                .map(std::path::PathBuf::from),
+            spool_max_bytes: num(&get, "QUEEN_SPOOL_MAX_BYTES", 1 << 30)?.max(1 << 20),
+            spool_replay_batch: num(&get, "QUEEN_SPOOL_REPLAY_BATCH", 1_000)?.clamp(1, 10_000),
+            shared_state_ms: num(&get, "QUEEN_SHARED_STATE_MS", 1_000)?.max(50),
         })
     }
 
@@ -400,7 +416,8 @@ impl fmt::Display for Config {
              header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={} \
              maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={} \
              timer_sweep_ms={} ephemeral_max_bytes={} ephemeral_max_queues={} ephemeral_peers={:?} \
-             encryption={} cors={:?}",
+             encryption={} cors={:?} spool_dir={:?} spool_max_bytes={} spool_replay_batch={} \
+             shared_state_ms={}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -433,7 +450,11 @@ impl fmt::Display for Config {
             self.ephemeral_max_queues,
             self.ephemeral_peers,
             if self.encryption_key.is_some() { "key set" } else { "no key" },
-            self.cors
+            self.cors,
+            self.spool_dir,
+            self.spool_max_bytes,
+            self.spool_replay_batch,
+            self.shared_state_ms
         )
     }
 }

@@ -25,9 +25,18 @@ pub enum ApiError {
     /// What the request names (a queue, partition or consumer group) does not exist for
     /// this tenant (404); nothing was changed.
     NotFound(String),
-    /// The database is unreachable or saturated (connect failure, lost connection, pool
-    /// exhausted, statement timeout): 503 with `Retry-After`.
+    /// The database is busy for now (statement timeout, a lost serialization or deadlock
+    /// race): 503 with `Retry-After`. The statement rolled back.
     Unavailable(String),
+    /// The database cannot be reached or refuses all work (no connection, the connection
+    /// lost, the server shutting down, in recovery or read-only, the pool exhausted): 503
+    /// with `Retry-After`, and what a push spool takes over (docs/availability.md).
+    /// `maybe_written`: the statement was sent and the connection ended before its answer,
+    /// so it may have committed (a replay must deduplicate it).
+    Unreachable {
+        message: String,
+        maybe_written: bool,
+    },
     /// A refusal with a stable machine-readable code beside its text (`{"error": text,
     /// "code": code}`), as Queen 2.x's ephemeral routes answer: 404
     /// `ephemeral_queue_not_found`, 429 `ephemeral_queue_full`, 503
@@ -79,6 +88,14 @@ impl ApiError {
         }
     }
 
+    /// A database that cannot be reached, nothing sent to it.
+    pub fn unreachable(msg: impl Into<String>) -> Self {
+        ApiError::Unreachable {
+            message: msg.into(),
+            maybe_written: false,
+        }
+    }
+
     /// The HTTP status this error answers with (http/response.rs writes the body).
     pub fn status(&self) -> StatusCode {
         match self {
@@ -88,7 +105,9 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Unreachable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Coded { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -104,6 +123,7 @@ impl ApiError {
             | ApiError::Forbidden(m)
             | ApiError::NotFound(m)
             | ApiError::Unavailable(m)
+            | ApiError::Unreachable { message: m, .. }
             | ApiError::Coded { message: m, .. }
             | ApiError::Internal(m) => m,
         }

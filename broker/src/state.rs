@@ -20,10 +20,12 @@ use crate::engine::fusion::Fusion;
 use crate::engine::push_fusion::PushFusion;
 use crate::engine::registry::Registry;
 use crate::engine::sealing::Sealer;
+use crate::engine::spool::Spool;
 use crate::keys::Keys;
 use crate::ops::exposition::Sources;
 use crate::ops::maintenance::MaintenanceStats;
 use crate::ops::metrics::Metrics;
+use crate::ops::shared_state::SharedModes;
 use crate::ops::timers::TimerSweeper;
 use crate::peers::Peers;
 
@@ -56,6 +58,11 @@ pub struct Inner {
     pub ephemeral: Arc<Store>,
     /// The brokers that own the other ephemeral queues (`QUEEN_EPHEMERAL_PEERS`).
     pub peers: Peers,
+    /// The push spool (`QUEEN_SPOOL_DIR`; crate::engine::spool), replayed by the task the
+    /// server starts (crate::http::spool_replay).
+    pub spool: Option<Arc<Spool>>,
+    /// The maintenance modes shared by every broker (crate::ops::shared_state).
+    pub modes: Arc<SharedModes>,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
     /// Whose turn it is among the queues of a namespace pop (http/routes/pop.rs).
@@ -112,6 +119,10 @@ impl AppState {
             tokio::spawn(refresh_jwks(k));
         }
         let peers = Peers::new(&config);
+        let spool = match &config.spool_dir {
+            Some(dir) => Some(Arc::new(Spool::open(dir, config.spool_max_bytes)?)),
+            None => None,
+        };
         let ephemeral = Arc::new(Store::new(
             config.ephemeral_max_bytes,
             config.ephemeral_max_queues,
@@ -130,6 +141,8 @@ impl AppState {
             timers: Arc::default(),
             ephemeral,
             peers,
+            spool,
+            modes: Arc::default(),
             wakers: Mutex::new(HashMap::new()),
             pop_turn: std::sync::atomic::AtomicUsize::new(0),
             stopping: tokio::sync::watch::Sender::new(false),
@@ -150,6 +163,8 @@ impl AppState {
             timers: &self.timers,
             ephemeral: &self.ephemeral,
             pool: self.db.pool().status(),
+            spool: self.spool.as_deref(),
+            modes: &self.modes,
         }
     }
 

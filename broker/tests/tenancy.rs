@@ -524,8 +524,13 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/resources/queues/{queue}",
         "/api/v1/resources/queues/{queue}/depth",
         "/api/v1/resources/tasks",
+        "/api/v1/status/buffers",
         "/api/v1/status/queues",
         "/api/v1/status/queues/{queue}",
+        // The broker's own state (docs/availability.md): the maintenance modes (admin)
+        // and the spool's counts carry no tenant's data.
+        "/api/v1/system/maintenance",
+        "/api/v1/system/maintenance/pop",
         "/api/v1/timers",
         "/api/v1/timers/{queue}",
         "/api/v1/timers/{queue}/{*key}",

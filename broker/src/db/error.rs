@@ -4,13 +4,17 @@
 //! | the failure                                                     | answer            |
 //! |-----------------------------------------------------------------|-------------------|
 //! | no connection (refused, closed, lost), pool wait timed out      | 503 + Retry-After |
-//! | class 08 (connection), 53 (resources), 57P01/02/03 (shutdown), 58P01/58030 (the server's files), 55000 (extension SQL older than its library) | 503 + Retry-After |
+//! | class 08 (connection), 53 (resources), 57P01/02/03 (shutdown), 58P01/58030 (the server's files), 55000 (extension SQL older than its library), 25006 (a read-only server: a standby, or a primary demoted by a failover) | 503 + Retry-After |
 //! | 57014 (statement timeout, cancel), 40001/40P01 (lost race)       | 503 + Retry-After |
 //! | class 22 (input the extension refused)                          | 400               |
 //! | P0002 (an admin function's unknown queue, partition or group)   | 404               |
 //! | anything else (23505 outside the wire, P0001, XX000, an unreadable answer) | 500    |
 //!
-//! A 503 always means the statement rolled back: nothing was written, retrying is safe.
+//! A 503 means the statement rolled back (nothing was written, retrying is safe), except
+//! when the connection ended under the statement (`ApiError::Unreachable` with
+//! `maybe_written`): it may have committed, and a retry is deduplicated by its
+//! transactionIds. The unreachable cases are what the push spool takes over
+//! (docs/availability.md).
 
 use queen_log::sqlstate::{classify, connection_lost, wire_refusal, ErrorClass, WireRefusal};
 
@@ -23,6 +27,9 @@ pub enum DbError {
     Pg(tokio_postgres::Error),
     /// No pooled connection could be had.
     Pool(deadpool_postgres::PoolError),
+    /// Opening a new connection failed (refused, no primary among the hosts, the server
+    /// starting up or shutting down): nothing was sent.
+    Connect(tokio_postgres::Error),
     /// The extension answered something this broker cannot read: a bug (500).
     Unreadable(String),
 }
@@ -36,7 +43,7 @@ impl From<tokio_postgres::Error> for DbError {
 impl From<deadpool_postgres::PoolError> for DbError {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         match e {
-            deadpool_postgres::PoolError::Backend(pg) => DbError::Pg(pg),
+            deadpool_postgres::PoolError::Backend(pg) => DbError::Connect(pg),
             other => DbError::Pool(other),
         }
     }
@@ -45,7 +52,7 @@ impl From<deadpool_postgres::PoolError> for DbError {
 impl std::fmt::Display for DbError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DbError::Pg(e) => e.fmt(f),
+            DbError::Pg(e) | DbError::Connect(e) => e.fmt(f),
             DbError::Pool(e) => e.fmt(f),
             DbError::Unreadable(m) => write!(f, "unreadable database answer: {m}"),
         }
@@ -89,20 +96,30 @@ impl From<DbError> for ApiError {
             DbError::Pool(deadpool_postgres::PoolError::Timeout(
                 deadpool_postgres::TimeoutType::Wait,
             )) => {
-                return ApiError::Unavailable(
+                return ApiError::unreachable(
                     "database pool exhausted: no connection became free within \
-                     QUEEN_POOL_TIMEOUT_MS; retry later"
-                        .into(),
+                     QUEEN_POOL_TIMEOUT_MS; retry later",
                 )
             }
             DbError::Pool(other) => {
-                return ApiError::Unavailable(format!("database unreachable: {other}"))
+                return ApiError::unreachable(format!("database unreachable: {other}"))
+            }
+            DbError::Connect(pg) => {
+                let why = match pg.as_db_error() {
+                    Some(d) => format!("{} ({})", d.message(), d.code().code()),
+                    None => pg.to_string(),
+                };
+                return ApiError::unreachable(format!("database unreachable: {why}"));
             }
             DbError::Unreadable(m) => return ApiError::Internal(m),
         };
         let Some(db) = pg.as_db_error() else {
-            // No server error: the connection itself failed or closed.
-            return ApiError::Unavailable(format!("database unreachable: {pg}"));
+            // No server error: the connection failed or closed under the statement,
+            // which may have committed before it did.
+            return ApiError::Unreachable {
+                message: format!("database unreachable: {pg}"),
+                maybe_written: true,
+            };
         };
         of_sqlstate(db.code().code(), db.message())
     }
@@ -110,10 +127,18 @@ impl From<DbError> for ApiError {
 
 /// The answer to a server error with this SQLSTATE and message.
 fn of_sqlstate(code: &str, msg: &str) -> ApiError {
+    // A plaintext frame into an encrypting queue (55000 QENC): a refusal of this push,
+    // not the database's state; a spool replay must not wait on it forever.
+    if code == "55000" && msg.starts_with("QENC") {
+        return ApiError::Internal(format!("database error {code}: {msg}"));
+    }
     match classify(code) {
-        ErrorClass::Unavailable => {
-            ApiError::Unavailable(format!("database unavailable ({code}): {msg}"))
-        }
+        // The session terminated under the statement (57P01 admin shutdown, 57P02 crash
+        // shutdown) may have committed it first; any other such answer refused it.
+        ErrorClass::Unavailable => ApiError::Unreachable {
+            message: format!("database unavailable ({code}): {msg}"),
+            maybe_written: matches!(code, "57P01" | "57P02"),
+        },
         // A statement timeout (QUEEN_STATEMENT_TIMEOUT_MS), a cancel, a lost
         // serialization or deadlock race: the transaction rolled back, retry is safe.
         ErrorClass::Retryable => {
@@ -136,7 +161,7 @@ mod tests {
     fn status(code: &str) -> u16 {
         match of_sqlstate(code, "m") {
             ApiError::BadRequest(_) => 400,
-            ApiError::Unavailable(_) => 503,
+            ApiError::Unavailable(_) | ApiError::Unreachable { .. } => 503,
             ApiError::Internal(_) => 500,
             ApiError::NotFound(_) => 404,
             _ => 0,
@@ -150,7 +175,7 @@ mod tests {
         for code in [
             "08000", "08001", "08003", "08006", "08P01", "53000", "53100", "53200", "53300",
             "53400", "57P01", "57P02", "57P03", "58P01", "58030", "55000", "57014", "40001",
-            "40P01",
+            "40P01", "25006",
         ] {
             assert_eq!(status(code), 503, "{code}");
         }
@@ -161,6 +186,28 @@ mod tests {
         for code in ["23505", "P0001", "XX000", "42883", "42501"] {
             assert_eq!(status(code), 500, "{code}");
         }
+    }
+
+    /// What the push spool may take over, and whether the statement may have committed.
+    #[test]
+    fn unreachable_and_maybe_written() {
+        let unreachable = |code: &str| match of_sqlstate(code, "m") {
+            ApiError::Unreachable { maybe_written, .. } => Some(maybe_written),
+            _ => None,
+        };
+        for code in ["08006", "53300", "57P03", "25006", "55000"] {
+            assert_eq!(unreachable(code), Some(false), "{code}");
+        }
+        for code in ["57P01", "57P02"] {
+            assert_eq!(unreachable(code), Some(true), "{code}");
+        }
+        for code in ["57014", "40001", "40P01", "22023"] {
+            assert_eq!(unreachable(code), None, "{code}");
+        }
+        assert!(matches!(
+            of_sqlstate("55000", "QENC plaintext frame into an encrypting queue"),
+            ApiError::Internal(_)
+        ));
     }
 
     #[test]

@@ -26,7 +26,10 @@
 //!   sweeper's `timers_fire_v1` on a connection of its own;
 //! - `ephemeral.rs`: `ephemeral_configure_v1`, `ephemeral_delete_v1`,
 //!   `ephemeral_declared_v1` (declarations only: the contents stay in memory);
-//! - `maintenance.rs`: `CALL queen.run_maintenance(...)`.
+//! - `maintenance.rs`: `CALL queen.run_maintenance(...)`;
+//! - `system.rs`: the maintenance modes (`system_state_v1`, `system_state_set_v1`), the
+//!   spool replay marks (`spool_mark_v1`, `spool_mark_set_v1`) and a replay's
+//!   transaction.
 
 pub mod ack;
 pub mod admin;
@@ -37,6 +40,7 @@ pub mod maintenance;
 pub mod pop;
 pub mod push;
 pub mod streams;
+pub mod system;
 pub mod timers;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,6 +110,7 @@ impl Db {
         Ok(Conn {
             obj: Some(self.pool.get().await?),
             lost: AtomicBool::new(false),
+            open_txn: AtomicBool::new(false),
         })
     }
 
@@ -124,12 +129,18 @@ pub struct Conn {
     /// Always `Some` until dropped.
     obj: Option<Object>,
     lost: AtomicBool,
+    /// A transaction of [`Conn::begin`] is open: dropped now, the connection is
+    /// discarded (its transaction rolls back with it), never pooled half-way.
+    open_txn: AtomicBool,
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(obj) = self.obj.take() {
-            if self.lost.load(Ordering::Relaxed) || obj.is_closed() {
+            if self.lost.load(Ordering::Relaxed)
+                || self.open_txn.load(Ordering::Relaxed)
+                || obj.is_closed()
+            {
                 drop(Object::take(obj));
             }
         }
@@ -152,6 +163,14 @@ impl Conn {
             }
             e
         })
+    }
+
+    fn in_transaction(&self) {
+        self.open_txn.store(true, Ordering::Relaxed);
+    }
+
+    fn transaction_done(&self) {
+        self.open_txn.store(false, Ordering::Relaxed);
     }
 
     /// A lost connection must not go back to the pool: the next caller (e.g. the SQL
@@ -191,6 +210,22 @@ fn get<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Res
 
 #[cfg(test)]
 mod tests {
+    /// A failover URL (docs/availability.md, "Failover"): several hosts, the writable one
+    /// chosen at connect, in both of libpq's forms.
+    #[test]
+    fn a_multi_host_read_write_url_is_accepted() {
+        use tokio_postgres::config::TargetSessionAttrs;
+        for url in [
+            "host=pg1,pg2 port=5432,5433 dbname=queen user=b target_session_attrs=read-write",
+            "postgres://b@pg1:5432,pg2:5433/queen?target_session_attrs=read-write",
+        ] {
+            let pg: tokio_postgres::Config = url.parse().expect(url);
+            assert_eq!(pg.get_hosts().len(), 2, "{url}");
+            assert_eq!(pg.get_target_session_attrs(), TargetSessionAttrs::ReadWrite);
+            super::Db::new(&crate::config::Config::for_database(url)).expect(url);
+        }
+    }
+
     /// The extension's version is the root package's (its control file says
     /// `default_version = '@CARGO_VERSION@'`).
     #[test]

@@ -99,6 +99,31 @@ impl Conn {
         Ok(verdicts)
     }
 
+    /// `queen.log_push_one_v1` with its dedup window given (`p_window`): one segment
+    /// whose hashes are looked for over `window` seconds instead of the queue's window (a
+    /// spooled push that may have been written before it was spooled).
+    pub async fn log_push_one_windowed(
+        &self,
+        seg: &PushSegment,
+        window: i32,
+    ) -> Result<PushVerdict, DbError> {
+        self.json(
+            "SELECT queen.log_push_one_v1($1::text, $2::text, $3::int, $4::bytea, $5::bigint, \
+             $6::bytea, NULL::uuid, $7::int, $8::uuid)",
+            &[
+                &seg.queue,
+                &seg.partition,
+                &seg.count,
+                &seg.hashes,
+                &seg.verified,
+                &seg.blob,
+                &window,
+                &seg.tenant,
+            ],
+        )
+        .await
+    }
+
     /// `queen.dedup_window_v1`: `pid`'s window in one snapshot, oldest sidecar row
     /// first, streamed to `each` (no second copy of the window in memory). `each`
     /// returns false to stop reading (dropping the stream ends the read).

@@ -1,8 +1,9 @@
 //! The HTTP room: the router and its middleware (CORS, request counting, the body limit and
 //! read deadline, authentication and tenancy of the `/api/v1` routes, JSON bodies on every
 //! error; docs/broker-contract.md §1), the connection loop (`server.rs`), request parsing
-//! (`input.rs`, `items.rs`, `binary_body.rs`, `kv_ops.rs`, `timer_ops.rs`), how an `ApiError` answers (`response.rs`), and the routes
-//! (`routes/`).
+//! (`input.rs`, `items.rs`, `binary_body.rs`, `kv_ops.rs`, `timer_ops.rs`), how an `ApiError` answers (`response.rs`), the routes
+//! (`routes/`), and the push spool's replay (`spool_replay.rs`, which pushes through the
+//! push route's path).
 
 pub mod access;
 pub mod auth;
@@ -16,6 +17,7 @@ pub mod kv_ops;
 mod response;
 pub mod routes;
 pub mod server;
+pub mod spool_replay;
 pub mod timer_ops;
 
 use axum::body::Body;
@@ -30,7 +32,8 @@ use serde_json::json;
 use crate::state::AppState;
 use routes::{
     ack, browse, configure, consumer_groups, dlq, dlq_admin, ephemeral, health, kv, lease, locks,
-    messages, pop, push, queues, reads, resources, status, streams, timers, traces, transaction,
+    maintenance, messages, pop, push, queues, reads, resources, status, streams, timers, traces,
+    transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -221,6 +224,15 @@ fn admin_routes() -> Router<AppState> {
         .route("/api/v1/dlq/redrive", post(dlq_admin::redrive_many))
         .route("/api/v1/dlq/{id}", delete(dlq_admin::delete_one))
         .route("/api/v1/dlq/{id}/replay", post(dlq_admin::replay))
+        .route(
+            "/api/v1/system/maintenance",
+            get(maintenance::get_push).post(maintenance::set_push),
+        )
+        .route(
+            "/api/v1/system/maintenance/pop",
+            get(maintenance::get_pop).post(maintenance::set_pop),
+        )
+        .route("/api/v1/status/buffers", get(maintenance::buffers))
 }
 
 /// Error bodies are JSON everywhere (docs/broker-contract.md §1): axum's own rejections

@@ -34,7 +34,8 @@ const REJECT_LINGER: Duration = Duration::from_secs(1);
 const OVER_CAP: &str = "{\"error\":\"too many connections (QUEEN_MAX_CONNECTIONS); retry later\"}";
 
 /// Serves `state` on `listener` until `shutdown` resolves, then drains (bounded). The
-/// maintenance loop, the timer sweeper and the ephemeral sweeper run while it serves.
+/// maintenance loop, the timer sweeper, the ephemeral sweeper, the maintenance-mode poll
+/// and the push spool's replay run while it serves.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
@@ -54,6 +55,14 @@ pub async fn serve(
         move |d| waking.wake_queue(d.tenant, &d.queue),
         async move { stopping.stopping().await },
     );
+    let stopping = state.clone();
+    crate::ops::shared_state::start(
+        state.db.clone(),
+        state.modes.clone(),
+        Duration::from_millis(cfg.shared_state_ms),
+        async move { stopping.stopping().await },
+    );
+    crate::http::spool_replay::start(state.clone());
     let stopping = state.clone();
     crate::ops::ephemeral::start(state.db.clone(), state.ephemeral.clone(), async move {
         stopping.stopping().await

@@ -13,8 +13,10 @@ use crate::engine::fusion::FusionStats;
 use crate::engine::push_fusion::PushFusionStats;
 use crate::engine::registry::RegistryStats;
 use crate::engine::sealing::SealStats;
+use crate::engine::spool::Spool;
 use crate::ops::maintenance::MaintenanceStats;
 use crate::ops::metrics::{header, label, load, scalar, Metrics};
+use crate::ops::shared_state::SharedModes;
 use crate::ops::timers::TimerSweeper;
 
 /// What `/metrics` reads from the running broker (`AppState::metric_sources`); None for
@@ -31,6 +33,8 @@ pub struct Sources<'a> {
     pub timers: &'a TimerSweeper,
     pub ephemeral: &'a Store,
     pub pool: deadpool_postgres::Status,
+    pub spool: Option<&'a Spool>,
+    pub modes: &'a SharedModes,
 }
 
 /// The whole `/metrics` text: the broker's counters, the ack registry, ack fusion and the
@@ -252,6 +256,7 @@ pub fn render(state: &Sources<'_>) -> String {
     render_maintenance(&mut out, state.maintenance);
     render_timers(&mut out, state.timers);
     render_ephemeral(&mut out, state.ephemeral);
+    render_availability(&mut out, state.spool, state.modes);
     let p = state.pool;
     let in_use = p.size.saturating_sub(p.available);
     for (name, help, v) in [
@@ -280,6 +285,120 @@ pub fn render(state: &Sources<'_>) -> String {
         scalar(&mut out, name, "gauge", help, v as u64);
     }
     out
+}
+
+/// The push spool (crate::engine::spool) and the maintenance modes
+/// (docs/availability.md).
+fn render_availability(out: &mut String, spool: Option<&Spool>, modes: &SharedModes) {
+    header(
+        out,
+        "queen_maintenance_mode",
+        "gauge",
+        "1 when a maintenance mode is on (mode=push: pushes go to the spool; mode=pop: pops answer empty).",
+    );
+    for (mode, on) in [
+        ("push", modes.push_maintenance()),
+        ("pop", modes.pop_maintenance()),
+    ] {
+        let _ = writeln!(
+            out,
+            "queen_maintenance_mode{{mode=\"{mode}\"}} {}",
+            u64::from(on)
+        );
+    }
+    let Some(s) = spool else {
+        scalar(
+            out,
+            "queen_spool_enabled",
+            "gauge",
+            "1 when QUEEN_SPOOL_DIR is set.",
+            0,
+        );
+        return;
+    };
+    scalar(
+        out,
+        "queen_spool_enabled",
+        "gauge",
+        "1 when QUEEN_SPOOL_DIR is set.",
+        1,
+    );
+    let c = &s.counters;
+    header(
+        out,
+        "queen_spool_records_total",
+        "counter",
+        "Push spool records by event: spooled, replayed (into their queue), deduplicated \
+         (replayed and found there already), refused (to refused.jsonl), torn (cut at open).",
+    );
+    for (event, v) in [
+        ("spooled", load(&c.spooled_records)),
+        ("replayed", load(&c.replayed_records)),
+        ("deduplicated", load(&c.deduplicated_records)),
+        ("refused", load(&c.refused_records)),
+        ("torn", load(&c.torn_cuts)),
+    ] {
+        let _ = writeln!(out, "queen_spool_records_total{{event=\"{event}\"}} {v}");
+    }
+    let st = s.stats();
+    for (name, kind, help, v) in [
+        (
+            "queen_spool_bytes_total",
+            "counter",
+            "Bytes written to the push spool.",
+            load(&c.spooled_bytes),
+        ),
+        (
+            "queen_spool_replayed_bytes_total",
+            "counter",
+            "Payload bytes the spool replay wrote into their queues.",
+            load(&c.replayed_bytes),
+        ),
+        (
+            "queen_spool_fsyncs_total",
+            "counter",
+            "Spool group commits (one fdatasync each).",
+            load(&c.fsyncs),
+        ),
+        (
+            "queen_spool_full_total",
+            "counter",
+            "Pushes answered 503 because the spool was full (QUEEN_SPOOL_MAX_BYTES).",
+            load(&c.full_refusals),
+        ),
+        (
+            "queen_spool_write_failures_total",
+            "counter",
+            "Spool group commits the disk refused (their pushes answered 503).",
+            load(&c.write_failures),
+        ),
+        (
+            "queen_spool_pending_records",
+            "gauge",
+            "Records in the spool not yet replayed.",
+            st.pending_records,
+        ),
+        (
+            "queen_spool_pending_bytes",
+            "gauge",
+            "What the pending records count against QUEEN_SPOOL_MAX_BYTES.",
+            st.pending_bytes,
+        ),
+        (
+            "queen_spool_oldest_pending_age_seconds",
+            "gauge",
+            "Age of the oldest record not yet replayed (0 when none).",
+            st.oldest_pending_age_ms.unwrap_or(0) / 1000,
+        ),
+        (
+            "queen_spool_database_down",
+            "gauge",
+            "1 while pushes go to the spool because the database could not be reached.",
+            u64::from(s.db_down()),
+        ),
+    ] {
+        scalar(out, name, kind, help, v);
+    }
 }
 
 /// The timer sweeper's counters (crate::ops::timers).

@@ -10,7 +10,8 @@
 //! - `process.rs`: the process's resident memory and CPU time;
 //! - `queue_stats.rs`: `queue_list_v1` and `queue_stats_v1` grouped per queue and
 //!   partition;
-//! - `queue_views.rs`: those statistics in Queen's admin shapes.
+//! - `queue_views.rs`: those statistics in Queen's admin shapes;
+//! - `shared_state.rs`: the maintenance modes every broker of the database shares.
 
 pub mod ephemeral;
 pub mod exposition;
@@ -19,4 +20,5 @@ pub mod metrics;
 pub mod process;
 pub mod queue_stats;
 pub mod queue_views;
+pub mod shared_state;
 pub mod timers;

@@ -27,11 +27,12 @@ pub fn classify(sqlstate: &str) -> ErrorClass {
     match sqlstate {
         // 55000: the database's extension SQL is older than the library (run ALTER
         // EXTENSION queen_ack UPDATE); 58P01/58030: the server cannot read its own files
-        // (e.g. the extension's library is being reinstalled); nothing was written.
+        // (e.g. the extension's library is being reinstalled); 25006: the server is
+        // read-only (a standby, or the old primary after a failover); nothing was written.
         s if s.starts_with("08")
             || s.starts_with("53")
             || s.starts_with("57P")
-            || matches!(s, "55000" | "58P01" | "58030") =>
+            || matches!(s, "55000" | "58P01" | "58030" | "25006") =>
         {
             ErrorClass::Unavailable
         }
@@ -46,9 +47,11 @@ pub fn classify(sqlstate: &str) -> ErrorClass {
 
 /// Whether the connection itself is gone: no server error at all (`None`), a connection
 /// exception, or the server terminating the session. The session's state is unknown, so
-/// a statement on it may or may not have committed.
+/// a statement on it may or may not have committed. A read-only server (25006) counts:
+/// the session is useless for writes, and a new connection (libpq's
+/// `target_session_attrs=read-write`) finds the primary.
 pub fn connection_lost(sqlstate: Option<&str>) -> bool {
-    sqlstate.is_none_or(|s| s.starts_with("08") || s.starts_with("57P"))
+    sqlstate.is_none_or(|s| s.starts_with("08") || s.starts_with("57P") || s == "25006")
 }
 
 /// Message prefixes of the transaction wire's refusals (docs/contract.md §9).
@@ -97,6 +100,7 @@ mod tests {
     fn classes() {
         for s in [
             "08006", "08001", "57P01", "57P03", "53300", "53200", "55000", "58P01", "58030",
+            "25006",
         ] {
             assert_eq!(classify(s), ErrorClass::Unavailable, "{s}");
         }
@@ -115,6 +119,7 @@ mod tests {
         assert!(connection_lost(None));
         assert!(connection_lost(Some("08006")));
         assert!(connection_lost(Some("57P01")));
+        assert!(connection_lost(Some("25006")));
         assert!(!connection_lost(Some("57014")));
         assert!(!connection_lost(Some("22023")));
     }

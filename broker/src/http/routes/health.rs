@@ -19,19 +19,42 @@ pub async fn health(State(state): State<AppState>) -> impl IntoResponse {
         let version = state.db.conn().await?.extension_version().await?;
         Ok::<_, crate::error::ApiError>(version)
     };
-    match probe.await {
-        Ok(installed) => (StatusCode::OK, Json(healthy(installed.as_deref()))),
+    let (status, mut v) = match probe.await {
+        Ok(installed) => (StatusCode::OK, healthy(installed.as_deref())),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
+            json!({
                 "status": "unhealthy",
                 "database": "disconnected",
                 "error": e.to_string(),
                 "brokerVersion": BROKER_VERSION,
                 "expectedExtensionVersion": EXTENSION_VERSION,
-            })),
+            }),
         ),
-    }
+    };
+    availability(&state, &mut v);
+    (status, Json(v))
+}
+
+/// The maintenance modes in force and the push spool (docs/availability.md): while the
+/// database is down, `pushes` says whether pushes are still accepted (`spooling`).
+fn availability(state: &AppState, v: &mut Value) {
+    let m = state.modes.get();
+    v["maintenanceMode"] = json!(m.maintenance_mode);
+    v["popMaintenanceMode"] = json!(m.pop_maintenance_mode);
+    v["spool"] = match &state.spool {
+        None => json!({ "enabled": false }),
+        Some(s) => {
+            let st = s.stats();
+            json!({
+                "enabled": true,
+                "pendingRecords": st.pending_records,
+                "pendingBytes": st.pending_bytes,
+                "oldestPendingAgeMs": st.oldest_pending_age_ms,
+                "spooling": s.db_down() || m.maintenance_mode,
+            })
+        }
+    };
 }
 
 /// The healthy answer for the extension version the database has installed (None: the

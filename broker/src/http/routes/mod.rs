@@ -13,6 +13,7 @@ pub mod health;
 pub mod kv;
 pub mod lease;
 pub mod locks;
+pub mod maintenance;
 pub mod messages;
 pub mod pop;
 pub mod push;

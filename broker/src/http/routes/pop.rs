@@ -64,7 +64,16 @@ pub async fn pop_queue(
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     let req = parse(&state, tenant, queue, None, &q)?;
+    if state.modes.pop_maintenance() {
+        return Ok(paused());
+    }
     run(state, req).await
+}
+
+/// Pop maintenance mode (crate::http::routes::maintenance): every pop answers 204, as
+/// Queen's does, after its parameters are checked (bad input is still a 400).
+fn paused() -> Response {
+    StatusCode::NO_CONTENT.into_response()
 }
 
 /// `GET /api/v1/pop?namespace=&task=`: the queue pop's parameters, over the caller's
@@ -86,6 +95,9 @@ pub async fn pop_across(
         v.map_or(Ok(()), |n| check_name(kind, n))?;
     }
     let req = parse_params(&state, tenant, &q)?;
+    if state.modes.pop_maintenance() {
+        return Ok(paused());
+    }
     let mut queues: Vec<String> = state
         .db
         .conn()
@@ -108,6 +120,9 @@ pub async fn pop_partition(
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     let req = parse(&state, tenant, queue, Some(partition), &q)?;
+    if state.modes.pop_maintenance() {
+        return Ok(paused());
+    }
     run(state, req).await
 }
 

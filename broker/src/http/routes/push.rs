@@ -9,6 +9,12 @@
 //! the database through crate::engine::push_fusion (fused with the rounds of concurrent pushes,
 //! `QUEEN_PUSH_FUSION`) or on the request's own connection; either way through
 //! the database client's `log_push_multi` (crate::db).
+//!
+//! With a push spool (`QUEEN_SPOOL_DIR`, docs/availability.md), a push the database
+//! cannot take (unreachable, read-only, the pool exhausted), a push in push maintenance
+//! mode, and a push to a partition with spooled items not yet replayed go to the spool:
+//! its items are answered `buffered`, and crate::http::spool_replay pushes them later
+//! through [`push_spooled`], the same path.
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,13 +34,14 @@ use uuid::Uuid;
 use crate::db::{Conn, PushSegment as Segment};
 use crate::engine::dedup::DedupCache;
 use crate::engine::push_fusion::PushFusion;
+use crate::engine::spool::{AppendError, Record as SpoolRecord, Spool};
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::binary_body::{is_binary, read_push, take_ready, BinaryPush, PUSH_MAGIC};
 use crate::http::input::parse_json;
+pub use crate::http::items::PushItem;
 use crate::http::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_push_item, seal_items,
-    PushItem,
 };
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
@@ -52,6 +59,8 @@ struct PushBody<'a> {
 #[derive(Clone, Copy, Default)]
 struct Outcome {
     queued: bool,
+    /// Durable in the push spool, to be written by its replay (docs/availability.md).
+    buffered: bool,
     offset: Option<i64>,
     /// Offset of the original when the database reported a duplicate.
     original_off: Option<i64>,
@@ -89,24 +98,163 @@ pub async fn push(
         g.ready = take_ready(&mut ready, &g.pending);
     }
     let mut outcomes = vec![Outcome::default(); items.len()];
-    let db = state.db.conn().await?;
-    let windows = known_partitions(&db, tenant, &mut groups).await?;
+    let spool = state.spool.as_deref();
+    if spool.is_none() || !spool_first(&state, tenant, &groups) {
+        let written = write(&state, None, tenant, &mut items, &mut groups, &mut outcomes).await;
+        match (written, spool) {
+            (Ok(()), _) => {}
+            // The database cannot take it now: what is still pending goes to the spool.
+            (Err(ApiError::Unreachable { maybe_written, .. }), Some(spool)) => {
+                spool.mark_db_down();
+                spool_pending(spool, tenant, &items, &groups, &mut outcomes, maybe_written).await?;
+            }
+            (Err(e), _) => return Err(e),
+        }
+    } else if let Some(spool) = spool {
+        spool_pending(spool, tenant, &items, &groups, &mut outcomes, false).await?;
+    }
+    copy_request_duplicates(&mut items);
+    wake_and_count(&state, tenant, &items, &outcomes);
+    Ok(answer(counts, &items, &outcomes, &groups))
+}
+
+/// Pushes spooled items (crate::http::spool_replay) on `db`, the replay's transaction,
+/// as a push request would: the same lookups, sealing, dedup and rounds. `window`: the
+/// dedup window to search instead of the queue's when it is shorter (records that may
+/// have been written before they were spooled). Returns how many were queued; the rest
+/// were duplicates. Wakes no long-poll and counts nothing: the replay does both once its
+/// transaction commits.
+pub async fn push_spooled(
+    state: &AppState,
+    db: &Conn,
+    tenant: Uuid,
+    mut items: Vec<PushItem>,
+    window: Option<i32>,
+) -> ApiResult<usize> {
+    mark_request_duplicates(items.iter_mut());
+    let mut groups = group_items(&items);
+    let mut outcomes = vec![Outcome::default(); items.len()];
+    let on = OnConn { db, window };
+    write(
+        state,
+        Some(on),
+        tenant,
+        &mut items,
+        &mut groups,
+        &mut outcomes,
+    )
+    .await?;
+    Ok(outcomes.iter().filter(|o| o.queued).count())
+}
+
+/// A connection a push runs on instead of its own (a spool replay's transaction).
+#[derive(Clone, Copy)]
+struct OnConn<'a> {
+    db: &'a Conn,
+    window: Option<i32>,
+}
+
+/// Whether this push goes to the spool without trying the database: push maintenance
+/// mode, the database known down, or a partition of it with spooled items still to be
+/// replayed (they go first: per-partition order).
+fn spool_first(state: &AppState, tenant: Uuid, groups: &[Group]) -> bool {
+    let Some(spool) = &state.spool else {
+        return false;
+    };
+    state.modes.push_maintenance()
+        || spool.must_take(
+            groups
+                .iter()
+                .map(|g| (tenant, g.queue.as_str(), g.partition.as_str())),
+        )
+}
+
+/// The items still pending, appended to the spool (fsynced) and answered `buffered`.
+/// A spool that is full or cannot write answers 503: nothing is promised that is not
+/// durable.
+async fn spool_pending(
+    spool: &Spool,
+    tenant: Uuid,
+    items: &[PushItem],
+    groups: &[Group],
+    outcomes: &mut [Outcome],
+    maybe_written: bool,
+) -> ApiResult<()> {
+    let mut pending: Vec<usize> = groups
+        .iter()
+        .flat_map(|g| g.pending.iter().copied())
+        .collect();
+    // Request order, so a partition's items replay as the client sent them.
+    pending.sort_unstable();
+    let records = pending
+        .iter()
+        .map(|&i| {
+            let it = &items[i];
+            SpoolRecord {
+                seq: 0,
+                tenant,
+                queue: it.queue.clone(),
+                partition: it.partition.clone(),
+                txn: it.txn.clone(),
+                message_id: it.message_id,
+                trace: it.trace,
+                encrypted: it.encrypted,
+                maybe_written,
+                spooled_at_ms: 0,
+                payload: it.payload.clone(),
+            }
+        })
+        .collect();
+    spool.append(records).await.map_err(|e| match e {
+        AppendError::Full { .. } => ApiError::Unavailable(e.to_string()),
+        AppendError::Io(_) => ApiError::Unavailable(e.to_string()),
+    })?;
+    for i in pending {
+        outcomes[i].buffered = true;
+    }
+    Ok(())
+}
+
+/// The database part of a push: the partitions looked up, payloads sealed, dedup
+/// watermarks loaded, then rounds until every item is queued or a duplicate. On an
+/// error, the items not yet written are those still pending in `groups`.
+async fn write(
+    state: &AppState,
+    on: Option<OnConn<'_>>,
+    tenant: Uuid,
+    items: &mut [PushItem],
+    groups: &mut [Group],
+    outcomes: &mut [Outcome],
+) -> ApiResult<()> {
+    let own = match on {
+        Some(_) => None,
+        None => Some(state.db.conn().await?),
+    };
+    let db = on.map(|o| o.db).or(own.as_ref()).expect("a connection");
+    let windows = known_partitions(db, tenant, groups).await?;
     let encrypting: HashSet<&str> = groups
         .iter()
         .filter(|g| g.encrypts)
         .map(|g| g.queue.as_str())
         .collect();
-    seal_items(&state, &mut items, |it| {
-        encrypting.contains(it.queue.as_str())
+    // An item spooled after it was sealed is sealed already.
+    seal_items(state, items, |it| {
+        !it.encrypted && encrypting.contains(it.queue.as_str())
     })?;
-    let cached = dedup_targets(&db, &state.dedup, &groups, &windows).await?;
+    let wide = on.and_then(|o| o.window);
+    let cached = match wide {
+        // A widened search checks everything: no watermark may skip part of it.
+        Some(_) => HashMap::new(),
+        None => dedup_targets(db, &state.dedup, groups, &windows).await?,
+    };
     // A push waiting for a fused flush holds no connection (the flush needs one).
-    let via = match &state.push_fusion {
-        Some(f) => {
-            drop(db);
+    let via = match (on, &state.push_fusion) {
+        (Some(o), _) => Via::On(o.db, wide.map(|w| (w, windows))),
+        (None, Some(f)) => {
+            drop(own);
             Via::Fused(f)
         }
-        None => Via::Alone(Box::new(db)),
+        (None, None) => Via::Alone(Box::new(own.expect("a connection of its own"))),
     };
     // Each round retires at least one item, so this terminates.
     for _ in 0..=items.len() {
@@ -114,12 +262,9 @@ pub async fn push(
             break;
         }
         let dedup = (&state.dedup, &cached);
-        push_round(&via, tenant, &mut items, &mut groups, &mut outcomes, dedup).await?;
+        push_round(&via, tenant, items, groups, outcomes, dedup).await?;
     }
-    drop(via);
-    copy_request_duplicates(&mut items);
-    wake_and_count(&state, tenant, &items, &outcomes);
-    Ok(answer(counts, &items, &outcomes, &groups))
+    Ok(())
 }
 
 /// The JSON body, or the SDK's binary one (crate::http::binary_body), as push items.
@@ -148,12 +293,17 @@ fn read_body(state: &AppState, body: &[u8]) -> ApiResult<BinaryPush> {
 fn answer(counts: bool, items: &[PushItem], outcomes: &[Outcome], groups: &[Group]) -> Response {
     if counts {
         let queued = outcomes.iter().filter(|o| o.queued).count();
-        let body = serde_json::json!({
+        let buffered = outcomes.iter().filter(|o| o.buffered).count();
+        let mut body = serde_json::json!({
             "count": items.len(),
             "queued": queued,
-            "duplicate": items.len() - queued,
+            "duplicate": items.len() - queued - buffered,
             "error": 0,
         });
+        // Ours, and only when there is something to say: the SDK's shape otherwise.
+        if buffered > 0 {
+            body["buffered"] = buffered.into();
+        }
         return (StatusCode::CREATED, Json(body)).into_response();
     }
     (StatusCode::CREATED, Json(render(items, outcomes, groups))).into_response()
@@ -263,13 +413,25 @@ enum Via<'a> {
     Alone(Box<Conn>),
     /// Push fusion: alone when its lane is idle, else fused with concurrent rounds.
     Fused(&'a PushFusion),
+    /// A connection of the caller's (a spool replay's transaction); with a widened
+    /// dedup window (and the queues' own windows by group), segment by segment.
+    On(&'a Conn, Option<(i32, HashMap<usize, i32>)>),
 }
 
 impl Via<'_> {
-    async fn push(&self, segs: Vec<Segment>) -> ApiResult<Vec<PushVerdict>> {
+    async fn push(&self, segs: Vec<Segment>, live: &[usize]) -> ApiResult<Vec<PushVerdict>> {
         match self {
             Via::Alone(db) => Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?),
+            Via::On(db, None) => Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?),
             Via::Fused(f) => f.push(segs).await,
+            Via::On(db, Some((wide, windows))) => {
+                let mut out = Vec::with_capacity(segs.len());
+                for (seg, g) in segs.iter().zip(live) {
+                    let window = windows.get(g).copied().unwrap_or(0).max(*wide);
+                    out.push(db.log_push_one_windowed(seg, window).await?);
+                }
+                Ok(out)
+            }
         }
     }
 }
@@ -326,7 +488,7 @@ async fn push_round(
             verified,
         })
         .collect();
-    let verdicts = via.push(segs).await?;
+    let verdicts = via.push(segs, &live).await?;
     for ((&g, verdict), hs) in live.iter().zip(verdicts).zip(incoming) {
         if let (Some(pid), PushVerdict::Queued { base_offset, .. }) = (cached.get(&g), &verdict) {
             cache.record(*pid, *base_offset, hs);
@@ -355,6 +517,7 @@ fn apply_verdict(
             for (k, &i) in group.pending.iter().enumerate() {
                 outcomes[i] = Outcome {
                     queued: true,
+                    buffered: false,
                     offset: Some(base_offset + k as i64),
                     original_off: None,
                 };
@@ -450,6 +613,8 @@ fn render<'a>(items: &'a [PushItem], outcomes: &[Outcome], groups: &[Group]) -> 
                     .flatten(),
                 status: if outcomes[i].queued {
                     "queued"
+                } else if outcomes[i].buffered {
+                    "buffered"
                 } else {
                     "duplicate"
                 },

@@ -1,0 +1,924 @@
+//! The push spool (docs/availability.md): where a push goes when the database cannot be
+//! reached, or while push maintenance mode is on. A spooled item is durable on this
+//! machine before the push is answered `buffered`, and crate::http::spool_replay writes it
+//! into its queue later, exactly once, in the order of acceptance per partition.
+//!
+//! On disk, in `QUEEN_SPOOL_DIR` (one broker per directory, held by an exclusive lock):
+//! - `spool-<first seq>.log`: append-only files of records, each
+//!   `[body length u32 LE][xxh3-64 of the body u64 LE][body]`; a new file past
+//!   [`FILE_BYTES`]. Files whose records have all been replayed are deleted.
+//! - `spool.id`: this spool's id, the key of its replay mark in the database
+//!   (`queen.spool_mark_v1`), which the replay moves in the transaction of its push.
+//! - `replayed`: the last replayed sequence number as this broker last knew it (a hint
+//!   for a restart while the database is down; the database's mark is the authority).
+//! - `refused.jsonl`: records the database refused for good (one JSON object a line).
+//!
+//! Appends are group-committed: one writer thread takes every append waiting, writes
+//! them, `fdatasync`s once and answers them all. A record that does not check (a torn
+//! write at the tail, or damage) ends its file: it and whatever follows is cut at open,
+//! counted and logged, never replayed.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{oneshot, Notify};
+use uuid::Uuid;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// A spool file is closed and a new one begun past this size.
+pub const FILE_BYTES: u64 = 64 * 1024 * 1024;
+/// Bytes of a record's frame before its body.
+const HEADER: usize = 12;
+/// The largest body a record may have (a push item is at most the body limit).
+const MAX_BODY: usize = 1 << 30;
+
+/// One spooled push item: what the replay needs to push it as the broker would have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Assigned at append, ascending; 0 until then.
+    pub seq: u64,
+    pub tenant: Uuid,
+    pub queue: String,
+    pub partition: String,
+    pub txn: String,
+    pub message_id: Uuid,
+    pub trace: Option<[u8; 16]>,
+    /// The payload is sealed already (its queue encrypts).
+    pub encrypted: bool,
+    /// The push was sent to the database and the connection ended before its answer: it
+    /// may be in the queue already, so its replay looks for it first.
+    pub maybe_written: bool,
+    pub spooled_at_ms: u64,
+    pub payload: Vec<u8>,
+}
+
+impl Record {
+    /// The record's frame on disk.
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(96 + self.payload.len() + self.txn.len());
+        b.extend_from_slice(&self.seq.to_le_bytes());
+        b.extend_from_slice(&self.spooled_at_ms.to_le_bytes());
+        let flags = u8::from(self.encrypted)
+            | u8::from(self.maybe_written) << 1
+            | u8::from(self.trace.is_some()) << 2;
+        b.push(flags);
+        b.extend_from_slice(self.tenant.as_bytes());
+        b.extend_from_slice(self.message_id.as_bytes());
+        if let Some(t) = &self.trace {
+            b.extend_from_slice(t);
+        }
+        for s in [&self.queue, &self.partition, &self.txn] {
+            b.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+        }
+        b.extend_from_slice(&(self.payload.len() as u32).to_le_bytes());
+        b.extend_from_slice(&self.payload);
+        let mut frame = Vec::with_capacity(HEADER + b.len());
+        frame.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        frame.extend_from_slice(&xxh3_64(&b).to_le_bytes());
+        frame.extend_from_slice(&b);
+        frame
+    }
+
+    /// A body that checked; None when it does not parse (damage the checksum missed).
+    fn decode(b: &[u8]) -> Option<Record> {
+        let mut r = Cursor { b, at: 0 };
+        let seq = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
+        let spooled_at_ms = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
+        let flags = r.take(1)?[0];
+        let tenant = Uuid::from_slice(r.take(16)?).ok()?;
+        let message_id = Uuid::from_slice(r.take(16)?).ok()?;
+        let trace = if flags & 4 != 0 {
+            Some(r.take(16)?.try_into().ok()?)
+        } else {
+            None
+        };
+        let queue = r.string()?;
+        let partition = r.string()?;
+        let txn = r.string()?;
+        let payload = r.bytes()?.to_vec();
+        (r.at == b.len()).then_some(Record {
+            seq,
+            tenant,
+            queue,
+            partition,
+            txn,
+            message_id,
+            trace,
+            encrypted: flags & 1 != 0,
+            maybe_written: flags & 2 != 0,
+            spooled_at_ms,
+            payload,
+        })
+    }
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.b.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(s)
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize;
+        self.take(n)
+    }
+    fn string(&mut self) -> Option<String> {
+        String::from_utf8(self.bytes()?.to_vec()).ok()
+    }
+}
+
+/// Why an append was not made durable (the push is answered 503, nothing promised).
+#[derive(Debug)]
+pub enum AppendError {
+    /// `QUEEN_SPOOL_MAX_BYTES` would be exceeded.
+    Full { pending: u64, max: u64 },
+    /// The disk said no (the error's text).
+    Io(String),
+}
+
+impl std::fmt::Display for AppendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppendError::Full { pending, max } => write!(
+                f,
+                "push spool full ({pending} of {max} bytes, QUEEN_SPOOL_MAX_BYTES); retry later"
+            ),
+            AppendError::Io(e) => write!(f, "push spool write failed: {e}; nothing was buffered"),
+        }
+    }
+}
+
+/// A spool file and what is known of it.
+struct SpoolFile {
+    path: PathBuf,
+    first_seq: u64,
+    last_seq: u64,
+    /// Bytes durable (fsynced) in it: what a reader may read.
+    len: u64,
+}
+
+/// Where the replay reads next.
+#[derive(Default)]
+struct ReadAt {
+    file_first_seq: u64,
+    offset: u64,
+}
+
+/// Records read for one replay step, and where the next step reads.
+pub struct Batch {
+    pub records: Vec<Record>,
+    /// Their charge against `QUEEN_SPOOL_MAX_BYTES`.
+    charged: u64,
+    /// (file, offset) after the last record read.
+    resume: Option<(u64, u64)>,
+}
+
+impl Batch {
+    /// The records `keep` selects, with their charge (a batch split by the replay when
+    /// a record is refused). Advancing past a part leaves the read position where it
+    /// was: the next read skips what is replayed and loses nothing.
+    pub fn only(&self, keep: impl Fn(&Record) -> bool) -> Batch {
+        let records: Vec<Record> = self.records.iter().filter(|r| keep(r)).cloned().collect();
+        Batch {
+            charged: records.iter().map(charge).sum(),
+            records,
+            resume: None,
+        }
+    }
+}
+
+/// (tenant, queue, partition)
+pub type PartitionKey = (Uuid, String, String);
+
+/// The spool's state, under one lock.
+struct State {
+    files: VecDeque<SpoolFile>,
+    next_seq: u64,
+    /// Every record up to here is in its queue (or refused).
+    replayed: u64,
+    pending_records: u64,
+    pending_bytes: u64,
+    /// The newest spooled seq per partition not yet replayed: a push to one of them goes
+    /// to the spool too, behind its predecessors (per-partition order).
+    partitions: HashMap<PartitionKey, u64>,
+    read_at: ReadAt,
+    oldest_pending_ms: Option<u64>,
+}
+
+/// Counters for `/metrics` and `/api/v1/status/buffers`.
+#[derive(Default)]
+pub struct SpoolCounters {
+    pub spooled_records: AtomicU64,
+    pub spooled_bytes: AtomicU64,
+    pub replayed_records: AtomicU64,
+    pub replayed_bytes: AtomicU64,
+    pub refused_records: AtomicU64,
+    pub deduplicated_records: AtomicU64,
+    pub torn_cuts: AtomicU64,
+    pub torn_bytes: AtomicU64,
+    pub full_refusals: AtomicU64,
+    pub write_failures: AtomicU64,
+    pub fsyncs: AtomicU64,
+}
+
+/// What `/api/v1/status/buffers` and `/metrics` show.
+pub struct SpoolStats {
+    pub id: Uuid,
+    pub pending_records: u64,
+    pub pending_bytes: u64,
+    pub max_bytes: u64,
+    pub oldest_pending_age_ms: Option<u64>,
+    pub files: usize,
+    pub replayed_through: u64,
+}
+
+type Reply = oneshot::Sender<Result<(), AppendError>>;
+
+/// The spool; see the module docs.
+pub struct Spool {
+    dir: PathBuf,
+    id: Uuid,
+    max_bytes: u64,
+    state: Arc<Mutex<State>>,
+    writer: mpsc::Sender<(Vec<Record>, Reply)>,
+    /// Signalled when records are appended (the replay waits on it).
+    pub appended: Arc<Notify>,
+    pub counters: Arc<SpoolCounters>,
+    /// The database failed a push as unreachable and nothing has been replayed since:
+    /// pushes go to the spool at once instead of waiting for a connection first.
+    db_down: AtomicBool,
+    _lock: File,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn io(what: &str, path: &Path, e: std::io::Error) -> String {
+    format!("{what} {}: {e}", path.display())
+}
+
+impl Spool {
+    /// Opens (or creates) the spool in `dir`: takes the directory's lock, reads its id,
+    /// scans its files (cutting a torn tail) and starts the writer thread.
+    pub fn open(dir: &Path, max_bytes: u64) -> Result<Self, String> {
+        fs::create_dir_all(dir).map_err(|e| io("QUEEN_SPOOL_DIR: cannot create", dir, e))?;
+        let lock = lock_dir(dir)?;
+        let id = read_or_make_id(dir)?;
+        let counters = Arc::new(SpoolCounters::default());
+        let hint = fs::read_to_string(dir.join("replayed"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        let mut state = scan(dir, &counters)?;
+        state.replayed = hint.min(state.next_seq.saturating_sub(1));
+        recount(dir, &mut state)?;
+        let state = Arc::new(Mutex::new(state));
+        let (tx, rx) = mpsc::channel::<(Vec<Record>, Reply)>();
+        let appended = Arc::new(Notify::new());
+        let w = Writer {
+            dir: dir.to_path_buf(),
+            state: state.clone(),
+            counters: counters.clone(),
+            appended: appended.clone(),
+            file: None,
+        };
+        std::thread::Builder::new()
+            .name("queen-spool-writer".into())
+            .spawn(move || w.run(rx))
+            .map_err(|e| format!("spool writer thread: {e}"))?;
+        let spool = Spool {
+            dir: dir.to_path_buf(),
+            id,
+            max_bytes,
+            state,
+            writer: tx,
+            appended,
+            counters,
+            db_down: AtomicBool::new(false),
+            _lock: lock,
+        };
+        let s = spool.stats();
+        if s.pending_records > 0 {
+            tracing::warn!(
+                spool = %spool.id,
+                records = s.pending_records,
+                bytes = s.pending_bytes,
+                "push spool holds records from before this start; replaying them when the database answers"
+            );
+        }
+        Ok(spool)
+    }
+
+    pub fn id(&self) -> Uuid {
+        self.id
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether a push to these partitions must go to the spool: the database is known
+    /// down, or one of them has spooled records not yet replayed.
+    pub fn must_take<'a>(&self, mut keys: impl Iterator<Item = (Uuid, &'a str, &'a str)>) -> bool {
+        if self.db_down.load(Ordering::Relaxed) {
+            return true;
+        }
+        let st = self.state.lock().expect("spool state");
+        if st.partitions.is_empty() {
+            return false;
+        }
+        keys.any(|(t, q, p)| {
+            st.partitions
+                .contains_key(&(t, q.to_string(), p.to_string()))
+        })
+    }
+
+    /// A push found the database unreachable.
+    pub fn mark_db_down(&self) {
+        if !self.db_down.swap(true, Ordering::Relaxed) {
+            tracing::warn!(spool = %self.id, "database unreachable: pushes go to the push spool");
+        }
+    }
+
+    /// The replay reached the database again.
+    pub fn mark_db_up(&self) {
+        if self.db_down.swap(false, Ordering::Relaxed) {
+            tracing::info!(spool = %self.id, "database reachable again: replaying the push spool");
+        }
+    }
+
+    pub fn db_down(&self) -> bool {
+        self.db_down.load(Ordering::Relaxed)
+    }
+
+    /// Appends `records` durably (fsynced, group-committed with concurrent appends) and
+    /// assigns their sequence numbers in order.
+    pub async fn append(&self, mut records: Vec<Record>) -> Result<(), AppendError> {
+        let bytes: u64 = records.iter().map(charge).sum();
+        {
+            let st = self.state.lock().expect("spool state");
+            if st.pending_bytes + bytes > self.max_bytes {
+                self.counters.full_refusals.fetch_add(1, Ordering::Relaxed);
+                return Err(AppendError::Full {
+                    pending: st.pending_bytes,
+                    max: self.max_bytes,
+                });
+            }
+        }
+        let now = now_ms();
+        for r in records.iter_mut() {
+            r.spooled_at_ms = now;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.writer
+            .send((records, tx))
+            .map_err(|_| AppendError::Io("the spool writer has stopped".into()))?;
+        rx.await
+            .unwrap_or_else(|_| Err(AppendError::Io("the spool writer has stopped".into())))
+    }
+
+    /// Records pending replay, beginning at the replay position: at most `max` records
+    /// and about `max_bytes` payload bytes (at least one). Blocking file reads. The
+    /// position moves only when the batch is [`Spool::advance`]d past.
+    pub fn read_batch(&self, max: usize, max_bytes: usize) -> Result<Batch, String> {
+        let (files, replayed, at) = {
+            let st = self.state.lock().expect("spool state");
+            let files: Vec<(PathBuf, u64, u64)> = st
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), f.first_seq, f.len))
+                .collect();
+            (
+                files,
+                st.replayed,
+                (st.read_at.file_first_seq, st.read_at.offset),
+            )
+        };
+        let mut batch = Batch {
+            records: Vec::new(),
+            charged: 0,
+            resume: None,
+        };
+        let mut bytes = 0usize;
+        let full = |b: &Batch, bytes: usize| b.records.len() >= max || bytes >= max_bytes;
+        for (path, first, len) in files.into_iter().filter(|f| f.1 >= at.0) {
+            let start = if first == at.0 { at.1 } else { 0 };
+            if start >= len {
+                continue;
+            }
+            let mut f = File::open(&path).map_err(|e| io("spool: cannot open", &path, e))?;
+            f.seek(SeekFrom::Start(start))
+                .map_err(|e| io("spool: cannot seek", &path, e))?;
+            let mut r = BufReader::new(f.take(len - start));
+            let mut off = start;
+            while let Some((rec, n)) = read_record(&mut r).map_err(|e| io("spool", &path, e))? {
+                off += n as u64;
+                batch.resume = Some((first, off));
+                if rec.seq <= replayed {
+                    continue;
+                }
+                bytes += rec.payload.len();
+                batch.charged += charge(&rec);
+                batch.records.push(rec);
+                if full(&batch, bytes) {
+                    break;
+                }
+            }
+            if full(&batch, bytes) {
+                break;
+            }
+        }
+        if let Some(first) = batch.records.first() {
+            self.state.lock().expect("spool state").oldest_pending_ms = Some(first.spooled_at_ms);
+        }
+        Ok(batch)
+    }
+
+    /// The replay committed `batch` (or refused what it did not commit): forget its
+    /// records, move the read position past them, delete the files wholly behind, save
+    /// the hint.
+    pub fn advance(&self, batch: &Batch) {
+        let Some(last) = batch.records.last() else {
+            return;
+        };
+        self.advance_to(
+            last.seq,
+            batch.records.len() as u64,
+            batch.charged,
+            batch.resume,
+        );
+    }
+
+    fn advance_to(&self, seq: u64, records: u64, bytes: u64, resume: Option<(u64, u64)>) {
+        let mut st = self.state.lock().expect("spool state");
+        if seq <= st.replayed {
+            return;
+        }
+        st.replayed = seq;
+        if let Some((file_first_seq, offset)) = resume {
+            st.read_at = ReadAt {
+                file_first_seq,
+                offset,
+            };
+        }
+        st.pending_records = st.pending_records.saturating_sub(records);
+        st.pending_bytes = st.pending_bytes.saturating_sub(bytes);
+        st.partitions.retain(|_, last| *last > seq);
+        if st.pending_records == 0 {
+            st.oldest_pending_ms = None;
+            st.partitions.clear();
+        }
+        // Keep the newest file (the writer's); delete the ones wholly replayed.
+        while st.files.len() > 1 && st.files[0].last_seq <= seq {
+            let f = st.files.pop_front().expect("a file");
+            if let Err(e) = fs::remove_file(&f.path) {
+                tracing::warn!("spool: cannot delete {}: {e}", f.path.display());
+            }
+        }
+        drop(st);
+        let tmp = self.dir.join("replayed.tmp");
+        if fs::write(&tmp, seq.to_string()).is_ok() {
+            let _ = fs::rename(&tmp, self.dir.join("replayed"));
+        }
+    }
+
+    /// Moves the replay position past `mark` (the database's replay mark, read when the
+    /// replay reaches the database): records up to it are in their queues already.
+    pub fn skip_through(&self, mark: u64) -> Result<(), String> {
+        let behind = {
+            let st = self.state.lock().expect("spool state");
+            mark > st.replayed
+        };
+        if !behind {
+            return Ok(());
+        }
+        let (n, bytes) = {
+            let st = self.state.lock().expect("spool state");
+            count_through(&st, mark)?
+        };
+        self.advance_to(mark, n, bytes, None);
+        Ok(())
+    }
+
+    /// A record the database refused for good: to `refused.jsonl`, with why.
+    pub fn refuse(&self, rec: &Record, why: &str) {
+        self.counters
+            .refused_records
+            .fetch_add(1, Ordering::Relaxed);
+        let line = serde_json::json!({
+            "seq": rec.seq,
+            "tenant": rec.tenant,
+            "queue": rec.queue,
+            "partition": rec.partition,
+            "transactionId": rec.txn,
+            "messageId": rec.message_id,
+            "spooledAtMs": rec.spooled_at_ms,
+            "encrypted": rec.encrypted,
+            "payload": String::from_utf8_lossy(&rec.payload),
+            "error": why,
+        });
+        let path = self.dir.join("refused.jsonl");
+        let written = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| {
+                writeln!(f, "{line}")?;
+                f.sync_data()
+            });
+        if let Err(e) = written {
+            tracing::error!("spool: cannot write {}: {e}", path.display());
+        }
+        tracing::warn!(
+            queue = %rec.queue,
+            partition = %rec.partition,
+            seq = rec.seq,
+            "spooled push refused by the database, moved to refused.jsonl: {why}"
+        );
+    }
+
+    pub fn has_pending(&self) -> bool {
+        self.state.lock().expect("spool state").pending_records > 0
+    }
+
+    pub fn stats(&self) -> SpoolStats {
+        let st = self.state.lock().expect("spool state");
+        SpoolStats {
+            id: self.id,
+            pending_records: st.pending_records,
+            pending_bytes: st.pending_bytes,
+            max_bytes: self.max_bytes,
+            oldest_pending_age_ms: st.oldest_pending_ms.map(|t| now_ms().saturating_sub(t)),
+            files: st.files.len(),
+            replayed_through: st.replayed,
+        }
+    }
+}
+
+/// Records and bytes after the replay position up to `mark`.
+fn count_through(st: &State, mark: u64) -> Result<(u64, u64), String> {
+    let mut n = 0;
+    let mut bytes = 0;
+    for f in st.files.iter().filter(|f| f.first_seq <= mark) {
+        each_record(&f.path, f.len, |r, size| {
+            if r.seq > st.replayed && r.seq <= mark {
+                n += 1;
+                bytes += size;
+            }
+        })?;
+    }
+    Ok((n, bytes))
+}
+
+/// The bytes a pending record counts for against `QUEEN_SPOOL_MAX_BYTES` (its payload
+/// and a fixed allowance for the rest, as [`Spool::append`] charges it).
+fn charge(r: &Record) -> u64 {
+    r.payload.len() as u64 + 128
+}
+
+/// One record from `r`: None at a clean end; an error for a record that does not check.
+fn read_record(r: &mut impl Read) -> std::io::Result<Option<(Record, usize)>> {
+    let mut head = [0u8; HEADER];
+    match r.read_exact(&mut head) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(head[0..4].try_into().expect("4 bytes")) as usize;
+    let sum = u64::from_le_bytes(head[4..12].try_into().expect("8 bytes"));
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
+    if len == 0 || len > MAX_BODY {
+        return Err(bad("record length out of range"));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    if xxh3_64(&body) != sum {
+        return Err(bad("record checksum mismatch"));
+    }
+    let rec = Record::decode(&body).ok_or_else(|| bad("record does not parse"))?;
+    Ok(Some((rec, HEADER + len)))
+}
+
+/// Every record of a file's first `len` bytes, with its charge.
+fn each_record(path: &Path, len: u64, mut f: impl FnMut(&Record, u64)) -> Result<(), String> {
+    let file = File::open(path).map_err(|e| io("spool: cannot open", path, e))?;
+    let mut r = BufReader::new(file.take(len));
+    while let Some((rec, _)) = read_record(&mut r).map_err(|e| io("spool", path, e))? {
+        f(&rec, charge(&rec));
+    }
+    Ok(())
+}
+
+/// The spool files of `dir`, oldest first; each file's valid records; a file's first
+/// record that does not check cuts the file there (torn tail).
+fn scan(dir: &Path, counters: &SpoolCounters) -> Result<State, String> {
+    let mut names: Vec<(u64, PathBuf)> = fs::read_dir(dir)
+        .map_err(|e| io("spool: cannot list", dir, e))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let seq = name
+                .strip_prefix("spool-")?
+                .strip_suffix(".log")?
+                .parse()
+                .ok()?;
+            Some((seq, e.path()))
+        })
+        .collect();
+    names.sort();
+    let mut files = VecDeque::new();
+    let mut next_seq = 1;
+    for (first, path) in names {
+        let (last, good, total) = valid_prefix(&path)?;
+        if good < total {
+            counters.torn_cuts.fetch_add(1, Ordering::Relaxed);
+            counters
+                .torn_bytes
+                .fetch_add(total - good, Ordering::Relaxed);
+            tracing::error!(
+                file = %path.display(),
+                kept_bytes = good,
+                cut_bytes = total - good,
+                "spool: a record that does not check (a torn write or damage); the file is cut there"
+            );
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| io("spool: cannot open", &path, e))?;
+            f.set_len(good)
+                .and_then(|_| f.sync_all())
+                .map_err(|e| io("spool: cannot cut", &path, e))?;
+        }
+        if good == 0 {
+            let _ = fs::remove_file(&path);
+            continue;
+        }
+        next_seq = next_seq.max(last + 1);
+        files.push_back(SpoolFile {
+            path,
+            first_seq: first,
+            last_seq: last,
+            len: good,
+        });
+    }
+    Ok(State {
+        files,
+        next_seq,
+        replayed: 0,
+        pending_records: 0,
+        pending_bytes: 0,
+        partitions: HashMap::new(),
+        read_at: ReadAt::default(),
+        oldest_pending_ms: None,
+    })
+}
+
+/// (last seq, bytes of the records that check, file size) of a spool file.
+fn valid_prefix(path: &Path) -> Result<(u64, u64, u64), String> {
+    let total = fs::metadata(path)
+        .map_err(|e| io("spool: cannot stat", path, e))?
+        .len();
+    let file = File::open(path).map_err(|e| io("spool: cannot open", path, e))?;
+    let mut r = BufReader::new(file);
+    let (mut last, mut good) = (0, 0u64);
+    while let Ok(Some((rec, n))) = read_record(&mut r) {
+        last = rec.seq;
+        good += n as u64;
+    }
+    Ok((last, good, total))
+}
+
+/// The pending counts and partitions of the records after `st.replayed`.
+fn recount(_dir: &Path, st: &mut State) -> Result<(), String> {
+    let mut n = 0;
+    let mut bytes = 0;
+    let mut parts = HashMap::new();
+    let mut oldest = None;
+    for f in st.files.iter().filter(|f| f.last_seq > st.replayed) {
+        each_record(&f.path, f.len, |r, size| {
+            if r.seq > st.replayed {
+                n += 1;
+                bytes += size;
+                oldest.get_or_insert(r.spooled_at_ms);
+                parts.insert((r.tenant, r.queue.clone(), r.partition.clone()), r.seq);
+            }
+        })?;
+    }
+    st.pending_records = n;
+    st.pending_bytes = bytes;
+    st.partitions = parts;
+    st.oldest_pending_ms = oldest;
+    Ok(())
+}
+
+/// The directory's exclusive lock: a second broker on the same spool would replay its
+/// records twice.
+fn lock_dir(dir: &Path) -> Result<File, String> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join("lock");
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io("spool: cannot open", &path, e))?;
+    // SAFETY: flock on a descriptor this function owns; no memory is involved.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(format!(
+            "QUEEN_SPOOL_DIR {} is in use by another broker (each broker needs its own spool directory)",
+            dir.display()
+        ));
+    }
+    Ok(f)
+}
+
+fn read_or_make_id(dir: &Path) -> Result<Uuid, String> {
+    let path = dir.join("spool.id");
+    if let Ok(s) = fs::read_to_string(&path) {
+        return Uuid::parse_str(s.trim()).map_err(|e| format!("{}: {e}", path.display()));
+    }
+    let id = Uuid::new_v4();
+    let tmp = dir.join("spool.id.tmp");
+    fs::write(&tmp, id.to_string())
+        .and_then(|_| File::open(&tmp)?.sync_all())
+        .and_then(|_| fs::rename(&tmp, &path))
+        .and_then(|_| File::open(dir)?.sync_all())
+        .map_err(|e| io("spool: cannot write", &path, e))?;
+    Ok(id)
+}
+
+/// The writer thread: group commit.
+struct Writer {
+    dir: PathBuf,
+    state: Arc<Mutex<State>>,
+    counters: Arc<SpoolCounters>,
+    appended: Arc<Notify>,
+    /// The open file being appended to, and its size.
+    file: Option<(File, u64)>,
+}
+
+impl Writer {
+    fn run(mut self, rx: mpsc::Receiver<(Vec<Record>, Reply)>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                batch.push(more);
+            }
+            let result = self.commit(&mut batch);
+            if result.is_err() {
+                self.counters.write_failures.fetch_add(1, Ordering::Relaxed);
+            }
+            for (_, reply) in batch {
+                let _ = reply.send(
+                    result
+                        .as_ref()
+                        .map(|_| ())
+                        .map_err(|e| AppendError::Io(e.clone())),
+                );
+            }
+            self.appended.notify_one();
+        }
+    }
+
+    /// Writes and syncs every record of `batch`, assigning sequence numbers; on failure
+    /// the file is cut back and nothing of the batch counts.
+    fn commit(&mut self, batch: &mut [(Vec<Record>, Reply)]) -> Result<(), String> {
+        let mut st = self.state.lock().expect("spool state");
+        let first_seq = st.next_seq;
+        let mut frames = Vec::new();
+        let mut charged = 0;
+        let mut parts = Vec::new();
+        for (recs, _) in batch.iter_mut() {
+            for r in recs.iter_mut() {
+                r.seq = st.next_seq;
+                st.next_seq += 1;
+                frames.extend_from_slice(&r.encode());
+                charged += charge(r);
+                parts.push(((r.tenant, r.queue.clone(), r.partition.clone()), r.seq));
+            }
+        }
+        let last_seq = st.next_seq - 1;
+        if last_seq < first_seq {
+            return Ok(());
+        }
+        // Nothing pending in the current file: start a fresh one (the old one goes).
+        let rotate = match (&self.file, st.files.back()) {
+            (Some((_, size)), Some(f)) => *size >= FILE_BYTES || f.last_seq <= st.replayed,
+            _ => true,
+        };
+        if rotate {
+            self.file = None;
+            let path = self.dir.join(format!("spool-{first_seq:020}.log"));
+            let f = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .and_then(|f| {
+                    File::open(&self.dir)?.sync_all()?;
+                    Ok(f)
+                })
+                .map_err(|e| io("spool: cannot create", &path, e))?;
+            while st.files.back().is_some_and(|f| f.last_seq <= st.replayed) {
+                let old = st.files.pop_back().expect("a file");
+                let _ = fs::remove_file(&old.path);
+            }
+            st.files.push_back(SpoolFile {
+                path,
+                first_seq,
+                last_seq: first_seq - 1,
+                len: 0,
+            });
+            self.file = Some((f, 0));
+        }
+        let (file, size) = self.file.as_mut().expect("an open spool file");
+        let at = *size;
+        let written = file.write_all(&frames).and_then(|_| file.sync_data());
+        self.counters.fsyncs.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = written {
+            let _ = file.set_len(at);
+            self.file = None;
+            return Err(e.to_string());
+        }
+        *size += frames.len() as u64;
+        let cur = st.files.back_mut().expect("the current file");
+        cur.last_seq = last_seq;
+        cur.len = *size;
+        st.pending_records += last_seq - first_seq + 1;
+        st.pending_bytes += charged;
+        st.oldest_pending_ms.get_or_insert(batch_time(batch));
+        for (k, seq) in parts {
+            st.partitions.insert(k, seq);
+        }
+        drop(st);
+        let n = last_seq - first_seq + 1;
+        self.counters
+            .spooled_records
+            .fetch_add(n, Ordering::Relaxed);
+        self.counters
+            .spooled_bytes
+            .fetch_add(frames.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+fn batch_time(batch: &[(Vec<Record>, Reply)]) -> u64 {
+    batch
+        .iter()
+        .flat_map(|(r, _)| r.first())
+        .map(|r| r.spooled_at_ms)
+        .min()
+        .unwrap_or_else(now_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(q: &str, p: &str, txn: &str, payload: &str) -> Record {
+        Record {
+            seq: 0,
+            tenant: Uuid::nil(),
+            queue: q.into(),
+            partition: p.into(),
+            txn: txn.into(),
+            message_id: Uuid::now_v7(),
+            trace: Some([7; 16]),
+            encrypted: false,
+            maybe_written: true,
+            spooled_at_ms: 0,
+            payload: payload.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_record_round_trips_and_damage_is_caught() {
+        let mut r = rec("q", "p", "t-1", r#"{"n":1}"#);
+        r.seq = 9;
+        let frame = r.encode();
+        let (back, n) = read_record(&mut &frame[..]).unwrap().unwrap();
+        assert_eq!((back, n), (r.clone(), frame.len()));
+        let mut bent = frame.clone();
+        *bent.last_mut().unwrap() ^= 1;
+        assert!(read_record(&mut &bent[..]).is_err(), "a flipped bit");
+        assert!(
+            read_record(&mut &frame[..frame.len() - 3]).is_err(),
+            "a torn tail"
+        );
+        assert!(read_record(&mut &[][..]).unwrap().is_none(), "a clean end");
+    }
+}

@@ -1,0 +1,461 @@
+//! The push spool and maintenance mode (docs/availability.md), over real HTTP and a real
+//! PostgreSQL: pushes answered `buffered` while push maintenance is on or the database
+//! cannot be reached (a TCP proxy in front of the real server is cut, the network cut of
+//! the brief), replayed exactly once and in order; a torn spool tail cut for real (the
+//! file truncated mid-record); a full spool answering 503; a record the database refuses
+//! filed in `refused.jsonl`; two brokers sharing the modes.
+//!
+//! The modes are database-wide: the tests of this file run one at a time and switch them
+//! off before and after.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{admin, broker_url, start_with, Broker};
+use queen_broker::engine::spool::{Record, Spool};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio::net::{TcpListener, TcpStream};
+use uuid::Uuid;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A fresh spool directory under target/.
+fn spool_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("spool-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+async fn modes_off() {
+    let db = admin().await;
+    for mode in ["push", "pop"] {
+        db.execute("SELECT queen.system_state_set_v1($1, false)", &[&mode])
+            .await
+            .unwrap();
+    }
+}
+
+async fn spooling_broker(dir: &std::path::Path, url: Option<String>) -> Broker {
+    let dir = dir.to_path_buf();
+    start_with(move |c| {
+        c.spool_dir = Some(dir);
+        c.shared_state_ms = 100;
+        c.pool_timeout_ms = 1_000;
+        if let Some(u) = url {
+            c.database_url = u;
+        }
+    })
+    .await
+}
+
+fn queue() -> String {
+    format!("spool-{}", Uuid::new_v4().simple())
+}
+
+async fn set_mode(b: &Broker, path: &str, enabled: bool) -> Value {
+    let (s, v) = b.post(path, &json!({ "enabled": enabled })).await;
+    assert_eq!(s, StatusCode::OK, "{path}: {v}");
+    v
+}
+
+async fn buffers(b: &Broker) -> Value {
+    let (s, v) = b.get("/api/v1/status/buffers").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    v
+}
+
+/// Waits (bounded) until the spool holds nothing.
+async fn drained(b: &Broker) {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = buffers(b).await;
+        if v["pending"] == 0 {
+            return;
+        }
+        assert!(Instant::now() < until, "the spool did not drain: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every message of `queue` in order, popped and acked by a fresh group.
+async fn all_messages(b: &Broker, queue: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    while let Some(p) = b
+        .pop(queue, "batch=100&consumerGroup=check&subscriptionMode=all")
+        .await
+    {
+        let msgs = p["messages"].as_array().unwrap().clone();
+        let (s, v) = b.ack_batch(common::acks_for(&p, "completed", None)).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        out.extend(msgs);
+    }
+    out
+}
+
+fn payloads(msgs: &[Value]) -> Vec<i64> {
+    msgs.iter()
+        .map(|m| m["data"]["n"].as_i64().unwrap())
+        .collect()
+}
+
+/// spool::maintenance_mode_buffers_then_replays_in_order_exactly_once
+#[tokio::test]
+async fn maintenance_mode_buffers_then_replays_in_order_exactly_once() {
+    let _g = SERIAL.lock().await;
+    modes_off().await;
+    let dir = spool_dir();
+    let b = spooling_broker(&dir, None).await;
+    let q = queue();
+    let on = set_mode(&b, "/api/v1/system/maintenance", true).await;
+    assert_eq!(on["maintenanceMode"], true);
+    let mut sent = Vec::new();
+    for round in 0..3 {
+        let items: Vec<Value> = (0..5)
+            .map(|k| {
+                let n = round * 5 + k;
+                sent.push(n);
+                // Every other item without a transactionId: the spool gives it one.
+                if n % 2 == 0 {
+                    json!({"queue": q, "payload": {"n": n}})
+                } else {
+                    json!({"queue": q, "payload": {"n": n}, "transactionId": format!("t-{n}")})
+                }
+            })
+            .collect();
+        let res = b.push(json!(items)).await;
+        assert!(res.iter().all(|r| r["status"] == "buffered"), "{res:?}");
+        assert!(res
+            .iter()
+            .all(|r| r["transaction_id"].as_str().is_some_and(|t| !t.is_empty())));
+    }
+    let v = buffers(&b).await;
+    assert_eq!(v["pending"], 15, "{v}");
+    assert_eq!(v["dbHealthy"], true);
+    // Nothing reached the queue while the database is left alone.
+    assert!(b.pop(&q, "batch=100&consumerGroup=peek").await.is_none());
+    let (_, h) = b.get("/health").await;
+    assert_eq!(h["maintenanceMode"], true, "{h}");
+    assert_eq!(h["spool"]["pendingRecords"], 15, "{h}");
+
+    let off = set_mode(&b, "/api/v1/system/maintenance", false).await;
+    assert_eq!(off["maintenanceMode"], false);
+    drained(&b).await;
+    let got = all_messages(&b, &q).await;
+    assert_eq!(payloads(&got), sent, "every buffered push once, in order");
+    let m = common::metrics(&b).await;
+    assert_eq!(m["queen_spool_records_total{event=\"replayed\"}"], 15.0);
+    assert_eq!(m["queen_spool_pending_records"], 0.0);
+    // A push after the drain goes straight to the database.
+    let res = b.push(json!([{"queue": q, "payload": {"n": 99}}])).await;
+    assert_eq!(res[0]["status"], "queued");
+    modes_off().await;
+}
+
+/// A TCP proxy in front of the real server whose link can be cut (a network cut): cut,
+/// it closes every open connection and refuses new ones.
+struct Proxy {
+    addr: SocketAddr,
+    open: Arc<AtomicBool>,
+    links: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr) -> Proxy {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let open = Arc::new(AtomicBool::new(true));
+        let links: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let (o, ls) = (open.clone(), links.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = l.accept().await else {
+                    continue;
+                };
+                if !o.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let h = tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                ls.lock().unwrap().push(h.abort_handle());
+            }
+        });
+        Proxy { addr, open, links }
+    }
+
+    fn cut(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        for h in self.links.lock().unwrap().drain(..) {
+            h.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.open.store(true, Ordering::SeqCst);
+    }
+
+    /// The broker's URL with its host and port replaced by the proxy's.
+    fn url(&self) -> String {
+        let u = broker_url();
+        let at = u.find('@').unwrap();
+        let slash = u[at..].find('/').unwrap() + at;
+        format!("{}{}{}", &u[..=at], self.addr, &u[slash..])
+    }
+}
+
+fn target() -> SocketAddr {
+    let u = broker_url();
+    let at = u.find('@').unwrap();
+    let slash = u[at..].find('/').unwrap() + at;
+    let hostport = &u[at + 1..slash];
+    let hostport = if hostport.contains(':') {
+        hostport.to_string()
+    } else {
+        format!("{hostport}:5432")
+    };
+    hostport.parse().unwrap()
+}
+
+/// spool::a_network_cut_is_buffered_and_replayed_before_later_pushes
+#[tokio::test]
+async fn a_network_cut_is_buffered_and_replayed_before_later_pushes() {
+    let _g = SERIAL.lock().await;
+    modes_off().await;
+    let proxy = Proxy::start(target()).await;
+    let dir = spool_dir();
+    let b = spooling_broker(&dir, Some(proxy.url())).await;
+    let q = queue();
+    let first = b.push(json!([{"queue": q, "payload": {"n": 0}}])).await;
+    assert_eq!(first[0]["status"], "queued");
+
+    proxy.cut();
+    let mut expect = vec![0];
+    for n in 1..=6 {
+        let res = b.push(json!([{"queue": q, "payload": {"n": n}}])).await;
+        assert_eq!(res[0]["status"], "buffered", "push {n} while cut: {res:?}");
+        expect.push(n);
+    }
+    let v = buffers(&b).await;
+    assert_eq!(v["dbHealthy"], false, "{v}");
+    assert_eq!(v["pending"], 6, "{v}");
+    let (hs, h) = b.get("/health").await;
+    assert_eq!(hs, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(h["spool"]["spooling"], true, "{h}");
+    // Pops and acks cannot be served: 503, nothing taken.
+    let (ps, _) = b.get(&format!("/api/v1/pop/queue/{q}?batch=1")).await;
+    assert_eq!(ps, StatusCode::SERVICE_UNAVAILABLE);
+
+    proxy.restore();
+    // Pushed at once after the restore: behind the buffered ones of its partition.
+    for n in 7..=9 {
+        let res = b.push(json!([{"queue": q, "payload": {"n": n}}])).await;
+        assert!(
+            res[0]["status"] == "buffered" || res[0]["status"] == "queued",
+            "{res:?}"
+        );
+        expect.push(n);
+    }
+    drained(&b).await;
+    let got = all_messages(&b, &q).await;
+    assert_eq!(payloads(&got), expect, "each once, in acceptance order");
+    assert_eq!(buffers(&b).await["dbHealthy"], true);
+}
+
+/// spool::a_torn_tail_is_cut_not_replayed: records written by one spool, the file cut
+/// mid-record (a torn write), opened again: the damaged record is cut and counted, the
+/// others are replayed by a broker.
+#[tokio::test]
+async fn a_torn_tail_is_cut_not_replayed() {
+    let _g = SERIAL.lock().await;
+    modes_off().await;
+    let dir = spool_dir();
+    let q = queue();
+    let tenant = Uuid::parse_str("00000000-0000-0000-0000-000000000001").unwrap();
+    {
+        let s = Spool::open(&dir, 1 << 30).unwrap();
+        for n in 0..3 {
+            let r = Record {
+                seq: 0,
+                tenant,
+                queue: q.clone(),
+                partition: "Default".into(),
+                txn: format!("torn-{n}"),
+                message_id: Uuid::now_v7(),
+                trace: None,
+                encrypted: false,
+                maybe_written: false,
+                spooled_at_ms: 0,
+                payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+            };
+            s.append(vec![r]).await.unwrap();
+        }
+        assert_eq!(s.stats().pending_records, 3);
+    }
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .unwrap();
+    let len = std::fs::metadata(&file).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len(len - 5).unwrap();
+    drop(f);
+
+    let b = spooling_broker(&dir, None).await;
+    drained(&b).await;
+    let v = buffers(&b).await;
+    assert_eq!(v["tornCuts"], 1, "{v}");
+    let got = all_messages(&b, &q).await;
+    assert_eq!(
+        payloads(&got),
+        vec![0, 1],
+        "the torn record is not replayed"
+    );
+    assert!(std::fs::metadata(&file).map_or(true, |m| m.len() < len - 5));
+}
+
+/// spool::a_full_spool_answers_503_and_promises_nothing
+#[tokio::test]
+async fn a_full_spool_answers_503_and_promises_nothing() {
+    let _g = SERIAL.lock().await;
+    modes_off().await;
+    let dir = spool_dir();
+    let d = dir.clone();
+    let b = start_with(move |c| {
+        c.spool_dir = Some(d);
+        c.spool_max_bytes = 1 << 20;
+        c.shared_state_ms = 100;
+    })
+    .await;
+    let q = queue();
+    set_mode(&b, "/api/v1/system/maintenance", true).await;
+    let big = "x".repeat(700 * 1024);
+    let first = b.push(json!([{"queue": q, "payload": {"s": big}}])).await;
+    assert_eq!(first[0]["status"], "buffered");
+    let r = b
+        .http
+        .post(format!("{}/api/v1/push", b.base))
+        .json(&json!({"items": [{"queue": q, "payload": {"s": big}}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.headers().contains_key("retry-after"));
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("QUEEN_SPOOL_MAX_BYTES"),
+        "{body}"
+    );
+    assert_eq!(buffers(&b).await["pending"], 1);
+    set_mode(&b, "/api/v1/system/maintenance", false).await;
+    drained(&b).await;
+    assert_eq!(all_messages(&b, &q).await.len(), 1);
+    modes_off().await;
+}
+
+/// spool::a_refused_record_is_filed_and_never_blocks_the_rest: a broker without the
+/// encryption key spools pushes to an encrypting queue; the replay cannot seal them, so
+/// they go to refused.jsonl while the other queue's records are replayed.
+#[tokio::test]
+async fn a_refused_record_is_filed_and_never_blocks_the_rest() {
+    let _g = SERIAL.lock().await;
+    modes_off().await;
+    let key = queen_log::encryption::parse_key(
+        "8f3c1d2e4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0",
+    )
+    .unwrap();
+    let keyed =
+        start_with(move |c| c.encryption_key = Some(queen_broker::config::EncryptionKey(key)))
+            .await;
+    let sealed = queue();
+    keyed
+        .configure(&sealed, json!({"encryptionEnabled": true}))
+        .await;
+    let plain = queue();
+    let dir = spool_dir();
+    let b = spooling_broker(&dir, None).await;
+    set_mode(&b, "/api/v1/system/maintenance", true).await;
+    let res = b
+        .push(json!([
+            {"queue": plain, "payload": {"n": 1}},
+            {"queue": sealed, "payload": {"n": 2}, "transactionId": "refused-1"},
+            {"queue": plain, "payload": {"n": 3}},
+        ]))
+        .await;
+    assert!(res.iter().all(|r| r["status"] == "buffered"), "{res:?}");
+    set_mode(&b, "/api/v1/system/maintenance", false).await;
+    drained(&b).await;
+    assert_eq!(payloads(&all_messages(&b, &plain).await), vec![1, 3]);
+    let v = buffers(&b).await;
+    assert_eq!(v["refused"], 1, "{v}");
+    let filed = std::fs::read_to_string(dir.join("refused.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(filed.lines().next().unwrap()).unwrap();
+    assert_eq!(line["transactionId"], "refused-1");
+    assert_eq!(line["queue"], sealed.as_str());
+    assert!(
+        line["error"]
+            .as_str()
+            .unwrap()
+            .contains("QUEEN_ENCRYPTION_KEY"),
+        "{line}"
+    );
+    modes_off().await;
+}
+
+/// spool::two_brokers_share_the_modes: switched through one broker, the other follows
+/// within QUEEN_SHARED_STATE_MS; pop maintenance answers 204 on both.
+#[tokio::test]
+async fn two_brokers_share_the_modes() {
+    let _g = SERIAL.lock().await;
+    modes_off().await;
+    let (da, db) = (spool_dir(), spool_dir());
+    let a = spooling_broker(&da, None).await;
+    let b = spooling_broker(&db, None).await;
+    let q = queue();
+    a.push(json!([{"queue": q, "payload": {"n": 1}}])).await;
+    let v = set_mode(&a, "/api/v1/system/maintenance/pop", true).await;
+    assert_eq!(v["popMaintenanceMode"], true);
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, h) = b.get("/health").await;
+        if h["popMaintenanceMode"] == true {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "broker b never saw pop maintenance: {h}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for x in [&a, &b] {
+        let (s, _) = x.get(&format!("/api/v1/pop/queue/{q}?batch=1")).await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+    }
+    let (_, g) = b.get("/api/v1/system/maintenance/pop").await;
+    assert_eq!(g["popMaintenanceMode"], true, "{g}");
+    // Bad input is still refused, and changes nothing.
+    let (s, e) = b
+        .post("/api/v1/system/maintenance", &json!({"enabled": "yes"}))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    set_mode(&b, "/api/v1/system/maintenance/pop", false).await;
+    let until = Instant::now() + Duration::from_secs(5);
+    while a.pop(&q, "batch=1").await.is_none() {
+        assert!(Instant::now() < until, "broker a still paused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    modes_off().await;
+}
