@@ -64,8 +64,13 @@ cargo build --release -p queen_broker >/dev/null
 PIDFILE=$ROOT/target/queen-broker.pid
 LISTEN=${QUEEN_LISTEN:-0.0.0.0:6632}
 if [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
-    kill "$(cat "$PIDFILE")"; sleep 1
+    # Wait for the old broker to finish its drain: it holds the spool directory's lock.
+    kill "$(cat "$PIDFILE")"
+    for _ in $(seq 1 75); do kill -0 "$(cat "$PIDFILE")" 2>/dev/null || break; sleep 0.2; done
 fi
+# The push spool (docs/availability.md): pushes the database cannot take are kept here and
+# replayed; kept across reruns like the cluster's data.
+QUEEN_SPOOL_DIR=${QUEEN_SPOOL_DIR:-$ROOT/target/queen-spool} \
 QUEEN_DATABASE_URL=${QUEEN_DATABASE_URL:-postgres://queen_broker_login@127.0.0.1:$PORT/queen} \
 QUEEN_LISTEN=$LISTEN nohup "$ROOT/target/release/queen-broker" >"$ROOT/target/queen-broker.log" 2>&1 &
 echo $! >"$PIDFILE"
@@ -76,6 +81,7 @@ curl -fsS "$HEALTH" >/dev/null || { echo "run: broker did not become healthy; se
 cat <<MSG
 run: PostgreSQL 15 with queen_ack and the broker are up.
   broker:   http://127.0.0.1:${LISTEN##*:}   (health: $HEALTH; log: target/queen-broker.log)
+  spool:    ${QUEEN_SPOOL_DIR:-$ROOT/target/queen-spool}   (pushes kept while the database is down)
   psql:     psql -h $SOCK -p $PORT -U postgres queen      (or host 127.0.0.1)
   stop:     kill \$(cat $PIDFILE); sudo -u postgres $PGBIN/pg_ctl -D $DATA stop
 MSG

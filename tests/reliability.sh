@@ -119,22 +119,20 @@ run_py() { # name timeout script args...
 
 run_py soak_with_faults $t_soak soak.py
 run_py crash_broker_kill9 $t_crash crash.py broker_kill9
-if ! selected crash_pg_immediate; then
-    :
-elif [ -d "$PGDATA_DIR" ] || sudo test -d "$PGDATA_DIR"; then
-    run_py crash_pg_immediate $t_crash crash.py pg_immediate
-else
-    echo "    crash_pg_immediate: data dir $PGDATA_DIR not found (give --pgdata DIR)"
-    result crash_pg_immediate 1
-fi
-if ! selected streams_crash; then
-    :
-elif [ -d "$PGDATA_DIR" ] || sudo test -d "$PGDATA_DIR"; then
-    run_py streams_crash $t_crash streams.py
-else
-    echo "    streams_crash: data dir $PGDATA_DIR not found (give --pgdata DIR)"
-    result streams_crash 1
-fi
+# A test that stops or restarts the cluster needs its data dir.
+run_with_pgdata() { # name timeout script args...
+    selected "$1" || return 0
+    if [ -d "$PGDATA_DIR" ] || sudo test -d "$PGDATA_DIR"; then
+        run_py "$@"
+    else
+        echo "    $1: data dir $PGDATA_DIR not found (give --pgdata DIR)"
+        result "$1" 1
+    fi
+}
+run_with_pgdata crash_pg_immediate $t_crash crash.py pg_immediate
+run_with_pgdata streams_crash $t_crash streams.py
+run_py outage_spool_kill9 $t_crash outage.py spool_kill9
+run_with_pgdata outage_db_stop $t_crash outage.py db_stop
 run_py hostile_input $t_hostile hostile.py
 if [ "$LONG" = 1 ]; then
     # Ten minutes of steady load with retention 60 s: the tables must plateau.
