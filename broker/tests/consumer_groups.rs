@@ -150,3 +150,61 @@ async fn a_bad_delete_metadata_is_a_400_naming_it_and_deletes_nothing() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(rows_of(&q, "g").await, (2, 1));
 }
+
+/// consumer_groups::a_delete_that_loses_a_deadlock_is_run_again: the delete locks the
+/// group's lease rows partition by partition (ascending id). A session holds the higher
+/// partition's row; once the delete waits on it, the session asks for the lower one: a
+/// deadlock, whose victim is the delete (it waited first, so its check runs first). The
+/// delete rolled back whole, so the broker runs it again, and it answers 200 once the
+/// session lets go (before the fix: 503 "database retry later (40P01)").
+#[tokio::test]
+async fn a_delete_that_loses_a_deadlock_is_run_again() {
+    let b = start().await;
+    let q = unique("cgdeadlock");
+    two_partitions(&b, &q).await;
+    for _ in 0..2 {
+        b.pop(&q, "consumerGroup=g&batch=10&subscriptionMode=all")
+            .await
+            .expect("a leased batch");
+    }
+    let mut db = admin().await;
+    let pids: Vec<uuid::Uuid> = db
+        .query(
+            "SELECT p.id FROM queen.log_partitions p JOIN queen.queues qu ON qu.id = p.queue_id
+              WHERE qu.name = $1 ORDER BY p.id",
+            &[&q],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(pids.len(), 2);
+    let tx = db.transaction().await.unwrap();
+    let lock = "SELECT 1 FROM queen.log_leases WHERE partition_id = $1 AND consumer_group = 'g' FOR UPDATE";
+    tx.execute(lock, &[&pids[1]]).await.unwrap();
+    let (base, http) = (b.base.clone(), b.http.clone());
+    let path = format!("{base}/api/v1/consumer-groups/g/queues/{q}");
+    let delete = tokio::spawn(async move { http.delete(path).send().await.unwrap() });
+    let watcher = admin().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while common::lock_waiters(&watcher, "SELECT queen.delete_consumer_group_v1")
+        .await
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the delete never waited"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The cycle: this waits on the delete's lower row until the delete is the victim.
+    tx.execute(lock, &[&pids[0]]).await.unwrap();
+    tx.rollback().await.unwrap();
+    let r = delete.await.unwrap();
+    let status = r.status();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["deletedPartitions"], 2, "{v}");
+    assert_eq!(rows_of(&q, "g").await, (0, 0));
+}

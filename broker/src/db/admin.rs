@@ -160,7 +160,11 @@ impl Conn {
         delete_metadata: bool,
         tenant: Uuid,
     ) -> Result<GroupDeleted, DbError> {
-        self.json(
+        // Deleting a group everywhere takes row locks on many partitions and writes a
+        // reference table on Citus, where it can lose a distributed deadlock to a
+        // concurrent pop (measured in the Citus broker suite): the loser rolled back
+        // whole, so it is run again.
+        self.json_retrying_lost_races(
             "SELECT queen.delete_consumer_group_v1($1::text, $2::text, $3::boolean, $4::uuid)",
             &[&group, &queue, &delete_metadata, &tenant],
         )

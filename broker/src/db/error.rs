@@ -77,6 +77,13 @@ impl DbError {
         }
     }
 
+    /// Whether the statement lost a deadlock or serialization race (40P01, 40001): it
+    /// rolled back whole.
+    pub fn lost_race(&self) -> bool {
+        self.server()
+            .is_some_and(|d| matches!(d.code().code(), "40P01" | "40001"))
+    }
+
     /// The transaction wire's refusal (`reason`, message with its detail), or None when
     /// the failure is the database's state (the caller answers it as an [`ApiError`]).
     pub fn wire_refusal(&self) -> Option<(WireRefusal, String)> {

@@ -63,6 +63,9 @@ pub use push::{DedupRow, PartitionFound, PushSegment};
 /// database's `extversion` with it.
 pub const EXTENSION_VERSION: &str = "0.2.0";
 
+/// Attempts of a statement that may lose a deadlock race and is run again.
+const LOST_RACE_ATTEMPTS: u32 = 3;
+
 /// Statement arguments, as tokio-postgres takes them.
 type Args<'a> = [&'a (dyn ToSql + Sync)];
 
@@ -191,6 +194,26 @@ impl Conn {
     async fn rows(&self, sql: &str, args: &Args<'_>) -> Result<Vec<Row>, DbError> {
         let stmt = self.watch(self.client().prepare_cached(sql).await)?;
         self.watch(self.client().query(&stmt, args).await)
+    }
+
+    /// [`Conn::json`], run again (up to [`LOST_RACE_ATTEMPTS`] in all, after a short
+    /// pause) when the statement lost a deadlock or serialization race (40P01, 40001):
+    /// such a statement rolled back entirely, so running it again is safe.
+    async fn json_retrying_lost_races<T: DeserializeOwned>(
+        &self,
+        sql: &str,
+        args: &Args<'_>,
+    ) -> Result<T, DbError> {
+        let mut attempt = 1;
+        loop {
+            match self.json(sql, args).await {
+                Err(e) if e.lost_race() && attempt < LOST_RACE_ATTEMPTS => {
+                    tokio::time::sleep(Duration::from_millis(20 * attempt as u64)).await;
+                    attempt += 1;
+                }
+                r => return r,
+            }
+        }
     }
 
     /// The `jsonb` answer of a one-value statement, read as `T`.
