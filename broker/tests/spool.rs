@@ -151,6 +151,9 @@ async fn maintenance_mode_buffers_then_replays_in_order_exactly_once() {
     let m = common::metrics(&b).await;
     assert_eq!(m["queen_spool_records_total{event=\"replayed\"}"], 15.0);
     assert_eq!(m["queen_spool_pending_records"], 0.0);
+    // Counted as pushed when the replay wrote them, never as duplicates.
+    assert_eq!(m["queen_messages_pushed_total"], 15.0);
+    assert_eq!(m["queen_messages_duplicate_total"], 0.0);
     // A push after the drain goes straight to the database.
     let res = b.push(json!([{"queue": q, "payload": {"n": 99}}])).await;
     assert_eq!(res[0]["status"], "queued");

@@ -54,6 +54,13 @@ async fn run(state: AppState, spool: Arc<Spool>) {
     let mut wait = RETRY_MIN;
     loop {
         if state.modes.push_maintenance() || !spool.has_pending() {
+            if spool.db_down() && !state.modes.push_maintenance() {
+                // Marked down by a push whose spooling failed, nothing to replay: a
+                // probe brings pushes back to the database when it answers.
+                if state.db.conn().await.is_ok() {
+                    spool.mark_db_up();
+                }
+            }
             tokio::select! {
                 _ = spool.appended.notified() => {}
                 _ = tokio::time::sleep(IDLE) => {}

@@ -242,8 +242,9 @@ async fn write(
         !it.encrypted && encrypting.contains(it.queue.as_str())
     })?;
     let wide = on.and_then(|o| o.window);
-    let cached = match wide {
-        // A widened search checks everything: no watermark may skip part of it.
+    let cached = match on {
+        // A replay's transaction may still roll back: it must not teach the cache
+        // offsets that never commit (and a widened search checks everything anyway).
         Some(_) => HashMap::new(),
         None => dedup_targets(db, &state.dedup, groups, &windows).await?,
     };
@@ -571,10 +572,12 @@ fn wake_and_count(state: &AppState, tenant: Uuid, items: &[PushItem], outcomes: 
             state.wake(tenant, &it.queue, &it.partition);
         }
     }
+    let buffered = outcomes.iter().filter(|o| o.buffered).count() as u64;
     Metrics::add(&state.metrics.messages_pushed, queued);
+    // Buffered items are counted as pushed when their replay writes them.
     Metrics::add(
         &state.metrics.messages_duplicate,
-        items.len() as u64 - queued,
+        items.len() as u64 - queued - buffered,
     );
 }
 
