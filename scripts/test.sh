@@ -111,6 +111,9 @@ if PG_URL=$(bash tests/cluster.sh start); then
     run_suite races bash tests/races.sh "$PG_URL"
     # Leases are unlogged: a crash and a standby promotion void them, acked data stays.
     run_suite lease_durability bash tests/lease_durability.sh
+    # A primary killed and its synchronous standby promoted under load, two brokers on a
+    # multi-host URL, pushes spooled meanwhile: nothing lost, nothing twice (~1 min).
+    run_suite failover bash tests/failover.sh
     QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker
     # The marked psql and curl examples of README.md and docs/*.md, run as written against a broker.
     run_suite readme bash tests/readme_examples.sh "$PG_URL"

@@ -46,8 +46,11 @@ BROKER_BIN = os.environ.get("QUEEN_BROKER_BIN", os.path.join(ROOT, "target", "de
 
 
 def _pg_port():
-    u = urllib.parse.urlparse(DB_URL)
-    return u.port or 5432
+    # A multi-host URL (the failover drill's) names no one port: the first host's.
+    try:
+        return urllib.parse.urlparse(DB_URL.split(",")[0]).port or 5432
+    except ValueError:
+        return 5432
 
 
 PG_PORT = _pg_port() if DB_URL else 5432
