@@ -14,7 +14,8 @@ CREATE TABLE queen.maintenance_state (
 -- One purge step for one partition (docs/contract.md §10, §13): whole sidecar rows older than the
 -- cutoff, from the low end, at most p_max_rows; txns_start moves past them. The cutoff is
 -- clamped to now - GREATEST(dedup window, completed retention, 900 s) of the partition's
--- queue: hashes inside the window are what dedup and acks by id need.
+-- queue: hashes inside the window are what dedup and acks by id need; and to the oldest
+-- push spool hold.
 CREATE FUNCTION queen.log_txns_purge_step_v1(p_pid uuid, p_cutoff timestamptz, p_max_rows int)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -47,7 +48,11 @@ BEGIN
     IF NOT FOUND THEN
         RETURN jsonb_build_object('deleted', 0, 'new_txns_start', NULL, 'done', true, 'clamped', false);
     END IF;
-    v_cut := LEAST(p_cutoff, v_floor);
+    -- A push spool's hold (docs/availability.md): sidecar rows a spooled push may be a
+    -- duplicate of are kept until its replay has looked for them.
+    v_cut := LEAST(p_cutoff, v_floor,
+                   (SELECT min((s.value->>'holdSince')::timestamptz) FROM queen.maintenance_state s
+                     WHERE s.key LIKE 'spool:%' AND s.value ? 'holdSince'));
     -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix: the
     -- victims are the rows up to the last one found. Two plain statements (on Citus a
     -- DELETE in a CTE runs through intermediate results sent to every node).

@@ -206,7 +206,8 @@ CREATE TABLE queen.maintenance_state (
 -- One purge step for one partition (docs/contract.md §10, §13): whole sidecar rows older than the
 -- cutoff, from the low end, at most p_max_rows; txns_start moves past them. The cutoff is
 -- clamped to now - GREATEST(dedup window, completed retention, 900 s) of the partition's
--- queue: hashes inside the window are what dedup and acks by id need.
+-- queue: hashes inside the window are what dedup and acks by id need; and to the oldest
+-- push spool hold.
 CREATE OR REPLACE FUNCTION queen.log_txns_purge_step_v1(p_pid uuid, p_cutoff timestamptz, p_max_rows int)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -239,7 +240,11 @@ BEGIN
     IF NOT FOUND THEN
         RETURN jsonb_build_object('deleted', 0, 'new_txns_start', NULL, 'done', true, 'clamped', false);
     END IF;
-    v_cut := LEAST(p_cutoff, v_floor);
+    -- A push spool's hold (docs/availability.md): sidecar rows a spooled push may be a
+    -- duplicate of are kept until its replay has looked for them.
+    v_cut := LEAST(p_cutoff, v_floor,
+                   (SELECT min((s.value->>'holdSince')::timestamptz) FROM queen.maintenance_state s
+                     WHERE s.key LIKE 'spool:%' AND s.value ? 'holdSince'));
     -- created_at is monotone in base_offset, so "older than the cutoff" is a prefix: the
     -- victims are the rows up to the last one found. Two plain statements (on Citus a
     -- DELETE in a CTE runs through intermediate results sent to every node).
@@ -2570,13 +2575,40 @@ BEGIN
     END IF;
     INSERT INTO queen.maintenance_state AS s (key, value, updated_at)
     VALUES ('spool:' || p_spool::text, jsonb_build_object('seq', p_seq), p_now)
-    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at
-     WHERE (s.value->>'seq')::bigint < (EXCLUDED.value->>'seq')::bigint;
+    ON CONFLICT (key) DO UPDATE SET value = s.value || EXCLUDED.value,
+                                    updated_at = EXCLUDED.updated_at
+     WHERE COALESCE((s.value->>'seq')::bigint, 0) < (EXCLUDED.value->>'seq')::bigint;
     RETURN queen.spool_mark_v1(p_spool);
 END $$;
 
+-- A push spool's hold on the sidecar purge: while the spool holds a push that may have
+-- been written before it was spooled (its connection ended under the statement), no
+-- sidecar row created after p_since is purged, so the replay finds the original however
+-- long the outage lasted. NULL releases it. Returns the hold.
+CREATE FUNCTION queen.spool_hold_v1(p_spool uuid, p_since timestamptz,
+                                    p_now timestamptz DEFAULT now())
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_spool IS NULL OR p_now IS NULL THEN
+        RAISE EXCEPTION 'spool_hold_v1: p_spool and p_now must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO queen.maintenance_state AS s (key, value, updated_at)
+    VALUES ('spool:' || p_spool::text,
+            CASE WHEN p_since IS NULL THEN '{}'::jsonb
+                 ELSE jsonb_build_object('holdSince', p_since) END, p_now)
+    ON CONFLICT (key) DO UPDATE SET value = (s.value - 'holdSince') || EXCLUDED.value,
+                                    updated_at = EXCLUDED.updated_at;
+    RETURN p_since;
+END $$;
+
 REVOKE ALL ON FUNCTION queen.system_state_v1(), queen.system_state_set_v1(text, bool, timestamptz),
-    queen.spool_mark_v1(uuid), queen.spool_mark_set_v1(uuid, bigint, timestamptz) FROM PUBLIC;
+    queen.spool_mark_v1(uuid), queen.spool_mark_set_v1(uuid, bigint, timestamptz),
+    queen.spool_hold_v1(uuid, timestamptz, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.system_state_v1(),
     queen.system_state_set_v1(text, bool, timestamptz), queen.spool_mark_v1(uuid),
-    queen.spool_mark_set_v1(uuid, bigint, timestamptz) TO queen_broker;
+    queen.spool_mark_set_v1(uuid, bigint, timestamptz),
+    queen.spool_hold_v1(uuid, timestamptz, timestamptz) TO queen_broker;

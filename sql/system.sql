@@ -76,7 +76,32 @@ BEGIN
     END IF;
     INSERT INTO queen.maintenance_state AS s (key, value, updated_at)
     VALUES ('spool:' || p_spool::text, jsonb_build_object('seq', p_seq), p_now)
-    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at
-     WHERE (s.value->>'seq')::bigint < (EXCLUDED.value->>'seq')::bigint;
+    ON CONFLICT (key) DO UPDATE SET value = s.value || EXCLUDED.value,
+                                    updated_at = EXCLUDED.updated_at
+     WHERE COALESCE((s.value->>'seq')::bigint, 0) < (EXCLUDED.value->>'seq')::bigint;
     RETURN queen.spool_mark_v1(p_spool);
+END $$;
+
+-- A push spool's hold on the sidecar purge: while the spool holds a push that may have
+-- been written before it was spooled (its connection ended under the statement), no
+-- sidecar row created after p_since is purged, so the replay finds the original however
+-- long the outage lasted. NULL releases it. Returns the hold.
+CREATE FUNCTION queen.spool_hold_v1(p_spool uuid, p_since timestamptz,
+                                    p_now timestamptz DEFAULT now())
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_spool IS NULL OR p_now IS NULL THEN
+        RAISE EXCEPTION 'spool_hold_v1: p_spool and p_now must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    INSERT INTO queen.maintenance_state AS s (key, value, updated_at)
+    VALUES ('spool:' || p_spool::text,
+            CASE WHEN p_since IS NULL THEN '{}'::jsonb
+                 ELSE jsonb_build_object('holdSince', p_since) END, p_now)
+    ON CONFLICT (key) DO UPDATE SET value = (s.value - 'holdSince') || EXCLUDED.value,
+                                    updated_at = EXCLUDED.updated_at;
+    RETURN p_since;
 END $$;

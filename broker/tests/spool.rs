@@ -462,3 +462,96 @@ async fn two_brokers_share_the_modes() {
     }
     modes_off().await;
 }
+
+/// spool::a_push_that_may_have_been_written_is_found_and_holds_the_purge: a record
+/// spooled after its connection ended under the statement (`maybe_written`) whose
+/// original is in the queue: while the replay is held (the partition row locked by a
+/// session), the sidecar purge hold is in the database; the replay finds the original
+/// (deduplicated, stored once); once drained, the hold is released.
+#[tokio::test]
+async fn a_push_that_may_have_been_written_is_found_and_holds_the_purge() {
+    let _g = SERIAL.lock().await;
+    modes_off().await;
+    let q = queue();
+    let direct = common::start().await;
+    direct
+        .push(json!([{"queue": q, "transactionId": "mw-1", "payload": {"n": 1}}]))
+        .await;
+    let dir = spool_dir();
+    let tenant = Uuid::parse_str("00000000-0000-0000-0000-000000000001").unwrap();
+    {
+        let s = Spool::open(&dir, 1 << 30).unwrap();
+        let rec = |txn: &str, n: i64, maybe_written: bool| Record {
+            seq: 0,
+            tenant,
+            queue: q.clone(),
+            partition: "Default".into(),
+            txn: txn.into(),
+            message_id: Uuid::now_v7(),
+            trace: None,
+            encrypted: false,
+            maybe_written,
+            spooled_at_ms: 0,
+            payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+        };
+        s.append(vec![rec("mw-1", 1, true), rec("mw-2", 2, false)])
+            .await
+            .unwrap();
+    }
+    let id = std::fs::read_to_string(dir.join("spool.id")).unwrap();
+    let key = format!("spool:{}", id.trim());
+    let mut db = admin().await;
+    let pid: Uuid = db
+        .query_one(
+            "SELECT p.id FROM queen.log_partitions p JOIN queen.queues qu ON qu.id = p.queue_id
+              WHERE qu.name = $1",
+            &[&q],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let tx = db.transaction().await.unwrap();
+    tx.execute(
+        "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
+        &[&pid],
+    )
+    .await
+    .unwrap();
+    let b = spooling_broker(&dir, None).await;
+    let watcher = admin().await;
+    let held = "SELECT COALESCE((SELECT value ? 'holdSince' FROM queen.maintenance_state
+                                  WHERE key = $1), false)";
+    let until = Instant::now() + Duration::from_secs(20);
+    while !watcher
+        .query_one(held, &[&key])
+        .await
+        .unwrap()
+        .get::<_, bool>(0)
+    {
+        assert!(
+            Instant::now() < until,
+            "no purge hold while a maybe-written record waits"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        buffers(&b).await["pending"],
+        2,
+        "the replay waits on the partition row"
+    );
+    tx.rollback().await.unwrap();
+    drained(&b).await;
+    let v = buffers(&b).await;
+    assert_eq!(v["deduplicated"], 1, "{v}");
+    assert_eq!(payloads(&all_messages(&b, &q).await), vec![1, 2]);
+    let until = Instant::now() + Duration::from_secs(20);
+    while watcher
+        .query_one(held, &[&key])
+        .await
+        .unwrap()
+        .get::<_, bool>(0)
+    {
+        assert!(Instant::now() < until, "the purge hold outlived the drain");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,6 +1,7 @@
 //! What every broker of a database shares (docs/availability.md): the maintenance modes
 //! (`system_state_v1`, `system_state_set_v1`), the spool replay marks (`spool_mark_v1`,
-//! `spool_mark_set_v1`), and the explicit transaction a spool replay pushes and marks in.
+//! `spool_mark_set_v1`) and purge holds (`spool_hold_v1`), and the explicit transaction a
+//! spool replay pushes and marks in.
 
 use serde::Deserialize;
 use uuid::Uuid;
@@ -57,6 +58,18 @@ impl Conn {
         self.one(
             "SELECT queen.spool_mark_set_v1($1::uuid, $2::bigint)",
             &[&spool, &seq],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// `queen.spool_hold_v1`: holds the sidecar purge back to `since_ms` (unix ms) for
+    /// `spool`, or releases its hold (None).
+    pub async fn spool_hold(&self, spool: Uuid, since_ms: Option<u64>) -> Result<(), DbError> {
+        let since = since_ms.and_then(|ms| chrono::DateTime::from_timestamp_millis(ms as i64));
+        self.one(
+            "SELECT queen.spool_hold_v1($1::uuid, $2::timestamptz)",
+            &[&spool, &since],
         )
         .await?;
         Ok(())

@@ -214,6 +214,9 @@ struct State {
     partitions: HashMap<PartitionKey, u64>,
     read_at: ReadAt,
     oldest_pending_ms: Option<u64>,
+    /// When the oldest pending record that may have been written before it was spooled
+    /// was spooled (kept until the spool drains): the sidecar purge hold's instant.
+    maybe_written_since: Option<u64>,
 }
 
 /// Counters for `/metrics` and `/api/v1/status/buffers`.
@@ -480,6 +483,7 @@ impl Spool {
         st.partitions.retain(|_, last| *last > seq);
         if st.pending_records == 0 {
             st.oldest_pending_ms = None;
+            st.maybe_written_since = None;
             st.partitions.clear();
         }
         // Keep the newest file (the writer's); delete the ones wholly replayed.
@@ -549,6 +553,12 @@ impl Spool {
             seq = rec.seq,
             "spooled push refused by the database, moved to refused.jsonl: {why}"
         );
+    }
+
+    /// When the oldest pending record that may already be in its queue was spooled
+    /// (unix ms): while there is one, the replay holds the sidecar purge back to it.
+    pub fn maybe_written_since(&self) -> Option<u64> {
+        self.state.lock().expect("spool state").maybe_written_since
     }
 
     pub fn has_pending(&self) -> bool {
@@ -684,6 +694,7 @@ fn scan(dir: &Path, counters: &SpoolCounters) -> Result<State, String> {
         partitions: HashMap::new(),
         read_at: ReadAt::default(),
         oldest_pending_ms: None,
+        maybe_written_since: None,
     })
 }
 
@@ -708,12 +719,16 @@ fn recount(_dir: &Path, st: &mut State) -> Result<(), String> {
     let mut bytes = 0;
     let mut parts = HashMap::new();
     let mut oldest = None;
+    let mut maybe: Option<u64> = None;
     for f in st.files.iter().filter(|f| f.last_seq > st.replayed) {
         each_record(&f.path, f.len, |r, size| {
             if r.seq > st.replayed {
                 n += 1;
                 bytes += size;
                 oldest.get_or_insert(r.spooled_at_ms);
+                if r.maybe_written {
+                    maybe = Some(maybe.map_or(r.spooled_at_ms, |m| m.min(r.spooled_at_ms)));
+                }
                 parts.insert((r.tenant, r.queue.clone(), r.partition.clone()), r.seq);
             }
         })?;
@@ -722,6 +737,7 @@ fn recount(_dir: &Path, st: &mut State) -> Result<(), String> {
     st.pending_bytes = bytes;
     st.partitions = parts;
     st.oldest_pending_ms = oldest;
+    st.maybe_written_since = maybe;
     Ok(())
 }
 
@@ -861,6 +877,15 @@ impl Writer {
         st.pending_records += last_seq - first_seq + 1;
         st.pending_bytes += charged;
         st.oldest_pending_ms.get_or_insert(batch_time(batch));
+        if let Some(t) = batch
+            .iter()
+            .flat_map(|(r, _)| r.iter())
+            .filter(|r| r.maybe_written)
+            .map(|r| r.spooled_at_ms)
+            .min()
+        {
+            st.maybe_written_since = Some(st.maybe_written_since.map_or(t, |m| m.min(t)));
+        }
         for (k, seq) in parts {
             st.partitions.insert(k, seq);
         }

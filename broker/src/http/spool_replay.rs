@@ -10,7 +10,9 @@
 //! and no key) is pushed again record by record; a record refused alone goes to the
 //! spool's `refused.jsonl` and the mark moves past it, so it never blocks the rest.
 //! Records that may have been written before they were spooled (the connection ended
-//! under their push) are pushed with a dedup window that reaches back to their spooling.
+//! under their push) are pushed with a dedup window that reaches back to their spooling,
+//! and until the spool drains it holds the sidecar purge back to them
+//! (`queen.spool_hold_v1`), so the rows that search needs are still there.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -49,10 +51,28 @@ pub fn start(state: AppState) {
     });
 }
 
+/// What the database holds of this spool as far as the replay knows.
+#[derive(Default)]
+struct Known {
+    /// The mark was read since the last failure.
+    mark_read: bool,
+    /// The purge hold written (`Some(None)`: none), None: unknown (a hold may be left
+    /// from an earlier life of this broker).
+    hold: Option<Option<u64>>,
+}
+
 async fn run(state: AppState, spool: Arc<Spool>) {
-    let mut mark_read = false;
+    let mut known = Known::default();
     let mut wait = RETRY_MIN;
     loop {
+        if !spool.has_pending() && known.hold != Some(None) {
+            // Drained: release the purge hold (or one left from before a restart).
+            if sync_hold(&state, &spool, &mut known).await.is_err() {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MAX);
+                continue;
+            }
+        }
         if state.modes.push_maintenance() || !spool.has_pending() {
             if spool.db_down() && !state.modes.push_maintenance() {
                 // Marked down by a push whose spooling failed, nothing to replay: a
@@ -67,11 +87,11 @@ async fn run(state: AppState, spool: Arc<Spool>) {
             }
             continue;
         }
-        match step(&state, &spool, &mut mark_read).await {
+        match step(&state, &spool, &mut known).await {
             Ok(()) => wait = RETRY_MIN,
             Err(e) => {
                 tracing::debug!("spool replay waits: {e}");
-                mark_read = false;
+                known = Known::default();
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(RETRY_MAX);
             }
@@ -80,16 +100,16 @@ async fn run(state: AppState, spool: Arc<Spool>) {
 }
 
 /// One batch: read, push, mark, commit; or, refused, record by record.
-async fn step(state: &AppState, spool: &Arc<Spool>, mark_read: &mut bool) -> Result<(), ApiError> {
-    let db = state.db.conn().await?;
-    if !*mark_read {
+async fn step(state: &AppState, spool: &Arc<Spool>, known: &mut Known) -> Result<(), ApiError> {
+    if !known.mark_read {
         // What a replay before this one committed (another life of this broker, or a
         // batch whose commit answer was lost).
-        let mark = db.spool_mark(spool.id()).await?;
+        let mark = state.db.conn().await?.spool_mark(spool.id()).await?;
         spool.skip_through(mark).map_err(ApiError::Internal)?;
-        *mark_read = true;
+        known.mark_read = true;
     }
-    drop(db);
+    // Before pushing a record that may be a duplicate, the purge is held back to it.
+    sync_hold(state, spool, known).await?;
     let batch = read(spool, state.config.spool_replay_batch).await?;
     if batch.records.is_empty() {
         spool.mark_db_up();
@@ -103,6 +123,20 @@ async fn step(state: &AppState, spool: &Arc<Spool>, mark_read: &mut bool) -> Res
         Err(e) if is_refusal(&e) => one_by_one(state, spool, &batch).await,
         Err(e) => Err(e),
     }
+}
+
+/// Writes the purge hold the spool needs now (docs/availability.md): back to the oldest
+/// pending record that may have been written before it was spooled, less the dedup
+/// window's margin, or none.
+async fn sync_hold(state: &AppState, spool: &Spool, known: &mut Known) -> Result<(), ApiError> {
+    let want = spool
+        .maybe_written_since()
+        .map(|ms| ms.saturating_sub(WINDOW_MARGIN_SECS * 1000));
+    if known.hold != Some(want) {
+        state.db.conn().await?.spool_hold(spool.id(), want).await?;
+        known.hold = Some(want);
+    }
+    Ok(())
 }
 
 /// The spool's next batch (file reads, off the async workers).

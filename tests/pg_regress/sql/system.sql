@@ -47,3 +47,20 @@ SELECT has_function_privilege('queen_broker', 'queen.system_state_set_v1(text, b
    AND has_function_privilege('queen_broker', 'queen.spool_mark_set_v1(uuid, bigint, timestamptz)', 'EXECUTE')
    AND NOT has_function_privilege('public', 'queen.spool_mark_set_v1(uuid, bigint, timestamptz)', 'EXECUTE')
        AS granted;
+
+-- system::spool_hold_keeps_sidecar_rows_from_the_purge: a hold keeps every sidecar row
+-- created after it; released, the purge takes them; the hold survives a mark move.
+SELECT queen.push('held', '[1,2]', ARRAY['h1', 'h2'])->>'status' AS pushed;
+SELECT p.id AS pid, now() - interval '2 hours' AS old, now() - interval '3 hours' AS since
+  FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'held' \gset
+UPDATE queen.log_txns SET created_at = :'old' WHERE partition_id = :'pid';
+SELECT queen.spool_hold_v1('6f1c1d9e-0000-4000-8000-000000000003', :'since') IS NOT NULL AS held;
+SELECT queen.spool_mark_set_v1('6f1c1d9e-0000-4000-8000-000000000003', 7);
+SELECT (value ? 'holdSince') AS hold_kept, value->>'seq' AS seq FROM queen.maintenance_state
+ WHERE key = 'spool:6f1c1d9e-0000-4000-8000-000000000003';
+SELECT r->>'deleted' AS deleted_while_held, r->>'clamped' AS clamped
+  FROM (SELECT queen.log_txns_purge_step_v1(:'pid', now(), 100) AS r) s;
+SELECT queen.spool_hold_v1('6f1c1d9e-0000-4000-8000-000000000003', NULL) IS NULL AS released;
+SELECT queen.spool_mark_v1('6f1c1d9e-0000-4000-8000-000000000003') AS mark_kept;
+SELECT r->>'deleted' AS deleted_after_release
+  FROM (SELECT queen.log_txns_purge_step_v1(:'pid', now(), 100) AS r) s;
