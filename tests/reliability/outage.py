@@ -31,7 +31,9 @@ CONSUMERS = 4
 
 def spool_env(directory, **extra):
     env = {"QUEEN_SPOOL_DIR": directory, "QUEEN_SHARED_STATE_MS": "200",
-           "QUEEN_POOL_TIMEOUT_MS": "1000"}
+           "QUEEN_POOL_TIMEOUT_MS": "1000",
+           # The replay's progress in the broker's log (kept in the run's log folder).
+           "RUST_LOG": "warn,queen_broker::http::spool_replay=debug"}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -153,7 +155,7 @@ def db_stop():
     time.sleep(5)
     outage = 30
     log(f"stopping PostgreSQL for {outage} s")
-    as_pg(f"{PGBIN}/pg_ctl", "-D", PG_DATA, "stop", "-m", "fast")
+    as_pg(f"{PGBIN}/pg_ctl", "-D", PG_DATA, "stop", "-m", os.environ.get("OUTAGE_STOP_MODE", "fast"))
     time.sleep(outage)
     st, spooled = c.json("GET", "/api/v1/status/buffers")
     log(f"spool while down: {spooled}")

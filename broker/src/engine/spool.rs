@@ -257,6 +257,8 @@ pub struct Spool {
     writer: mpsc::Sender<(Vec<Record>, Reply)>,
     /// Signalled when records are appended (the replay waits on it).
     pub appended: Arc<Notify>,
+    /// Signalled when the replay moved past records (pushes waiting to go direct).
+    advanced: Notify,
     pub counters: Arc<SpoolCounters>,
     /// The database failed a push as unreachable and nothing has been replayed since:
     /// pushes go to the spool at once instead of waiting for a connection first.
@@ -310,6 +312,7 @@ impl Spool {
             state,
             writer: tx,
             appended,
+            advanced: Notify::new(),
             counters,
             db_down: AtomicBool::new(false),
             _lock: lock,
@@ -336,10 +339,39 @@ impl Spool {
 
     /// Whether a push to these partitions must go to the spool: the database is known
     /// down, or one of them has spooled records not yet replayed.
-    pub fn must_take<'a>(&self, mut keys: impl Iterator<Item = (Uuid, &'a str, &'a str)>) -> bool {
-        if self.db_down.load(Ordering::Relaxed) {
-            return true;
+    pub fn must_take<'a>(&self, keys: impl Iterator<Item = (Uuid, &'a str, &'a str)>) -> bool {
+        self.db_down.load(Ordering::Relaxed) || self.ahead(keys)
+    }
+
+    /// Waits (at most `bound`) until none of these partitions has spooled records ahead
+    /// of a push, so the push can be written directly behind them: under steady load a
+    /// spool that took every push to a partition with records pending would never empty
+    /// (each replay batch would only catch up with what arrived meanwhile). False when
+    /// the bound passed, or the database is known down again.
+    pub async fn wait_clear(
+        &self,
+        keys: &[(Uuid, &str, &str)],
+        bound: std::time::Duration,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let advanced = self.advanced.notified();
+            tokio::pin!(advanced);
+            advanced.as_mut().enable();
+            if self.db_down.load(Ordering::Relaxed) {
+                return false;
+            }
+            if !self.ahead(keys.iter().copied()) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, advanced).await.is_err() {
+                return false;
+            }
         }
+    }
+
+    /// Whether one of these partitions has spooled records not yet replayed.
+    fn ahead<'a>(&self, mut keys: impl Iterator<Item = (Uuid, &'a str, &'a str)>) -> bool {
         let st = self.state.lock().expect("spool state");
         if st.partitions.is_empty() {
             return false;
@@ -352,6 +384,7 @@ impl Spool {
 
     /// A push found the database unreachable.
     pub fn mark_db_down(&self) {
+        self.advanced.notify_waiters();
         if !self.db_down.swap(true, Ordering::Relaxed) {
             tracing::warn!(spool = %self.id, "database unreachable: pushes go to the push spool");
         }
@@ -494,6 +527,7 @@ impl Spool {
             }
         }
         drop(st);
+        self.advanced.notify_waiters();
         let tmp = self.dir.join("replayed.tmp");
         if fs::write(&tmp, seq.to_string()).is_ok() {
             let _ = fs::rename(&tmp, self.dir.join("replayed"));
@@ -502,6 +536,7 @@ impl Spool {
 
     /// Moves the replay position past `mark` (the database's replay mark, read when the
     /// replay reaches the database): records up to it are in their queues already.
+    /// Blocking file reads.
     pub fn skip_through(&self, mark: u64) -> Result<(), String> {
         let behind = {
             let st = self.state.lock().expect("spool state");
@@ -510,10 +545,17 @@ impl Spool {
         if !behind {
             return Ok(());
         }
-        let (n, bytes) = {
+        let (files, replayed) = {
             let st = self.state.lock().expect("spool state");
-            count_through(&st, mark)?
+            let files: Vec<(PathBuf, u64, u64)> = st
+                .files
+                .iter()
+                .filter(|f| f.first_seq <= mark)
+                .map(|f| (f.path.clone(), f.first_seq, f.len))
+                .collect();
+            (files, st.replayed)
         };
+        let (n, bytes) = count_through(&files, replayed, mark)?;
         self.advance_to(mark, n, bytes, None);
         Ok(())
     }
@@ -555,6 +597,15 @@ impl Spool {
         );
     }
 
+    /// Counts the pending records again from the files and reads from the first again:
+    /// the replay's way out when the counts say records are pending and none can be read
+    /// (logged: it would be a bug of the accounting).
+    pub fn resync(&self) -> Result<(), String> {
+        let mut st = self.state.lock().expect("spool state");
+        st.read_at = ReadAt::default();
+        recount(&self.dir, &mut st)
+    }
+
     /// When the oldest pending record that may already be in its queue was spooled
     /// (unix ms): while there is one, the replay holds the sidecar purge back to it.
     pub fn maybe_written_since(&self) -> Option<u64> {
@@ -579,13 +630,17 @@ impl Spool {
     }
 }
 
-/// Records and bytes after the replay position up to `mark`.
-fn count_through(st: &State, mark: u64) -> Result<(u64, u64), String> {
+/// Records and bytes of `files` (path, first seq, length) after `replayed` up to `mark`.
+fn count_through(
+    files: &[(PathBuf, u64, u64)],
+    replayed: u64,
+    mark: u64,
+) -> Result<(u64, u64), String> {
     let mut n = 0;
     let mut bytes = 0;
-    for f in st.files.iter().filter(|f| f.first_seq <= mark) {
-        each_record(&f.path, f.len, |r, size| {
-            if r.seq > st.replayed && r.seq <= mark {
+    for (path, _, len) in files {
+        each_record(path, *len, |r, size| {
+            if r.seq > replayed && r.seq <= mark {
                 n += 1;
                 bytes += size;
             }
@@ -812,54 +867,35 @@ impl Writer {
     }
 
     /// Writes and syncs every record of `batch`, assigning sequence numbers; on failure
-    /// the file is cut back and nothing of the batch counts.
+    /// the file is cut back and nothing of the batch counts (its numbers are skipped).
+    /// The state lock is held only to assign numbers and to publish the result, never
+    /// across the write and the sync: readers of the state (every push checking its
+    /// partitions, the replay) never wait for the disk.
     fn commit(&mut self, batch: &mut [(Vec<Record>, Reply)]) -> Result<(), String> {
-        let mut st = self.state.lock().expect("spool state");
-        let first_seq = st.next_seq;
-        let mut frames = Vec::new();
-        let mut charged = 0;
-        let mut parts = Vec::new();
-        for (recs, _) in batch.iter_mut() {
-            for r in recs.iter_mut() {
+        let (first_seq, last_seq, rotate) = {
+            let mut st = self.state.lock().expect("spool state");
+            let first_seq = st.next_seq;
+            for r in batch.iter_mut().flat_map(|(recs, _)| recs.iter_mut()) {
                 r.seq = st.next_seq;
                 st.next_seq += 1;
-                frames.extend_from_slice(&r.encode());
-                charged += charge(r);
-                parts.push(((r.tenant, r.queue.clone(), r.partition.clone()), r.seq));
             }
-        }
-        let last_seq = st.next_seq - 1;
+            // Nothing pending in the current file: start a fresh one (the old one goes).
+            let rotate = match (&self.file, st.files.back()) {
+                (Some((_, size)), Some(f)) => *size >= FILE_BYTES || f.last_seq <= st.replayed,
+                _ => true,
+            };
+            (first_seq, st.next_seq - 1, rotate)
+        };
         if last_seq < first_seq {
             return Ok(());
         }
-        // Nothing pending in the current file: start a fresh one (the old one goes).
-        let rotate = match (&self.file, st.files.back()) {
-            (Some((_, size)), Some(f)) => *size >= FILE_BYTES || f.last_seq <= st.replayed,
-            _ => true,
-        };
+        let records = || batch.iter().flat_map(|(recs, _)| recs.iter());
+        let mut frames = Vec::new();
+        for r in records() {
+            frames.extend_from_slice(&r.encode());
+        }
         if rotate {
-            self.file = None;
-            let path = self.dir.join(format!("spool-{first_seq:020}.log"));
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .and_then(|f| {
-                    File::open(&self.dir)?.sync_all()?;
-                    Ok(f)
-                })
-                .map_err(|e| io("spool: cannot create", &path, e))?;
-            while st.files.back().is_some_and(|f| f.last_seq <= st.replayed) {
-                let old = st.files.pop_back().expect("a file");
-                let _ = fs::remove_file(&old.path);
-            }
-            st.files.push_back(SpoolFile {
-                path,
-                first_seq,
-                last_seq: first_seq - 1,
-                len: 0,
-            });
-            self.file = Some((f, 0));
+            self.rotate(first_seq)?;
         }
         let (file, size) = self.file.as_mut().expect("an open spool file");
         let at = *size;
@@ -871,23 +907,24 @@ impl Writer {
             return Err(e.to_string());
         }
         *size += frames.len() as u64;
+        let len = *size;
+        let mut st = self.state.lock().expect("spool state");
         let cur = st.files.back_mut().expect("the current file");
         cur.last_seq = last_seq;
-        cur.len = *size;
+        cur.len = len;
         st.pending_records += last_seq - first_seq + 1;
-        st.pending_bytes += charged;
+        st.pending_bytes += records().map(charge).sum::<u64>();
         st.oldest_pending_ms.get_or_insert(batch_time(batch));
-        if let Some(t) = batch
-            .iter()
-            .flat_map(|(r, _)| r.iter())
+        if let Some(t) = records()
             .filter(|r| r.maybe_written)
             .map(|r| r.spooled_at_ms)
             .min()
         {
             st.maybe_written_since = Some(st.maybe_written_since.map_or(t, |m| m.min(t)));
         }
-        for (k, seq) in parts {
-            st.partitions.insert(k, seq);
+        for r in records() {
+            st.partitions
+                .insert((r.tenant, r.queue.clone(), r.partition.clone()), r.seq);
         }
         drop(st);
         let n = last_seq - first_seq + 1;
@@ -897,6 +934,35 @@ impl Writer {
         self.counters
             .spooled_bytes
             .fetch_add(frames.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A new file from `first_seq` on; the current one goes if wholly replayed (the
+    /// replay never deletes the newest file, so only this thread touches it).
+    fn rotate(&mut self, first_seq: u64) -> Result<(), String> {
+        self.file = None;
+        let path = self.dir.join(format!("spool-{first_seq:020}.log"));
+        let f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|f| {
+                File::open(&self.dir)?.sync_all()?;
+                Ok(f)
+            })
+            .map_err(|e| io("spool: cannot create", &path, e))?;
+        let mut st = self.state.lock().expect("spool state");
+        while st.files.back().is_some_and(|f| f.last_seq <= st.replayed) {
+            let old = st.files.pop_back().expect("a file");
+            let _ = fs::remove_file(&old.path);
+        }
+        st.files.push_back(SpoolFile {
+            path,
+            first_seq,
+            last_seq: first_seq - 1,
+            len: 0,
+        });
+        self.file = Some((f, 0));
         Ok(())
     }
 }

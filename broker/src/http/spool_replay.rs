@@ -90,7 +90,10 @@ async fn run(state: AppState, spool: Arc<Spool>) {
         match step(&state, &spool, &mut known).await {
             Ok(()) => wait = RETRY_MIN,
             Err(e) => {
-                tracing::debug!("spool replay waits: {e}");
+                tracing::warn!(
+                    pending = spool.stats().pending_records,
+                    "push spool replay waits: {e}"
+                );
                 known = Known::default();
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(RETRY_MAX);
@@ -105,13 +108,26 @@ async fn step(state: &AppState, spool: &Arc<Spool>, known: &mut Known) -> Result
         // What a replay before this one committed (another life of this broker, or a
         // batch whose commit answer was lost).
         let mark = state.db.conn().await?.spool_mark(spool.id()).await?;
-        spool.skip_through(mark).map_err(ApiError::Internal)?;
+        let s = spool.clone();
+        tokio::task::spawn_blocking(move || s.skip_through(mark))
+            .await
+            .map_err(|e| ApiError::Internal(format!("spool task: {e}")))?
+            .map_err(ApiError::Internal)?;
         known.mark_read = true;
     }
     // Before pushing a record that may be a duplicate, the purge is held back to it.
     sync_hold(state, spool, known).await?;
     let batch = read(spool, state.config.spool_replay_batch).await?;
     if batch.records.is_empty() {
+        if spool.has_pending() {
+            let s = spool.stats();
+            tracing::warn!(
+                pending = s.pending_records,
+                replayed_through = s.replayed_through,
+                "push spool: records counted pending but none to read; counting again"
+            );
+            spool.resync().map_err(ApiError::Internal)?;
+        }
         spool.mark_db_up();
         return Ok(());
     }
@@ -176,6 +192,16 @@ async fn commit(state: &AppState, spool: &Spool, batch: &Batch) -> Result<usize,
 fn done(state: &AppState, spool: &Spool, batch: &Batch, queued: usize) {
     spool.advance(batch);
     spool.mark_db_up();
+    if let Some(last) = batch.records.last() {
+        tracing::debug!(
+            through = last.seq,
+            records = batch.records.len(),
+            "spool replayed"
+        );
+        if !spool.has_pending() {
+            tracing::info!(through = last.seq, "push spool drained");
+        }
+    }
     let c = &spool.counters;
     let n = batch.records.len() as u64;
     c.replayed_records.fetch_add(n, Ordering::Relaxed);

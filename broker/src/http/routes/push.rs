@@ -99,7 +99,7 @@ pub async fn push(
     }
     let mut outcomes = vec![Outcome::default(); items.len()];
     let spool = state.spool.as_deref();
-    if spool.is_none() || !spool_first(&state, tenant, &groups) {
+    if spool.is_none() || !spool_first(&state, tenant, &groups).await {
         let written = write(&state, None, tenant, &mut items, &mut groups, &mut outcomes).await;
         match (written, spool) {
             (Ok(()), _) => {}
@@ -157,17 +157,26 @@ struct OnConn<'a> {
 /// Whether this push goes to the spool without trying the database: push maintenance
 /// mode, the database known down, or a partition of it with spooled items still to be
 /// replayed (they go first: per-partition order).
-fn spool_first(state: &AppState, tenant: Uuid, groups: &[Group]) -> bool {
+///
+/// Behind records of its partitions only (the database is up), a push first waits up to
+/// [`CATCH_UP_WAIT`] for the replay to pass them, then is written directly: that is how a
+/// partition under steady load leaves the spool again.
+async fn spool_first(state: &AppState, tenant: Uuid, groups: &[Group]) -> bool {
     let Some(spool) = &state.spool else {
         return false;
     };
-    state.modes.push_maintenance()
-        || spool.must_take(
-            groups
-                .iter()
-                .map(|g| (tenant, g.queue.as_str(), g.partition.as_str())),
-        )
+    if state.modes.push_maintenance() || spool.db_down() {
+        return true;
+    }
+    let keys: Vec<(Uuid, &str, &str)> = groups
+        .iter()
+        .map(|g| (tenant, g.queue.as_str(), g.partition.as_str()))
+        .collect();
+    spool.must_take(keys.iter().copied()) && !spool.wait_clear(&keys, CATCH_UP_WAIT).await
 }
+
+/// How long a push behind spooled records waits for the replay before it is spooled too.
+const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The items still pending, appended to the spool (fsynced) and answered `buffered`.
 /// A spool that is full or cannot write answers 503: nothing is promised that is not
