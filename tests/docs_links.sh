@@ -3,13 +3,14 @@
 # Markdown file (README.md, CHANGELOG.md, docs/*.md and the READMEs of subdirectories),
 # every `[text](target)` and `![alt](target)` whose target is not a URL must name an
 # existing file or directory, and a `#fragment` must name a heading of the target page
-# (GitHub's anchor rule). Needs no database. Prints one cargo-style line per file and a
+# (GitHub's anchor rule). And the Grafana dashboard of docs/grafana queries only series
+# the broker exports. Needs no database. Prints one cargo-style line per file and a
 # result line.
 #   tests/docs_links.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 - <<'PY'
-import glob, os, re, sys
+import glob, json, os, re, sys
 
 def anchors(path, cache={}):
     """The heading anchors of a Markdown file, as GitHub derives them."""
@@ -59,6 +60,21 @@ for md in files:
     else:
         passed += 1
         print(f"test docs::links_in_{name} ... ok")
+# The Grafana dashboard (docs/grafana/queen-broker.json) queries only series the broker
+# exports: every queen_* name in its expressions appears in the broker's exposition code.
+exported = set()
+for src in glob.glob("broker/src/ops/*.rs"):
+    exported |= set(re.findall(r'"(queen_[a-z_]+)', open(src, encoding="utf-8").read()))
+dash = json.load(open("docs/grafana/queen-broker.json", encoding="utf-8"))
+exprs = [t["expr"] for pn in dash["panels"] for t in pn.get("targets", [])]
+unknown = sorted({n for e in exprs for n in re.findall(r"queen_[a-z_]+", e)} - exported)
+if unknown or not exprs:
+    failed += 1
+    print("test docs::grafana_dashboard_queries_exported_series ... FAILED")
+    print(f"    not exported by the broker: {unknown}" if unknown else "    no query")
+else:
+    passed += 1
+    print("test docs::grafana_dashboard_queries_exported_series ... ok")
 print(f"test result: {'ok' if failed == 0 else 'FAILED'}. {passed} passed; {failed} failed")
 sys.exit(1 if failed else 0)
 PY
