@@ -258,6 +258,9 @@ pub struct Config {
     /// `QUEEN_SHARED_STATE_MS`: how often the broker reads the maintenance modes every
     /// broker of the database shares (`queen.system_state_v1`).
     pub shared_state_ms: u64,
+    /// `QUEEN_WEBAPP_ROOT` (or Queen's `WEBAPP_ROOT`): a built web app the broker serves
+    /// at `/` (crate::http::static_files); unset = none. Must be a directory.
+    pub webapp_root: Option<std::path::PathBuf>,
 }
 
 /// Cross-origin access (docs/http-api.md, "CORS"): `*` (Queen's default, any origin),
@@ -383,6 +386,7 @@ impl Config {
             spool_max_bytes: num(&get, "QUEEN_SPOOL_MAX_BYTES", 1 << 30)?.max(1 << 20),
             spool_replay_batch: num(&get, "QUEEN_SPOOL_REPLAY_BATCH", 1_000)?.clamp(1, 10_000),
             shared_state_ms: num(&get, "QUEEN_SHARED_STATE_MS", 1_000)?.max(50),
+            webapp_root: webapp_root(&get)?,
         })
     }
 
@@ -417,7 +421,7 @@ impl fmt::Display for Config {
              maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={} \
              timer_sweep_ms={} ephemeral_max_bytes={} ephemeral_max_queues={} ephemeral_peers={:?} \
              encryption={} cors={:?} spool_dir={:?} spool_max_bytes={} spool_replay_batch={} \
-             shared_state_ms={}",
+             shared_state_ms={} webapp_root={:?}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -454,9 +458,28 @@ impl fmt::Display for Config {
             self.spool_dir,
             self.spool_max_bytes,
             self.spool_replay_batch,
-            self.shared_state_ms
+            self.shared_state_ms,
+            self.webapp_root
         )
     }
+}
+
+/// `QUEEN_WEBAPP_ROOT`, else Queen's `WEBAPP_ROOT`: an existing directory, or an error
+/// naming the variable (a dashboard that silently is not served would look like a bug).
+fn webapp_root(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<std::path::PathBuf>, String> {
+    let Some((var, v)) = ["QUEEN_WEBAPP_ROOT", "WEBAPP_ROOT"]
+        .iter()
+        .find_map(|k| get(k).filter(|v| !v.trim().is_empty()).map(|v| (*k, v)))
+    else {
+        return Ok(None);
+    };
+    let p = std::path::PathBuf::from(v.trim());
+    if !p.is_dir() {
+        return Err(format!("{var}: {} is not a directory", p.display()));
+    }
+    Ok(Some(p))
 }
 
 fn peer_list(v: &str) -> Vec<String> {

@@ -18,6 +18,7 @@ mod response;
 pub mod routes;
 pub mod server;
 pub mod spool_replay;
+pub mod static_files;
 pub mod timer_ops;
 
 use axum::body::Body;
@@ -72,11 +73,17 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::authenticate,
         ));
-    Router::new()
+    let web = state.config.webapp_root.is_some();
+    let mut routes = Router::new()
         .merge(api)
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))
-        .route("/metrics/prometheus", get(health::prometheus))
+        .route("/metrics/prometheus", get(health::prometheus));
+    if web {
+        // QUEEN_WEBAPP_ROOT: any other GET is a file of the web app (http/static_files.rs).
+        routes = routes.fallback(get(static_files::serve));
+    }
+    routes
         // Inside the request count, so a body timeout is counted as the 408 it answers.
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
