@@ -79,6 +79,103 @@ def check_exactly_once(f, got, sent):
         f.check(have == txids, f"{p}: stored {len(have)} of {len(txids)} pushed, or out of order")
 
 
+class Load:
+    """Producers (one partition each, numbered payloads, one item a push) and consumers
+    (group `work`, acking what they get) against the given broker ports, recording what
+    every push was answered, what was acked, and any acked message delivered again.
+    `killed_at` (set by a drill) starts the clock of `first_direct_after`: per partition,
+    seconds until a push sent after it was written directly."""
+
+    def __init__(self, queue, parts, producer_ports, consumer_ports):
+        self.queue, self.parts = queue, parts
+        self.sent = {p: [] for p in parts}
+        self.answers = {"queued": 0, "buffered": 0, "other": []}
+        self.acked, self.redelivered = set(), []
+        self.first_direct_after, self.killed_at = {}, None
+        self.stop, self.lock = threading.Event(), threading.Lock()
+        self.threads = [threading.Thread(target=self.produce, args=(p, port))
+                        for p, port in zip(parts, producer_ports)]
+        self.threads += [threading.Thread(target=self.consume, args=(port,))
+                         for port in consumer_ports]
+
+    def start(self, *extra):
+        self.threads += list(extra)
+        for t in self.threads:
+            t.start()
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=60)
+        a = self.answers
+        log(f"answers: queued {a['queued']}, buffered {a['buffered']}, other {len(a['other'])}")
+
+    def produce(self, p, port):
+        pc = Client(port, Stats())
+        n = 0
+        while not self.stop.is_set():
+            txid = f"{p}-{n}"
+            sent_at = time.time()
+            try:
+                st, body = pc.json("POST", "/api/v1/push",
+                                   {"items": [{"queue": self.queue, "partition": p,
+                                               "transactionId": txid, "payload": {"n": n}}]},
+                                   timeout=30)
+            except Exception as e:  # a dropped connection: nothing promised, push again
+                with self.lock:
+                    self.answers["other"].append(f"{txid}: {e}")
+                time.sleep(0.05)
+                continue
+            with self.lock:
+                if st == 201 and body[0]["status"] in ("queued", "buffered"):
+                    status = body[0]["status"]
+                    self.answers[status] += 1
+                    self.sent[p].append(txid)
+                    n += 1
+                    # A push sent after the kill and written directly: the new primary.
+                    if (status == "queued" and self.killed_at and sent_at > self.killed_at
+                            and p not in self.first_direct_after):
+                        self.first_direct_after[p] = time.time() - self.killed_at
+                else:
+                    self.answers["other"].append(f"{txid}: {st} {body}")
+            time.sleep(0.01)
+
+    def consume(self, port):
+        cc = Client(port, Stats())
+        while not self.stop.is_set():
+            try:
+                st, body = cc.json("GET", f"/api/v1/pop/queue/{q(self.queue)}?batch=20&wait=true"
+                                          f"&timeout=1000&consumerGroup=work", timeout=10)
+            except Exception:
+                time.sleep(0.2)
+                continue
+            if st != 200:
+                time.sleep(0.2)
+                continue
+            msgs = body["messages"]
+            with self.lock:
+                self.redelivered.extend(m["transactionId"] for m in msgs
+                                        if m["transactionId"] in self.acked)
+            acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                     "leaseId": body["leaseId"], "status": "completed"} for m in msgs]
+            try:
+                st, r = cc.json("POST", "/api/v1/ack/batch",
+                                {"consumerGroup": "work", "acknowledgments": acks}, timeout=10)
+            except Exception:
+                continue
+            if st == 200 and isinstance(r, list):
+                with self.lock:
+                    self.acked.update(a["transactionId"] for a, res in zip(acks, r)
+                                      if res.get("success") is True)
+
+    def check(self, f):
+        """What every drill asserts of the load itself."""
+        f.check(self.answers["buffered"] > 0, "no push was answered buffered")
+        f.check(not self.answers["other"],
+                f"pushes not answered 201: {self.answers['other'][:5]}")
+        f.check(not self.redelivered, f"acked messages delivered again: {self.redelivered[:5]}")
+
+
 def db_stop():
     f = Failures()
     spool = tempfile.mkdtemp(prefix="queen-spool-")
@@ -88,70 +185,8 @@ def db_stop():
     queue = f"outage{int(time.time())}"
     configure(c, queue, leaseTime=5)
     parts = [f"p{i}" for i in range(PRODUCERS)]
-    sent = {p: [] for p in parts}
-    answers = {"queued": 0, "buffered": 0, "other": []}
-    acked = set()
-    redelivered = []
-    stop = threading.Event()
-    lock = threading.Lock()
-
-    def produce(p):
-        pc = Client(b.port, Stats())
-        n = 0
-        while not stop.is_set():
-            txid = f"{p}-{n}"
-            try:
-                st, body = pc.json("POST", "/api/v1/push",
-                                   {"items": [{"queue": queue, "partition": p, "transactionId": txid,
-                                               "payload": {"n": n}}]}, timeout=30)
-            except Exception as e:  # a dropped connection: nothing promised, push again
-                with lock:
-                    answers["other"].append(f"{txid}: {e}")
-                time.sleep(0.05)
-                continue
-            with lock:
-                if st == 201 and body[0]["status"] in ("queued", "buffered"):
-                    answers[body[0]["status"]] += 1
-                    sent[p].append(txid)
-                    n += 1
-                else:
-                    answers["other"].append(f"{txid}: {st} {body}")
-            time.sleep(0.01)
-
-    def consume():
-        cc = Client(b.port, Stats())
-        while not stop.is_set():
-            try:
-                st, body = cc.json("GET", f"/api/v1/pop/queue/{q(queue)}?batch=20&wait=true"
-                                          f"&timeout=1000&consumerGroup=work", timeout=10)
-            except Exception:
-                time.sleep(0.2)
-                continue
-            if st != 200:
-                time.sleep(0.2)
-                continue
-            msgs = body["messages"]
-            with lock:
-                for m in msgs:
-                    if m["transactionId"] in acked:
-                        redelivered.append(m["transactionId"])
-            acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                     "leaseId": body["leaseId"], "status": "completed"} for m in msgs]
-            try:
-                st, r = cc.json("POST", "/api/v1/ack/batch",
-                                {"consumerGroup": "work", "acknowledgments": acks}, timeout=10)
-            except Exception:
-                continue
-            if st == 200 and isinstance(r, list):
-                with lock:
-                    for a, res in zip(acks, r):
-                        if res.get("success") is True:
-                            acked.add(a["transactionId"])
-
-    threads = [threading.Thread(target=produce, args=(p,)) for p in parts]
-    threads += [threading.Thread(target=consume) for _ in range(CONSUMERS)]
-    for t in threads:
-        t.start()
+    load = Load(queue, parts, [b.port] * PRODUCERS, [b.port] * CONSUMERS)
+    load.start()
     time.sleep(5)
     outage = 30
     log(f"stopping PostgreSQL for {outage} s")
@@ -165,15 +200,9 @@ def db_stop():
     drained = wait_drained(c)
     log(f"drained {time.time() - back:.1f} s after the restart: {drained}")
     time.sleep(3)
-    stop.set()
-    for t in threads:
-        t.join(timeout=60)
-    log(f"answers: queued {answers['queued']}, buffered {answers['buffered']}, "
-        f"other {len(answers['other'])}")
-    f.check(answers["buffered"] > 0, "no push was answered buffered")
-    f.check(not answers["other"], f"pushes not answered 201: {answers['other'][:5]}")
-    f.check(not redelivered, f"acked messages delivered again: {redelivered[:5]}")
-    check_exactly_once(f, audit(c, queue, parts), sent)
+    load.finish()
+    load.check(f)
+    check_exactly_once(f, audit(c, queue, parts), load.sent)
     f.check(not b.panics(), "broker panicked")
     b.stop()
     return f

@@ -229,7 +229,6 @@ pub struct SpoolCounters {
     pub refused_records: AtomicU64,
     pub deduplicated_records: AtomicU64,
     pub torn_cuts: AtomicU64,
-    pub torn_bytes: AtomicU64,
     pub full_refusals: AtomicU64,
     pub write_failures: AtomicU64,
     pub fsyncs: AtomicU64,
@@ -290,7 +289,7 @@ impl Spool {
             .unwrap_or(0);
         let mut state = scan(dir, &counters)?;
         state.replayed = hint.min(state.next_seq.saturating_sub(1));
-        recount(dir, &mut state)?;
+        recount(&mut state)?;
         let state = Arc::new(Mutex::new(state));
         let (tx, rx) = mpsc::channel::<(Vec<Record>, Reply)>();
         let appended = Arc::new(Notify::new());
@@ -331,10 +330,6 @@ impl Spool {
 
     pub fn id(&self) -> Uuid {
         self.id
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Whether a push to these partitions must go to the spool: the database is known
@@ -603,7 +598,7 @@ impl Spool {
     pub fn resync(&self) -> Result<(), String> {
         let mut st = self.state.lock().expect("spool state");
         st.read_at = ReadAt::default();
-        recount(&self.dir, &mut st)
+        recount(&mut st)
     }
 
     /// When the oldest pending record that may already be in its queue was spooled
@@ -711,9 +706,6 @@ fn scan(dir: &Path, counters: &SpoolCounters) -> Result<State, String> {
         let (last, good, total) = valid_prefix(&path)?;
         if good < total {
             counters.torn_cuts.fetch_add(1, Ordering::Relaxed);
-            counters
-                .torn_bytes
-                .fetch_add(total - good, Ordering::Relaxed);
             tracing::error!(
                 file = %path.display(),
                 kept_bytes = good,
@@ -769,7 +761,7 @@ fn valid_prefix(path: &Path) -> Result<(u64, u64, u64), String> {
 }
 
 /// The pending counts and partitions of the records after `st.replayed`.
-fn recount(_dir: &Path, st: &mut State) -> Result<(), String> {
+fn recount(st: &mut State) -> Result<(), String> {
     let mut n = 0;
     let mut bytes = 0;
     let mut parts = HashMap::new();

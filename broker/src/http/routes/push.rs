@@ -34,7 +34,7 @@ use uuid::Uuid;
 use crate::db::{Conn, PushSegment as Segment};
 use crate::engine::dedup::DedupCache;
 use crate::engine::push_fusion::PushFusion;
-use crate::engine::spool::{AppendError, Record as SpoolRecord, Spool};
+use crate::engine::spool::{Record as SpoolRecord, Spool};
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::binary_body::{is_binary, read_push, take_ready, BinaryPush, PUSH_MAGIC};
@@ -214,10 +214,11 @@ async fn spool_pending(
             }
         })
         .collect();
-    spool.append(records).await.map_err(|e| match e {
-        AppendError::Full { .. } => ApiError::Unavailable(e.to_string()),
-        AppendError::Io(_) => ApiError::Unavailable(e.to_string()),
-    })?;
+    // Full or unwritable: a 503 that promises nothing (the error names which).
+    spool
+        .append(records)
+        .await
+        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
     for i in pending {
         outcomes[i].buffered = true;
     }
