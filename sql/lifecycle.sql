@@ -345,6 +345,8 @@ BEGIN
         'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
         'orphanRows', v_orphans, 'kvExpired', v_kv, 'streamOrphans', v_streams, 'more', v_more, 'interrupted', v_interrupted,
         'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
+    -- Into the sampled history (docs/observability.md): what retention removed is counted.
+    PERFORM queen.history_lifecycle_v1(p_report);
 END $$;
 
 -- What is stored and why, per partition (a psql user's first look): segments and their

@@ -74,7 +74,12 @@ extension_sql_file!(
     requires = ["ephemeral"]
 );
 extension_sql_file!("../sql/system.sql", name = "system", requires = ["streams"]);
-extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["system"]);
+extension_sql_file!(
+    "../sql/history.sql",
+    name = "history",
+    requires = ["system"]
+);
+extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["history"]);
 extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
 
 /// Hooks for `cargo pgrx test`: every test cluster runs with `pg_test_config`.

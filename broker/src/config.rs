@@ -258,6 +258,9 @@ pub struct Config {
     /// `QUEEN_SHARED_STATE_MS`: how often the broker reads the maintenance modes every
     /// broker of the database shares (`queen.system_state_v1`).
     pub shared_state_ms: u64,
+    /// `QUEEN_HISTORY_SAMPLE_MS`: how often the broker adds its counters to the sampled
+    /// history of the status and analytics routes (crate::ops::history); 0 = never.
+    pub history_sample_ms: u64,
     /// `QUEEN_WEBAPP_ROOT` (or Queen's `WEBAPP_ROOT`): a built web app the broker serves
     /// at `/` (crate::http::static_files); unset = none. Must be a directory.
     pub webapp_root: Option<std::path::PathBuf>,
@@ -386,6 +389,10 @@ impl Config {
             spool_max_bytes: num(&get, "QUEEN_SPOOL_MAX_BYTES", 1 << 30)?.max(1 << 20),
             spool_replay_batch: num(&get, "QUEEN_SPOOL_REPLAY_BATCH", 1_000)?.clamp(1, 10_000),
             shared_state_ms: num(&get, "QUEEN_SHARED_STATE_MS", 1_000)?.max(50),
+            history_sample_ms: match num(&get, "QUEEN_HISTORY_SAMPLE_MS", 10_000)? {
+                0 => 0,
+                ms => ms.max(100),
+            },
             webapp_root: webapp_root(&get)?,
         })
     }
@@ -421,7 +428,7 @@ impl fmt::Display for Config {
              maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={} \
              timer_sweep_ms={} ephemeral_max_bytes={} ephemeral_max_queues={} ephemeral_peers={:?} \
              encryption={} cors={:?} spool_dir={:?} spool_max_bytes={} spool_replay_batch={} \
-             shared_state_ms={} webapp_root={:?}",
+             shared_state_ms={} history_sample_ms={} webapp_root={:?}",
             mask_password(&self.database_url),
             self.listen,
             self.pool_size,
@@ -459,6 +466,7 @@ impl fmt::Display for Config {
             self.spool_max_bytes,
             self.spool_replay_batch,
             self.shared_state_ms,
+            self.history_sample_ms,
             self.webapp_root
         )
     }

@@ -206,6 +206,12 @@ impl AppState {
         map.entry(key).or_default().clone()
     }
 
+    /// Long-polls parked now: every holder of a waker but the map itself.
+    pub fn parked(&self) -> usize {
+        let map = self.wakers.lock().expect("waker map poisoned");
+        map.values().map(|n| Arc::strong_count(n) - 1).sum()
+    }
+
     /// Wakes the long-polls a push into `partition` of `queue` can serve: that
     /// partition's and the queue-level ones.
     pub fn wake(&self, tenant: Uuid, queue: &str, partition: &str) {

@@ -71,12 +71,22 @@ fn routes_in_source() -> Vec<(String, String)> {
 /// Queen's level of each route: 0 read-only, 1 read-write, 2 admin.
 fn queen_level(method: &str, path: &str) -> u8 {
     let admin = path.starts_with("/api/v1/system/")
+        || path == "/api/v1/stats/refresh"
+        // Ours: broker-wide figures cross tenants (docs/decisions.md, "Status and analytics").
+        || [
+            "/api/v1/analytics/system-metrics",
+            "/api/v1/analytics/worker-metrics",
+            "/api/v1/analytics/retention",
+            "/api/v1/analytics/postgres-stats",
+        ]
+        .contains(&path)
         || (method == "DELETE"
             && (path.starts_with("/api/v1/consumer-groups/")
                 || path.starts_with("/api/v1/resources/queues/")));
     let readable = method == "GET"
         && [
             "/api/v1/status",
+            "/api/v1/analytics",
             "/api/v1/resources",
             "/api/v1/messages",
             "/api/v1/consumer-groups",

@@ -477,6 +477,10 @@ async fn no_route_reaches_another_tenants_data() {
         "{v}"
     );
     let a_token = v["results"][0]["token"].clone();
+    // A's queue in the sampled history, as the status and analytics routes read it.
+    queen_broker::ops::history::snapshot(&b.state.db, true)
+        .await
+        .expect("queue snapshot");
     let db = common::admin().await;
     let before = tenant_digest(&db, ta).await;
 
@@ -484,6 +488,13 @@ async fn no_route_reaches_another_tenants_data() {
     let covered = [
         "/api/v1/ack",
         "/api/v1/ack/batch",
+        // Broker-wide (admin: a tenant's token gets 403) or the tenant's queues only.
+        "/api/v1/analytics/postgres-stats",
+        "/api/v1/analytics/queue-lag",
+        "/api/v1/analytics/queue-ops",
+        "/api/v1/analytics/retention",
+        "/api/v1/analytics/system-metrics",
+        "/api/v1/analytics/worker-metrics",
         "/api/v1/configure",
         "/api/v1/consumer-groups",
         "/api/v1/consumer-groups/lagging",
@@ -524,6 +535,9 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/resources/queues/{queue}",
         "/api/v1/resources/queues/{queue}/depth",
         "/api/v1/resources/tasks",
+        "/api/v1/stats/refresh",
+        "/api/v1/status",
+        "/api/v1/status/analytics",
         "/api/v1/status/buffers",
         "/api/v1/status/queues",
         "/api/v1/status/queues/{queue}",
@@ -531,6 +545,7 @@ async fn no_route_reaches_another_tenants_data() {
         // and the spool's counts carry no tenant's data.
         "/api/v1/system/maintenance",
         "/api/v1/system/maintenance/pop",
+        "/api/v1/system/shared-state",
         "/api/v1/timers",
         "/api/v1/timers/{queue}",
         "/api/v1/timers/{queue}/{*key}",
@@ -587,6 +602,14 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/consumer-groups/lagging",
         "/api/v1/messages",
         "/api/v1/messages?status=pending&from=2000-01-01T00:00:00Z",
+        "/api/v1/status",
+        "/api/v1/status/analytics?interval=minute",
+        "/api/v1/analytics/queue-ops",
+        "/api/v1/analytics/queue-lag",
+        "/api/v1/analytics/system-metrics",
+        "/api/v1/analytics/worker-metrics",
+        "/api/v1/analytics/retention",
+        "/api/v1/analytics/postgres-stats",
     ] {
         let r = other.get(path).await;
         assert!(!r.0.is_server_error(), "{path}: {r:?}");

@@ -29,12 +29,15 @@
 //! - `maintenance.rs`: `CALL queen.run_maintenance(...)`;
 //! - `system.rs`: the maintenance modes (`system_state_v1`, `system_state_set_v1`), the
 //!   spool replay marks (`spool_mark_v1`, `spool_mark_set_v1`) and a replay's
-//!   transaction.
+//!   transaction;
+//! - `history.rs`: the sampled history (`history_record_v1`, `history_queues_v1`, their
+//!   series) and `postgres_stats_v1`.
 
 pub mod ack;
 pub mod admin;
 pub mod ephemeral;
 pub mod error;
+pub mod history;
 pub mod kv;
 pub mod maintenance;
 pub mod pop;

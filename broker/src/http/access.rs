@@ -43,6 +43,11 @@ pub fn level_of(method: &Method, path: &str) -> Level {
         || (delete && under("/api/v1/consumer-groups/"))
         || (delete && under("/api/v1/resources/queues/"))
         || path == "/api/v1/stats/refresh"
+        // Broker-wide figures cross tenants (docs/observability.md): an admin's.
+        || path == "/api/v1/analytics/system-metrics"
+        || path == "/api/v1/analytics/worker-metrics"
+        || path == "/api/v1/analytics/retention"
+        || path == "/api/v1/analytics/postgres-stats"
         || (delete && under("/streams/v1/queries/"))
     {
         return Level::Admin;

@@ -32,9 +32,9 @@ use serde_json::json;
 
 use crate::state::AppState;
 use routes::{
-    ack, browse, configure, consumer_groups, dlq, dlq_admin, ephemeral, health, kv, lease, locks,
-    maintenance, messages, pop, push, queues, reads, resources, status, streams, timers, traces,
-    transaction,
+    ack, analytics, browse, configure, consumer_groups, dlq, dlq_admin, ephemeral, health, kv,
+    lease, locks, maintenance, messages, pop, push, queues, reads, resources, status, streams,
+    timers, traces, transaction,
 };
 
 /// Every route, with request counting, the configurable body limit, authentication of
@@ -240,6 +240,31 @@ fn admin_routes() -> Router<AppState> {
             get(maintenance::get_pop).post(maintenance::set_pop),
         )
         .route("/api/v1/status/buffers", get(maintenance::buffers))
+        .merge(analytics_routes())
+}
+
+/// Queen's status and analytics over the sampled history (http/routes/analytics.rs).
+fn analytics_routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/status", get(analytics::status))
+        .route("/api/v1/status/analytics", get(analytics::status_analytics))
+        .route(
+            "/api/v1/analytics/system-metrics",
+            get(analytics::system_metrics),
+        )
+        .route(
+            "/api/v1/analytics/worker-metrics",
+            get(analytics::worker_metrics),
+        )
+        .route("/api/v1/analytics/queue-ops", get(analytics::queue_ops))
+        .route("/api/v1/analytics/queue-lag", get(analytics::queue_lag))
+        .route("/api/v1/analytics/retention", get(analytics::retention))
+        .route(
+            "/api/v1/analytics/postgres-stats",
+            get(analytics::postgres_stats),
+        )
+        .route("/api/v1/stats/refresh", post(analytics::refresh))
+        .route("/api/v1/system/shared-state", get(analytics::shared_state))
 }
 
 /// Error bodies are JSON everywhere (docs/broker-contract.md §1): axum's own rejections

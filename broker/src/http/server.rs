@@ -63,6 +63,25 @@ pub async fn serve(
         async move { stopping.stopping().await },
     );
     crate::http::spool_replay::start(state.clone());
+    let (sampled, stopping) = (state.clone(), state.clone());
+    crate::ops::history::start(
+        state.db.clone(),
+        cfg.history_sample_ms,
+        // The bound address, not QUEEN_LISTEN: port 0 binds a port of the system's choice.
+        crate::ops::history::broker_name(
+            &listener
+                .local_addr()
+                .map_or_else(|_| cfg.listen.clone(), |a| a.to_string()),
+        ),
+        move || {
+            let parked = sampled.parked();
+            (
+                crate::ops::history::counters(&sampled.metrics),
+                crate::ops::history::gauges(&sampled.db, parked),
+            )
+        },
+        async move { stopping.stopping().await },
+    );
     let stopping = state.clone();
     crate::ops::ephemeral::start(state.db.clone(), state.ephemeral.clone(), async move {
         stopping.stopping().await

@@ -84,6 +84,11 @@ impl Metrics {
             .sum()
     }
 
+    /// The requests answered so far, by (method, route template, status).
+    pub fn requests_snapshot(&self) -> BTreeMap<(String, String, u16), u64> {
+        self.requests.lock().expect("metrics poisoned").clone()
+    }
+
     /// Counts one answered request.
     pub fn request(&self, method: &str, route: &str, status: u16) {
         let mut m = self.requests.lock().expect("metrics poisoned");

@@ -47,6 +47,9 @@ pub async fn start_bound(listener: TcpListener, adjust: impl FnOnce(&mut Config)
     // Maintenance deletes what retention says, database-wide: only the tests of it turn
     // the loop on, so no other test sees rows vanish under it.
     cfg.maintenance_interval_ms = 0;
+    // The sampled history is database-wide too (its queue snapshot reads every queue):
+    // only the tests of it sample.
+    cfg.history_sample_ms = 0;
     adjust(&mut cfg);
     start_on(listener, cfg)
 }

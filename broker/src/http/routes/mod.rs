@@ -3,6 +3,7 @@
 //! operations room and the shared request parsing of `http/`, never another route.
 
 pub mod ack;
+pub mod analytics;
 pub mod browse;
 pub mod configure;
 pub mod consumer_groups;
