@@ -509,3 +509,72 @@ async fn bad_ranges_are_refused_naming_the_parameter() {
         assert_eq!(v["parameter"], param, "{path}: {v}");
     }
 }
+
+/// `GET /api/v1/status/queues/{queue}/messages`: newest first, Queen's keys, the
+/// queue-mode status of each; a queue nobody has is an empty page.
+#[tokio::test]
+async fn queue_messages_carry_queens_statuses() {
+    let b = start_with(|_| {}).await;
+    let q = unique("qm");
+    b.configure(&q, json!({"leaseTime": 60})).await;
+    let items: Vec<Value> = (0..3)
+        .map(|i| json!({"queue": q, "transactionId": format!("m{i}"), "payload": i}))
+        .collect();
+    b.push(json!(items)).await;
+    let first = b.pop(&q, "batch=1").await.expect("pop");
+    let (s, _) = b.ack_batch(acks_for(&first, "completed", None)).await;
+    assert_eq!(s, StatusCode::OK);
+    b.pop(&q, "batch=1").await.expect("a second lease");
+    let (s, v) = b.get(&format!("/api/v1/status/queues/{q}/messages")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let got: Vec<(String, String)> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            assert_keys(
+                m,
+                &[
+                    "id",
+                    "transactionId",
+                    "partitionId",
+                    "queuePath",
+                    "queue",
+                    "partition",
+                    "status",
+                    "createdAt",
+                ],
+                "message",
+            );
+            (
+                m["transactionId"].as_str().unwrap().into(),
+                m["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let want = [("m2", "pending"), ("m1", "processing"), ("m0", "completed")];
+    assert_eq!(got, want.map(|(t, s)| (t.to_string(), s.to_string())));
+    let (s, v) = b
+        .get(&format!(
+            "/api/v1/status/queues/{q}/messages?limit=1&offset=2"
+        ))
+        .await;
+    assert_eq!(
+        (s, v[0]["transactionId"].clone()),
+        (StatusCode::OK, json!("m0"))
+    );
+    let (s, v) = b
+        .get(&format!(
+            "/api/v1/status/queues/{}/messages",
+            unique("nobody")
+        ))
+        .await;
+    assert_eq!((s, v), (StatusCode::OK, json!([])));
+    let (s, v) = b
+        .get(&format!("/api/v1/status/queues/{q}/messages?limit=5000"))
+        .await;
+    assert_eq!(
+        (s, v["parameter"].clone()),
+        (StatusCode::BAD_REQUEST, json!("limit"))
+    );
+}

@@ -541,6 +541,7 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/status/buffers",
         "/api/v1/status/queues",
         "/api/v1/status/queues/{queue}",
+        "/api/v1/status/queues/{queue}/messages",
         // The broker's own state (docs/availability.md): the maintenance modes (admin)
         // and the spool's counts carry no tenant's data.
         "/api/v1/system/maintenance",
@@ -625,6 +626,7 @@ async fn no_route_reaches_another_tenants_data() {
         "/api/v1/resources/queues/{q}",
         "/api/v1/resources/queues/{q}/depth",
         "/api/v1/status/queues/{q}",
+        "/api/v1/status/queues/{q}/messages",
         "/api/v1/consumer-groups/{g}",
     ] {
         let foreign = other

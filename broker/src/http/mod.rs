@@ -184,6 +184,10 @@ fn admin_routes() -> Router<AppState> {
         .route("/api/v1/resources/tasks", get(resources::tasks))
         .route("/api/v1/status/queues", get(status::queues))
         .route("/api/v1/status/queues/{queue}", get(status::queue_detail))
+        .route(
+            "/api/v1/status/queues/{queue}/messages",
+            get(status::queue_messages),
+        )
         .route("/api/v1/consumer-groups", get(status::groups))
         .route("/api/v1/consumer-groups/lagging", get(status::lagging))
         .route(

@@ -4,6 +4,7 @@
 //!
 //! - `GET /api/v1/status/queues?queue=&namespace=&task=&limit=&offset=`
 //! - `GET /api/v1/status/queues/{queue}`
+//! - `GET /api/v1/status/queues/{queue}/messages?limit=&offset=` (`get_queue_messages_v1`)
 //! - `GET /api/v1/consumer-groups`
 //! - `GET /api/v1/consumer-groups/lagging?minLagSeconds=`
 //! - `GET /api/v1/consumer-groups/{group}`
@@ -33,6 +34,10 @@ use crate::state::AppState;
 /// DLQ listing's).
 const STATUS_LIMIT_DEFAULT: i64 = 100;
 const STATUS_LIMIT: Param<'static> = Param::new("limit", 1, 1000);
+/// `/status/queues/{queue}/messages` page size: Queen's default 50.
+const QUEUE_MESSAGES_DEFAULT: i64 = 50;
+const QUEUE_MESSAGES_LIMIT: Param<'static> = Param::new("limit", 0, queen_log::browse::MAX_PAGE);
+
 /// `/consumer-groups/lagging` threshold default (Queen's server default), seconds, and
 /// its range.
 const LAGGING_DEFAULT_S: f64 = 3600.0;
@@ -98,6 +103,46 @@ pub async fn queue_detail(KnownQueue(q): KnownQueue) -> Response {
         totals: json!({"messages": figures_json(&queue_figures(&q), false, true)}),
     };
     Json(detail).into_response()
+}
+
+/// `GET /api/v1/status/queues/{queue}/messages`: a page of the queue's messages, newest
+/// first, in Queen's keys; `status` is the queue-mode status (Queen reads the
+/// `__QUEUE_MODE__` cursor here), `dead_letter` when filed. A queue nobody has is an
+/// empty page, as in Queen.
+pub async fn queue_messages(
+    State(state): State<AppState>,
+    Tenant(tenant): Tenant,
+    Path(queue): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let limit = int_query(&params, &QUEUE_MESSAGES_LIMIT)?.unwrap_or(QUEUE_MESSAGES_DEFAULT);
+    let offset = int_query(&params, &OFFSET)?.unwrap_or(0);
+    let filters = json!({"queue": queue, "limit": limit, "offset": offset});
+    let page = state
+        .db
+        .conn()
+        .await?
+        .list_messages(&filters, tenant)
+        .await?;
+    let out: Vec<Value> = page["messages"]
+        .as_array()
+        .map(|ms| ms.iter().map(queue_message).collect())
+        .unwrap_or_default();
+    Ok(Json(Value::Array(out)))
+}
+
+/// One listed message in `get_queue_messages_v1`'s keys.
+fn queue_message(m: &Value) -> Value {
+    let status = if m["status"] == "dead_letter" {
+        m["status"].clone()
+    } else {
+        m["queueStatus"].clone()
+    };
+    json!({
+        "id": m["id"], "transactionId": m["transactionId"], "partitionId": m["partitionId"],
+        "queuePath": m["queuePath"], "queue": m["queue"], "partition": m["partition"],
+        "status": status, "createdAt": m["createdAt"],
+    })
 }
 
 /// Queen's status detail (the partitions typed, as in the resource detail).
