@@ -265,6 +265,9 @@ RETURNS TABLE(r_bucket timestamptz, r_queue text, r_namespace text, r_task text,
               r_leased_messages bigint, r_pushed_total bigint, r_consumed_total bigint)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Its sorts stay in memory at 60,000 snapshots (1,000 queues, an hour): measured, see
+-- docs/benchmarks.md.
+SET work_mem = '32MB'
 AS $$
     WITH inside AS (
         SELECT h.* FROM queen.history_queues h
@@ -290,7 +293,7 @@ AS $$
           FROM (SELECT * FROM inside UNION ALL SELECT * FROM base) h
         WINDOW w AS (PARTITION BY h.queue_id ORDER BY h.bucket)
     )
-    SELECT s.b, s.queue, max(s.namespace), max(s.task),
+    SELECT s.b, max(s.queue), max(s.namespace), max(s.task),
            COALESCE(sum(s.d_pushed), 0)::bigint, COALESCE(sum(s.d_consumed), 0)::bigint,
            max(s.partitions) FILTER (WHERE s.newest = 1),
            max(s.groups) FILTER (WHERE s.newest = 1),
@@ -306,8 +309,57 @@ AS $$
            max(s.consumed) FILTER (WHERE s.newest = 1)
       FROM snaps s
      WHERE s.bucket >= date_trunc('minute', p_from)
-     GROUP BY s.b, s.queue
-     ORDER BY s.b, s.queue
+     GROUP BY s.b, s.queue_id
+     ORDER BY s.b, max(s.queue) COLLATE "C"
+$$;
+
+-- The age of the oldest unconsumed message over every queue (p_tenant's, or all) in
+-- p_bucket wide buckets of [p_from, p_to]: one pass, no per-queue ordering, for the whole
+-- system's throughput series.
+CREATE FUNCTION queen.history_lag_series_v1(p_from timestamptz, p_to timestamptz,
+                                            p_bucket interval, p_tenant uuid)
+RETURNS TABLE(r_bucket timestamptz, r_max_age_s bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT date_bin(p_bucket, h.bucket, timestamptz '2000-01-01'), max(h.oldest_age_s)
+      FROM queen.history_queues h
+     WHERE h.bucket >= date_trunc('minute', p_from) AND h.bucket <= p_to
+       AND (p_tenant IS NULL OR h.tenant_id = p_tenant)
+     GROUP BY 1 ORDER BY 1
+$$;
+
+-- Per queue over the whole of [p_from, p_to]: what it took and consumed, net (its last
+-- snapshot's totals less those of the snapshot before the range, or of its first in it:
+-- a partition removed in between lowers it, where history_queues_series_v1 counts the
+-- buckets before the removal), and the oldest age seen. One pass, no per-row ordering.
+CREATE FUNCTION queen.history_queue_totals_v1(p_from timestamptz, p_to timestamptz,
+                                              p_tenant uuid)
+RETURNS TABLE(r_queue text, r_pushed bigint, r_consumed bigint, r_max_age_s bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH inside AS (
+        SELECT h.queue_id, max(h.queue) AS queue, min(h.bucket) AS first_at,
+               max(h.oldest_age_s) AS max_age,
+               (array_agg(h.pushed ORDER BY h.bucket DESC))[1] AS last_pushed,
+               (array_agg(h.consumed ORDER BY h.bucket DESC))[1] AS last_consumed,
+               (array_agg(h.pushed ORDER BY h.bucket))[1] AS first_pushed,
+               (array_agg(h.consumed ORDER BY h.bucket))[1] AS first_consumed
+          FROM queen.history_queues h
+         WHERE h.bucket >= date_trunc('minute', p_from) AND h.bucket <= p_to
+           AND (p_tenant IS NULL OR h.tenant_id = p_tenant)
+         GROUP BY h.queue_id
+    )
+    SELECT i.queue,
+           GREATEST(i.last_pushed - COALESCE(b.pushed, i.first_pushed), 0),
+           GREATEST(i.last_consumed - COALESCE(b.consumed, i.first_consumed), 0),
+           i.max_age
+      FROM inside i
+      LEFT JOIN LATERAL (SELECT h.pushed, h.consumed FROM queen.history_queues h
+                          WHERE h.queue_id = i.queue_id AND h.bucket < i.first_at
+                          ORDER BY h.bucket DESC LIMIT 1) b ON true
+     ORDER BY 3 DESC, i.queue COLLATE "C"
 $$;
 
 -- What retention removed in [p_from, p_to], in p_bucket wide buckets.

@@ -74,6 +74,15 @@ pub struct QueueBucket {
     pub consumed_total: Option<i64>,
 }
 
+/// One queue's traffic over a whole range (`history_queue_totals_v1`).
+#[derive(Debug, Clone, Default)]
+pub struct QueueTotal {
+    pub queue: String,
+    pub pushed: i64,
+    pub consumed: i64,
+    pub max_age_s: Option<i64>,
+}
+
 /// What the lifecycle removed in one bucket (`history_lifecycle_series_v1`).
 #[derive(Debug, Clone, Default)]
 pub struct LifecycleBucket {
@@ -210,6 +219,51 @@ impl Conn {
                     leased_messages: get(row, 15)?,
                     pushed_total: get(row, 16)?,
                     consumed_total: get(row, 17)?,
+                })
+            })
+            .collect()
+    }
+
+    /// `queen.history_lag_series_v1`: the oldest unconsumed message's age (s) over the
+    /// queues (`tenant`'s, or all) per bucket of `r`, oldest first.
+    pub async fn history_lag_series(
+        &self,
+        r: Range,
+        tenant: Option<Uuid>,
+    ) -> Result<Vec<(DateTime<Utc>, Option<i64>)>, DbError> {
+        let rows = self
+            .rows(
+                "SELECT r_bucket, r_max_age_s FROM queen.history_lag_series_v1($1::timestamptz, \
+                 $2::timestamptz, $3::int * interval '1 minute', $4::uuid)",
+                &[&r.from, &r.to, &r.bucket_minutes, &tenant],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| Ok((get(row, 0)?, get(row, 1)?)))
+            .collect()
+    }
+
+    /// `queen.history_queue_totals_v1`: per queue over all of `r`, what it consumed and
+    /// the oldest age seen, most consumed first.
+    pub async fn history_queue_totals(
+        &self,
+        r: Range,
+        tenant: Option<Uuid>,
+    ) -> Result<Vec<QueueTotal>, DbError> {
+        let rows = self
+            .rows(
+                "SELECT r_queue, r_pushed, r_consumed, r_max_age_s \
+                 FROM queen.history_queue_totals_v1($1::timestamptz, $2::timestamptz, $3::uuid)",
+                &[&r.from, &r.to, &tenant],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(QueueTotal {
+                    queue: get(row, 0)?,
+                    pushed: get(row, 1)?,
+                    consumed: get(row, 2)?,
+                    max_age_s: get(row, 3)?,
                 })
             })
             .collect()

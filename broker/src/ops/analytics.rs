@@ -116,65 +116,87 @@ fn queues_by_bucket(rows: &[QueueBucket]) -> BTreeMap<DateTime<Utc>, QueueTotals
     out
 }
 
-/// `/api/v1/status`'s `throughput`, newest first: from the brokers' rows (the whole
-/// system) when `brokers` is given, else from the queues' snapshots alone (a queue,
-/// namespace or task filter, or a tenant: traffic that is theirs only). Lag is the age
-/// of the oldest unconsumed message at the bucket's last snapshot.
-pub fn status_throughput(
-    brokers: Option<&[BrokerBucket]>,
-    queues: &[QueueBucket],
+/// `/api/v1/status`'s `throughput` for the whole system, newest first: the brokers'
+/// rows added up, with the oldest unconsumed message's age over every queue (`lag`, per
+/// bucket) as its lag.
+pub fn system_throughput(
+    brokers: &[BrokerBucket],
+    lag: &[(DateTime<Utc>, Option<i64>)],
     bucket_minutes: i32,
 ) -> Vec<Value> {
-    let q = queues_by_bucket(queues);
-    let lag = |t: &DateTime<Utc>| q.get(t).and_then(|x| x.max_age_s).map(|s| s * 1000);
-    let mut out: Vec<Value> = match brokers {
-        Some(rows) => by_bucket(rows)
-            .iter()
-            .map(|(t, a)| {
-                let b = &a.b;
-                let n = a.brokers.max(1) as f64;
-                json!({
-                    "timestamp": stamp(*t),
-                    "ingested": b.push_messages, "processed": b.ack_messages,
-                    "popMessages": b.pop_messages,
-                    "ingestedPerSecond": per_second(b.push_messages, bucket_minutes),
-                    "processedPerSecond": per_second(b.ack_messages, bucket_minutes),
-                    "popPerSecond": per_second(b.pop_messages, bucket_minutes),
-                    "avgLagMs": Value::Null, "maxLagMs": lag(t),
-                    "avgEventLoopLagMs": Value::Null, "maxEventLoopLagMs": Value::Null,
-                    "minFreeSlots": b.pool_idle_min,
-                    "dbErrors": b.db_errors, "ackFailed": b.ack_failed, "dlqCount": b.dlq,
-                    "queenCpuUserPct": round2(cpu_pct(b.cpu_user_us, bucket_minutes) / n),
-                    "queenCpuSysPct": round2(cpu_pct(b.cpu_system_us, bucket_minutes) / n),
-                    "queenRssMb": round1(a.rss_sum / n / 1_048_576.0),
-                    "dbPoolActive": round1((a.pool_size - a.pool_idle) / n),
-                    "dbPoolIdle": round1(a.pool_idle / n),
-                    "dbPoolSize": round1(a.pool_size / n),
-                })
+    let lag: BTreeMap<DateTime<Utc>, i64> =
+        lag.iter().filter_map(|(t, a)| a.map(|a| (*t, a))).collect();
+    let mut out: Vec<Value> = by_bucket(brokers)
+        .iter()
+        .map(|(t, a)| {
+            let b = &a.b;
+            let n = a.brokers.max(1) as f64;
+            json!({
+                "timestamp": stamp(*t),
+                "ingested": b.push_messages, "processed": b.ack_messages,
+                "popMessages": b.pop_messages,
+                "ingestedPerSecond": per_second(b.push_messages, bucket_minutes),
+                "processedPerSecond": per_second(b.ack_messages, bucket_minutes),
+                "popPerSecond": per_second(b.pop_messages, bucket_minutes),
+                "avgLagMs": Value::Null, "maxLagMs": lag.get(t).map(|s| s * 1000),
+                "avgEventLoopLagMs": Value::Null, "maxEventLoopLagMs": Value::Null,
+                "minFreeSlots": b.pool_idle_min,
+                "dbErrors": b.db_errors, "ackFailed": b.ack_failed, "dlqCount": b.dlq,
+                "queenCpuUserPct": round2(cpu_pct(b.cpu_user_us, bucket_minutes) / n),
+                "queenCpuSysPct": round2(cpu_pct(b.cpu_system_us, bucket_minutes) / n),
+                "queenRssMb": round1(a.rss_sum / n / 1_048_576.0),
+                "dbPoolActive": round1((a.pool_size - a.pool_idle) / n),
+                "dbPoolIdle": round1(a.pool_idle / n),
+                "dbPoolSize": round1(a.pool_size / n),
             })
-            .collect(),
-        None => q
-            .iter()
-            .map(|(t, x)| {
-                json!({
-                    "timestamp": stamp(*t),
-                    "ingested": x.pushed, "processed": x.consumed, "popMessages": x.consumed,
-                    "ingestedPerSecond": per_second(x.pushed, bucket_minutes),
-                    "processedPerSecond": per_second(x.consumed, bucket_minutes),
-                    "popPerSecond": per_second(x.consumed, bucket_minutes),
-                    "avgLagMs": Value::Null, "maxLagMs": x.max_age_s.map(|s| s * 1000),
-                    "avgEventLoopLagMs": Value::Null, "maxEventLoopLagMs": Value::Null,
-                    "minFreeSlots": Value::Null, "dbErrors": Value::Null,
-                    "ackFailed": Value::Null, "dlqCount": Value::Null,
-                    "queenCpuUserPct": Value::Null, "queenCpuSysPct": Value::Null,
-                    "queenRssMb": Value::Null, "dbPoolActive": Value::Null,
-                    "dbPoolIdle": Value::Null, "dbPoolSize": Value::Null,
-                })
-            })
-            .collect(),
-    };
+        })
+        .collect();
     out.reverse();
     out
+}
+
+/// `/api/v1/status`'s `throughput` of some queues (a queue, namespace or task filter, or
+/// a tenant: traffic that is theirs only), newest first, from their snapshots: pushes and
+/// consumptions, and the oldest unconsumed message's age as the lag. What the snapshots
+/// do not hold (the brokers' health) is null.
+pub fn queue_throughput(queues: &[QueueBucket], bucket_minutes: i32) -> Vec<Value> {
+    let mut out: Vec<Value> = queues_by_bucket(queues)
+        .iter()
+        .map(|(t, x)| {
+            json!({
+                "timestamp": stamp(*t),
+                "ingested": x.pushed, "processed": x.consumed, "popMessages": x.consumed,
+                "ingestedPerSecond": per_second(x.pushed, bucket_minutes),
+                "processedPerSecond": per_second(x.consumed, bucket_minutes),
+                "popPerSecond": per_second(x.consumed, bucket_minutes),
+                "avgLagMs": Value::Null, "maxLagMs": x.max_age_s.map(|s| s * 1000),
+                "avgEventLoopLagMs": Value::Null, "maxEventLoopLagMs": Value::Null,
+                "minFreeSlots": Value::Null, "dbErrors": Value::Null,
+                "ackFailed": Value::Null, "dlqCount": Value::Null,
+                "queenCpuUserPct": Value::Null, "queenCpuSysPct": Value::Null,
+                "queenRssMb": Value::Null, "dbPoolActive": Value::Null,
+                "dbPoolIdle": Value::Null, "dbPoolSize": Value::Null,
+            })
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
+/// Messages pushed per bucket: by the brokers (the whole system).
+pub fn pushed_by_brokers(rows: &[BrokerBucket]) -> BTreeMap<DateTime<Utc>, i64> {
+    by_bucket(rows)
+        .into_iter()
+        .map(|(t, a)| (t, a.b.push_messages))
+        .collect()
+}
+
+/// Messages pushed per bucket: into the queues of `rows` (their snapshots' growth).
+pub fn pushed_into_queues(rows: &[QueueBucket]) -> BTreeMap<DateTime<Utc>, i64> {
+    queues_by_bucket(rows)
+        .into_iter()
+        .map(|(t, x)| (t, x.pushed))
+        .collect()
 }
 
 /// The newest snapshot of each queue among `rows`.
@@ -419,23 +441,21 @@ pub fn retention(rows: &[LifecycleBucket]) -> (Vec<Value>, Value) {
     (series, totals)
 }
 
-/// `/api/v1/status/analytics`'s `dataPoints`: messages pushed per bucket, every bucket
-/// of the range present (0 where nothing was pushed), oldest first.
+/// `/api/v1/status/analytics`'s `dataPoints`: messages pushed per bucket (`pushed`),
+/// every bucket of the range present (0 where nothing was pushed), oldest first.
 pub fn pushed_points(
-    rows: &[QueueBucket],
+    pushed: &BTreeMap<DateTime<Utc>, i64>,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     bucket_minutes: i32,
 ) -> Vec<Value> {
-    let q = queues_by_bucket(rows);
     let width = Duration::minutes(i64::from(bucket_minutes));
     let epoch = DateTime::<Utc>::from_timestamp(946_684_800, 0).expect("2000-01-01");
     let first = epoch + width * (((from - epoch).num_minutes() / width.num_minutes()) as i32);
     let mut out = Vec::new();
     let mut t = first;
     while t <= to && out.len() < 10_000 {
-        let n = q.get(&t).map_or(0, |x| x.pushed);
-        out.push(json!({"timestamp": iso_ms(t), "messages": n}));
+        out.push(json!({"timestamp": iso_ms(t), "messages": pushed.get(&t).copied().unwrap_or(0)}));
         t += width;
     }
     out
@@ -482,7 +502,8 @@ mod tests {
             broker("b", "2026-01-01T12:00:00Z", 600, 30_000_000),
             broker("a", "2026-01-01T12:01:00Z", 60, 0),
         ];
-        let t = status_throughput(Some(&rows), &[], 1);
+        let lag = [(at("2026-01-01T12:00:00Z"), Some(4))];
+        let t = system_throughput(&rows, &lag, 1);
         assert_eq!(t.len(), 2);
         assert_eq!(t[0]["timestamp"], "2026-01-01T12:01:00Z");
         assert_eq!(t[1]["ingested"], 1200);
@@ -493,6 +514,8 @@ mod tests {
         assert_eq!(t[1]["dbPoolActive"], 2.0);
         assert_eq!(t[1]["minFreeSlots"], 7);
         assert!(t[1]["avgEventLoopLagMs"].is_null());
+        assert_eq!(t[1]["maxLagMs"], 4000);
+        assert!(t[0]["maxLagMs"].is_null());
     }
 
     #[test]
@@ -505,7 +528,7 @@ mod tests {
             oldest_age_s: Some(3),
             ..QueueBucket::default()
         };
-        let t = status_throughput(None, &[q], 1);
+        let t = queue_throughput(&[q], 1);
         assert_eq!(t[0]["ingested"], 120);
         assert_eq!(t[0]["processedPerSecond"], 1.0);
         assert_eq!(t[0]["maxLagMs"], 3000);
@@ -521,7 +544,7 @@ mod tests {
             ..QueueBucket::default()
         };
         let p = pushed_points(
-            &[q],
+            &pushed_into_queues(&[q]),
             at("2026-01-01T12:00:30Z"),
             at("2026-01-01T12:04:00Z"),
             1,

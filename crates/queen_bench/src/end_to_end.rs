@@ -83,9 +83,9 @@ async fn produce(
 const REPEATS: usize = 3;
 
 /// What one timed run at one batch size measured.
-struct RunOut {
-    pushed: f64,
-    consumed: f64,
+pub(crate) struct RunOut {
+    pub(crate) pushed: f64,
+    pub(crate) consumed: f64,
     push_lat: Summary,
     ack_lat: Summary,
     peak_kb: u64,
@@ -93,7 +93,7 @@ struct RunOut {
     /// Push rounds per push commit (push fusion: rounds carried by fused flushes plus
     /// rounds run alone, over fused flushes plus rounds run alone), from /metrics.
     rounds_per_commit: Option<f64>,
-    errors: Vec<String>,
+    pub(crate) errors: Vec<String>,
 }
 
 /// Push rounds and push commits so far, from the broker's push fusion counters.
@@ -108,7 +108,7 @@ async fn push_commits(broker: &Broker) -> Option<(f64, f64)> {
 }
 
 /// Re-provisions the queue, then runs producers and consumers for `secs`.
-async fn one_run(
+pub(crate) async fn one_run(
     ctx: &Ctx,
     db: &Client,
     broker: &Broker,

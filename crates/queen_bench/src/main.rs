@@ -1,6 +1,6 @@
 //! `queen-bench`: the benchmark harness of queen_ack.
 //!
-//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11,12]
+//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11,12,13]
 //!                 [--cells CxB,...]
 //!
 //! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
@@ -8,7 +8,8 @@
 //! 5 the peers (pgmq, PgQ) side by side with queen_ack, 6 encrypted vs plain queues,
 //! 7 binary push bodies vs JSON, 8 timer delivery lateness, 9 key/value, locks and
 //! transaction riders, 10 ephemeral queues against durable ones, 11 stream cycles against
-//! the separate calls they replace, 12 pushes through the push spool against direct ones.
+//! the separate calls they replace, 12 pushes through the push spool against direct ones,
+//! 13 the sampled history: its cost, its size and its routes.
 //! Writes `report.md` and SVG charts into the results folder (default results/bench),
 //! rewriting the report after every section; progress lines go to stderr.
 
@@ -19,6 +20,7 @@ mod common;
 mod encryption;
 mod end_to_end;
 mod ephemeral;
+mod history;
 mod kv_locks;
 mod peers;
 mod report;
@@ -36,7 +38,7 @@ use std::time::Instant;
 use common::{connect, install_helpers, progress, BResult, Ctx};
 use report::Section;
 
-const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11,12] [--cells CxB,...]";
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11,12,13] [--cells CxB,...]";
 
 struct Args {
     database_url: String,
@@ -56,7 +58,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::new(),
         logs: PathBuf::new(),
         broker_bin: None,
-        sections: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+        sections: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
         cells: None,
     };
     let mut out = None;
@@ -81,9 +83,9 @@ fn parse_args() -> Result<Args, String> {
             "--sections" => {
                 a.sections = value("--sections")?
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=12).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=13).contains(n)))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("--sections takes numbers 1-12\n{USAGE}"))?
+                    .ok_or_else(|| format!("--sections takes numbers 1-13\n{USAGE}"))?
             }
             "--cells" => a.cells = Some(parse_cells(&value("--cells")?)?),
             "-h" | "--help" => {
@@ -335,6 +337,7 @@ async fn run(args: Args) -> BResult<()> {
             10 => ephemeral::run(&ctx, &db).await,
             11 => streams::run(&ctx, &db).await,
             12 => spool::run(&ctx, &db).await,
+            13 => history::run(&ctx, &db).await,
             _ => scaling::run(&ctx, &db, &mut fixtures).await,
         };
         let mut sec = r.unwrap_or_else(|e| {

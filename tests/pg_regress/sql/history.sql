@@ -41,6 +41,12 @@ SELECT r_bucket, r_pushed, r_consumed, r_lag, r_pushed_total
   FROM queen.history_queues_series_v1('2026-12-03 10:00:00+00', '2026-12-03 10:09:00+00', interval '15 minutes', NULL, NULL);
 SELECT count(*) FROM queen.history_queues_series_v1('2026-12-03 10:00:00+00', '2026-12-03 10:09:00+00', interval '1 minute', '6f1c1d9e-0000-4000-8000-0000000000ff', NULL) AS other_tenant;
 
+-- history::lag_and_totals_in_one_pass: the oldest age over every queue per bucket; per
+-- queue over the range, the growth from the snapshot before it to its last.
+SELECT * FROM queen.history_lag_series_v1('2026-12-03 10:00:00+00', '2026-12-03 10:09:00+00', interval '1 minute', NULL);
+SELECT * FROM queen.history_queue_totals_v1('2026-12-03 10:05:00+00', '2026-12-03 10:09:00+00', NULL);
+SELECT * FROM queen.history_queue_totals_v1('2026-12-03 10:00:00+00', '2026-12-03 10:09:00+00', NULL);
+
 -- history::bad_snapshot_refused: 22023.
 SELECT queen.history_queues_v1('{}');
 SELECT queen.history_queues_v1('[]', NULL);
