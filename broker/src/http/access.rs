@@ -49,8 +49,14 @@ pub fn level_of(method: &Method, path: &str) -> Level {
         || path == "/api/v1/analytics/retention"
         || path == "/api/v1/analytics/postgres-stats"
         || (delete && under("/streams/v1/queries/"))
+        || path == "/console/maintenance" && method == Method::POST
+        || path == "/console/groups/delete"
     {
         return Level::Admin;
+    }
+    // The console (http/console): its pages read; its DLQ forms write.
+    if under("/console") && method == Method::GET {
+        return Level::ReadOnly;
     }
     const READABLE: [&str; 9] = [
         "/api/v1/status",

@@ -9,11 +9,13 @@ pub mod access;
 pub mod auth;
 pub mod binary_body;
 pub mod body_timeout;
+pub mod console;
 mod dlq_ops;
 pub mod input;
 pub mod items;
 mod known_queue;
 pub mod kv_ops;
+pub mod mode_ops;
 mod response;
 pub mod routes;
 pub mod server;
@@ -76,6 +78,7 @@ pub fn router(state: AppState) -> Router {
     let web = state.config.webapp_root.is_some();
     let mut routes = Router::new()
         .merge(api)
+        .merge(console::routes(state.clone()))
         .route("/health", get(health::health))
         .route("/metrics", get(health::metrics))
         .route("/metrics/prometheus", get(health::prometheus));
@@ -271,7 +274,7 @@ fn analytics_routes() -> Router<AppState> {
         .route("/api/v1/system/shared-state", get(analytics::shared_state))
 }
 
-/// Error bodies are JSON everywhere (docs/broker-contract.md §1): axum's own rejections
+/// Error bodies are JSON everywhere but the console's pages (docs/broker-contract.md §1): axum's own rejections
 /// (413 body too large, 404, 405, a malformed query string) answer in plain text, so they
 /// are wrapped as `{"error": <text>}` with the same status.
 async fn json_errors(req: Request, next: Next) -> Response {
@@ -281,7 +284,7 @@ async fn json_errors(req: Request, next: Next) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
     if !(status.is_client_error() || status.is_server_error()) || is_json {
         return resp;
     }

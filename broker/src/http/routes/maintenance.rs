@@ -12,9 +12,10 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::db::system::{Mode, Modes};
+use crate::db::system::Mode;
 use crate::error::{ApiError, ApiResult};
 use crate::http::input::parse_json;
+use crate::http::mode_ops::{fresh_modes, switch};
 use crate::state::AppState;
 
 #[derive(Deserialize)]
@@ -29,35 +30,6 @@ fn enabled_of(body: &[u8]) -> ApiResult<bool> {
         Some(Value::Bool(b)) => Ok(b),
         _ => Err(ApiError::field("enabled", "enabled (boolean) is required")),
     }
-}
-
-/// The modes from the database (fresh, as Queen's GET reads them), or the ones in force
-/// here when it cannot be read.
-async fn fresh_modes(state: &AppState) -> Modes {
-    let read = async { state.db.conn().await?.system_state().await };
-    match read.await {
-        Ok(m) => {
-            state.modes.set(m);
-            m
-        }
-        Err(_) => state.modes.get(),
-    }
-}
-
-async fn switch(state: &AppState, mode: Mode, enabled: bool) -> ApiResult<Modes> {
-    let m = state
-        .db
-        .conn()
-        .await?
-        .system_state_set(mode, enabled)
-        .await?;
-    state.modes.set(m);
-    if matches!(mode, Mode::Push) && !enabled {
-        if let Some(s) = &state.spool {
-            s.appended.notify_one();
-        }
-    }
-    Ok(m)
 }
 
 /// `GET /api/v1/system/maintenance`.
