@@ -119,6 +119,8 @@ if PG_URL=$(bash tests/cluster.sh start); then
     run_suite readme bash tests/readme_examples.sh "$PG_URL"
     # The real Python SDK (queen-mq from PyPI, in target/py-venv) against the broker.
     run_suite python bash tests/python_e2e.sh "$PG_URL"
+    # The operator console in headless Chromium (skipped, in one line, without it).
+    run_suite browser bash tests/browser_console.sh "$PG_URL"
     # Soak with faults, crash durability (kill -9 broker, PostgreSQL -m immediate),
     # hostile input: short forms (~1.5 min). Long forms: tests/reliability.sh URL --long.
     run_suite reliability bash tests/reliability.sh "$PG_URL"

@@ -239,6 +239,10 @@ async fn routes(ctx: &Ctx, db: &Client, sec: &mut Section) -> BResult<()> {
         "/api/v1/analytics/system-metrics".to_string(),
         "/api/v1/analytics/retention".to_string(),
         "/api/v1/analytics/postgres-stats".to_string(),
+        "/console/queues".to_string(),
+        format!("/console/queues/{one}"),
+        "/console/groups".to_string(),
+        "/console/throughput".to_string(),
     ];
     let mut rows = Vec::new();
     let r: BResult<()> = async {
@@ -270,7 +274,8 @@ async fn routes(ctx: &Ctx, db: &Client, sec: &mut Section) -> BResult<()> {
          20 times in a row from one client (5 for the refresh, which reads every queue's \
          statistics and files 1,000 rows); the default range (the last hour; \
          `/status/analytics`: the last 24 hours). `queue-ops` and `queue-lag` without a \
-         queue answer every queue's 60 buckets. Client-side timing, milliseconds; KiB = the \
+         queue answer every queue's 60 buckets; the `/console` pages are the operator \
+         console's HTML (docs/console.md). Client-side timing, milliseconds; KiB = the \
          answer's size."
     ));
     sec.table(&["request", "p50 ms", "p95 ms", "KiB"], &rows);
