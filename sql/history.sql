@@ -362,6 +362,31 @@ AS $$
      ORDER BY 3 DESC, i.queue COLLATE "C"
 $$;
 
+-- Messages pushed per minute into each of p_queues over [p_from, p_to] (the growth between
+-- a queue's consecutive snapshots, never negative), for the console's sparklines: one
+-- index range and one probe per queue.
+CREATE FUNCTION queen.history_pushed_v1(p_from timestamptz, p_to timestamptz, p_queues uuid[])
+RETURNS TABLE(r_queue_id uuid, r_bucket timestamptz, r_pushed bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.queue_id, s.bucket, s.d FROM (
+        SELECT h.queue_id, h.bucket,
+               GREATEST(h.pushed - lag(h.pushed) OVER (PARTITION BY h.queue_id ORDER BY h.bucket), 0) AS d
+          FROM unnest(p_queues) q(id)
+          CROSS JOIN LATERAL (
+                (SELECT x.queue_id, x.bucket, x.pushed FROM queen.history_queues x
+                  WHERE x.queue_id = q.id AND x.bucket >= date_trunc('minute', p_from)
+                    AND x.bucket <= p_to)
+                UNION ALL
+                -- The snapshot before the range, however far back: its first minute's base.
+                (SELECT x.queue_id, x.bucket, x.pushed FROM queen.history_queues x
+                  WHERE x.queue_id = q.id AND x.bucket < date_trunc('minute', p_from)
+                  ORDER BY x.bucket DESC LIMIT 1)) h) s
+     WHERE s.bucket >= date_trunc('minute', p_from)
+     ORDER BY s.queue_id, s.bucket
+$$;
+
 -- What retention removed in [p_from, p_to], in p_bucket wide buckets.
 CREATE FUNCTION queen.history_lifecycle_series_v1(p_from timestamptz, p_to timestamptz,
                                                   p_bucket interval)

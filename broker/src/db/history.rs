@@ -269,6 +269,25 @@ impl Conn {
             .collect()
     }
 
+    /// `queen.history_pushed_v1`: messages pushed per minute into each of `queues` over
+    /// `r`, by queue then minute.
+    pub async fn history_pushed(
+        &self,
+        r: Range,
+        queues: &[Uuid],
+    ) -> Result<Vec<(Uuid, i64)>, DbError> {
+        let rows = self
+            .rows(
+                "SELECT r_queue_id, r_pushed FROM queen.history_pushed_v1($1::timestamptz, \
+                 $2::timestamptz, $3::uuid[])",
+                &[&r.from, &r.to, &queues],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| Ok((get(row, 0)?, get(row, 1)?)))
+            .collect()
+    }
+
     /// `queen.history_lifecycle_series_v1`: what the lifecycle removed in `r`'s buckets.
     pub async fn history_lifecycle_series(
         &self,

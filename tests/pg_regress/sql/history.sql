@@ -47,6 +47,9 @@ SELECT * FROM queen.history_lag_series_v1('2026-12-03 10:00:00+00', '2026-12-03 
 SELECT * FROM queen.history_queue_totals_v1('2026-12-03 10:05:00+00', '2026-12-03 10:09:00+00', NULL);
 SELECT * FROM queen.history_queue_totals_v1('2026-12-03 10:00:00+00', '2026-12-03 10:09:00+00', NULL);
 
+-- history::pushed_per_minute_of_some_queues: the console's sparklines.
+SELECT * FROM queen.history_pushed_v1('2026-12-03 10:05:00+00', '2026-12-03 10:09:00+00', ARRAY['6f1c1d9e-0000-4000-8000-00000000000a'::uuid, '6f1c1d9e-0000-4000-8000-0000000000ff'::uuid]);
+
 -- history::bad_snapshot_refused: 22023.
 SELECT queen.history_queues_v1('{}');
 SELECT queen.history_queues_v1('[]', NULL);

@@ -42,6 +42,8 @@ const JS: &str = include_str!("console.js");
 const COOKIE: &str = "queen_token";
 /// Dead letters per page.
 const DLQ_PAGE: i32 = 50;
+/// Queues per page of the queue list.
+const QUEUE_PAGE: usize = 100;
 
 /// The console's routes, authenticated as the API is.
 pub fn routes(state: AppState) -> Router<AppState> {
@@ -228,22 +230,27 @@ struct Notice {
     queue: Option<String>,
     offset: Option<i64>,
     range: Option<String>,
+    page: Option<usize>,
 }
 
-async fn queues(State(state): State<AppState>, t: Tenant) -> PageResult {
-    let qs = or_page(load(&state.db, Some(t.0), None).await)?;
+async fn queues(State(state): State<AppState>, t: Tenant, Query(n): Query<Notice>) -> PageResult {
+    let all = or_page(load(&state.db, Some(t.0), None).await)?;
+    let pages_n = all.len().div_ceil(QUEUE_PAGE).max(1);
+    let at = n.page.unwrap_or(1).clamp(1, pages_n);
+    let qs = &all[(at - 1) * QUEUE_PAGE..(at * QUEUE_PAGE).min(all.len())];
     let now = Utc::now();
     let hour = Range {
         from: now - Duration::hours(1),
         to: now,
         bucket_minutes: 1,
     };
-    let scope = state.config.tenancy().then_some(t.0);
+    // The sparklines of this page's queues only: one index range each.
+    let ids: Vec<Uuid> = qs.iter().map(|q| q.meta.id).collect();
     let conn = or_page(state.db.conn().await)?;
-    let series = or_page(conn.history_queues_series(hour, scope, None).await)?;
-    let mut pushed: HashMap<&str, Vec<f64>> = HashMap::new();
-    for b in &series {
-        pushed.entry(&b.queue).or_default().push(b.pushed as f64);
+    let series = or_page(conn.history_pushed(hour, &ids).await)?;
+    let mut pushed: HashMap<Uuid, Vec<f64>> = HashMap::new();
+    for (id, n) in &series {
+        pushed.entry(*id).or_default().push(*n as f64);
     }
     let lines: Vec<pages::QueueLine> = qs
         .iter()
@@ -260,18 +267,14 @@ async fn queues(State(state): State<AppState>, t: Tenant) -> PageResult {
                 dead_letter: f.dead_letter,
                 lag: q.cursors().map(|(_, c)| c.lag).sum(),
                 oldest_age_s: ages.fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a)))),
-                pushed_per_minute: pushed.remove(q.meta.name.as_str()).unwrap_or_default(),
+                pushed_per_minute: pushed.remove(&q.meta.id).unwrap_or_default(),
             }
         })
         .collect();
+    let body = pages::queues(&lines, all.len(), at, pages_n);
     Ok(page(
         StatusCode::OK,
-        pages::layout(
-            "Queues",
-            "/console/queues",
-            shown(&state, t),
-            pages::queues(&lines),
-        ),
+        pages::layout("Queues", "/console/queues", shown(&state, t), body),
     ))
 }
 

@@ -64,10 +64,11 @@ pub struct QueueLine {
     pub pushed_per_minute: Vec<f64>,
 }
 
-pub fn queues(lines: &[QueueLine]) -> Markup {
+/// One page (`at` of `pages`) of the `total` queues.
+pub fn queues(lines: &[QueueLine], total: usize, at: usize, pages: usize) -> Markup {
     html! {
-        p { (lines.len()) " queues. Throughput: messages pushed per minute over the last hour \
-            (the sampled history)." }
+        p { (total) " queues" @if pages > 1 { ", page " (at) " of " (pages) } ". Throughput: \
+            messages pushed per minute over the last hour (the sampled history)." }
         table {
             thead { tr {
                 th { "queue" } th { "namespace" } th class="n" { "partitions" }
@@ -91,6 +92,12 @@ pub fn queues(lines: &[QueueLine]) -> Markup {
                         td { (chart::sparkline(&q.pushed_per_minute)) }
                     }
                 }
+            }
+        }
+        @if pages > 1 {
+            p class="pager" {
+                @if at > 1 { a href=(format!("/console/queues?page={}", at - 1)) { "Previous" } " " }
+                @if at < pages { a href=(format!("/console/queues?page={}", at + 1)) { "Next" } }
             }
         }
     }
@@ -431,7 +438,7 @@ mod tests {
             oldest_age_s: None,
             pushed_per_minute: vec![],
         };
-        let html = queues(&[q]).into_string();
+        let html = queues(&[q], 1, 1, 1).into_string();
         assert!(html.contains("&lt;b&gt;&amp;q"), "{html}");
         assert!(html.contains("/console/queues/%3Cb%3E%26q"), "{html}");
         assert!(!html.contains("<b>&q"));
