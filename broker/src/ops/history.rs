@@ -196,7 +196,8 @@ pub fn gauges(db: &Db, parked: usize) -> Gauges {
 
 /// Samples every `every_ms` (0: never) until `stop` resolves; `read` gives the counters
 /// and gauges of the moment. The first sample is taken one interval after start, from
-/// the counters at start.
+/// the counters at start; the first queue snapshot in the first minute that begins after
+/// start.
 pub fn start(
     db: Db,
     every_ms: u64,
@@ -210,7 +211,9 @@ pub fn start(
     tokio::spawn(async move {
         let run = async {
             let mut before = read().0;
-            let mut filed_minute = None;
+            // The first snapshot waits for the next minute: brokers started together (a
+            // deploy, a restart) do not each read every queue's statistics at once.
+            let mut filed_minute = Some(chrono::Utc::now().timestamp() / 60);
             loop {
                 tokio::time::sleep(Duration::from_millis(every_ms)).await;
                 let (now, g) = read();

@@ -36,6 +36,12 @@ async fn overhead(ctx: &Ctx, db: &Client, sec: &mut Section) -> BResult<()> {
     let rounds = ctx.pick(3, 5);
     let secs = ctx.pick(4.0, 10.0);
     let (mut off, mut on) = (Vec::new(), Vec::new());
+    // The sampler's own statements, from pg_stat_statements (only the sampling runs
+    // issue them): what sampling costs the database, free of the runs' noise.
+    let pgss = crate::broker_throughput::pgss_schema(db).await;
+    if let Some(s) = &pgss {
+        crate::broker_throughput::pgss_reset(db, s).await;
+    }
     for round in 0..rounds {
         for k in 0..2 {
             let sampling = (k + round) % 2 == 1;
@@ -67,6 +73,12 @@ async fn overhead(ctx: &Ctx, db: &Client, sec: &mut Section) -> BResult<()> {
         }
     }
     let (a, b) = (median_of(&off), median_of(&on));
+    let cost = match &pgss {
+        Some(s) => sampler_cost(db, s, secs * rounds as f64).await?,
+        None => {
+            "pg_stat_statements is not installed: the sampler's statements were not counted.".into()
+        }
+    };
     sec.heading("Sampling overhead");
     sec.para(format!(
         "Section 3's run at batch 10 (4 producers, 8 consumers, registry + ack fusion) for \
@@ -81,7 +93,40 @@ async fn overhead(ctx: &Ctx, db: &Client, sec: &mut Section) -> BResult<()> {
             vec!["every 1 s".into(), fmt_num(b), runs(&on), fmt_ratio(b, a)],
         ],
     );
+    sec.para(cost);
     Ok(())
+}
+
+/// The sampler's statements over `on_secs` of sampling runs: calls, database time, and
+/// that time as a share of one core.
+async fn sampler_cost(db: &Client, schema: &str, on_secs: f64) -> BResult<String> {
+    let row = db
+        .query_one(
+            &format!(
+                "SELECT coalesce(sum(calls) FILTER (WHERE query ILIKE '%history_record_v1%'), 0)::bigint,
+                        coalesce(sum(total_exec_time) FILTER (WHERE query ILIKE '%history_record_v1%'), 0)::float8,
+                        coalesce(sum(calls) FILTER (WHERE query ILIKE '%history_queues_v1%'
+                                                       OR query ILIKE '%queue_stats_v1%'
+                                                       OR query ILIKE '%queue_list_v1%'), 0)::bigint,
+                        coalesce(sum(total_exec_time) FILTER (WHERE query ILIKE '%history_queues_v1%'
+                                                       OR query ILIKE '%queue_stats_v1%'
+                                                       OR query ILIKE '%queue_list_v1%'), 0)::float8
+                   FROM {schema}.pg_stat_statements
+                  WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ),
+            &[],
+        )
+        .await
+        .map_err(to_s)?;
+    let (rc, rms, sc, sms): (i64, f64, i64, f64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    let share = (rms + sms) / (on_secs * 1000.0) * 100.0;
+    Ok(format!(
+        "The sampler's statements over the {on_secs:.0} s of sampling runs \
+         (pg_stat_statements): {rc} samples (`history_record_v1`) taking {rms:.1} ms of \
+         database time, {sc} statements of the minute's queue snapshots (`queue_list_v1`, \
+         `queue_stats_v1`, `history_queues_v1`) taking {sms:.1} ms: {share:.3} % of one core. \
+         At the default interval (10 s) a tenth of the samples."
+    ))
 }
 
 fn runs(xs: &[f64]) -> String {
