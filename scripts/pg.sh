@@ -22,6 +22,7 @@
 #       the way 17 is built instead; it is also the fallback when PyPI cannot be reached.
 # A stamp (target/pg/N/.stamp) records what was made; a rerun with the same stamp does
 # nothing. The server runs as postgres: the tree is made readable to all.
+# QUEEN_PG_SKIP="17 18" names majors not to set up (exit 3, as if they could not be had).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -221,6 +222,8 @@ check() { # pg_config major: the server is that major and has what the tests nee
     echo "$pgc"
 }
 
+# QUEEN_PG_SKIP="17 18": majors not to set up here (the test command then skips them).
+[[ " ${QUEEN_PG_SKIP:-} " == *" $N "* ]] && unavailable "PostgreSQL $N: QUEEN_PG_SKIP names it"
 PGC=
 case $N in
 15)
