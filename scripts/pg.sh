@@ -32,8 +32,10 @@ log() { echo "pg.sh: $*" >&2; }
 unavailable() { echo "$*"; exit 3; }
 
 # --- Debian source packages -------------------------------------------------------------
-# The Debian mirror of this machine's own sources list (deb.debian.org by default).
+# The Debian mirror of this machine's own sources list (deb.debian.org by default;
+# QUEEN_DEBIAN_MIRROR names another).
 debian_mirror() {
+    [ -z "${QUEEN_DEBIAN_MIRROR:-}" ] || { echo "${QUEEN_DEBIAN_MIRROR%/}"; return; }
     local uri
     uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
         grep -oE 'https?://[^ ]+/debian/?( |$)' | grep -v security | head -1 | tr -d ' ') || true
