@@ -113,7 +113,8 @@ fi
 # the #[pg_test]s (cargo pgrx test pgN, its own data directory; pgrx's port is its base
 # port + N), then, on a cluster of N of its own (port QUEEN_TEST_PG_PORT + 10 + N - 15),
 # the SQL regression files (smoke.sql among them), the upgrade test (old libraries built
-# for N, target/old-libs/pgN/) and the moved statistics counters (tests/pg_stats.sh).
+# for N, target/old-libs/pgN/), the moved statistics counters (tests/pg_stats.sh) and
+# lease durability (its own primary and standby of N).
 run_major_suites() { # N pg_config
     local n=$1 pgc=$2 started=$SECONDS url
     local port=$((${QUEEN_TEST_PG_PORT:-5498} + 10 + n - 15))
@@ -127,6 +128,10 @@ run_major_suites() { # N pg_config
         PG_CONFIG=$pgc run_suite "pg${n}_regress" bash tests/regress.sh "$url"
         PG_CONFIG=$pgc run_suite "pg${n}_upgrade" bash tests/upgrade.sh "$url"
         run_suite "pg${n}_pg_stats" bash tests/pg_stats.sh "$url"
+        # Crash and promotion void leases (clusters of its own at QUEEN_TEST_PG_PORT + 200:
+        # here that lands at this cluster's port + 10 + N - 15, clear of every other one).
+        PG_CONFIG=$pgc QUEEN_TEST_PG_PORT=$((port - 200 + 10 + n - 15)) \
+            run_suite "pg${n}_lease_durability" bash tests/lease_durability.sh
         PG_CONFIG=$pgc QUEEN_TEST_PG_PORT=$port bash tests/cluster.sh stop
     else
         echo "=== PostgreSQL $n cluster FAILED to start"; status=1
