@@ -113,8 +113,8 @@ fi
 # the #[pg_test]s (cargo pgrx test pgN, its own data directory; pgrx's port is its base
 # port + N), then, on a cluster of N of its own (port QUEEN_TEST_PG_PORT + 10 + N - 15),
 # the SQL regression files (smoke.sql among them), the upgrade test (old libraries built
-# for N, target/old-libs/pgN/), the moved statistics counters (tests/pg_stats.sh) and
-# lease durability (its own primary and standby of N).
+# for N, target/old-libs/pgN/), the moved statistics counters (tests/pg_stats.sh), the
+# broker's integration tests and lease durability (its own primary and standby of N).
 run_major_suites() { # N pg_config
     local n=$1 pgc=$2 started=$SECONDS url
     local port=$((${QUEEN_TEST_PG_PORT:-5498} + 10 + n - 15))
@@ -128,6 +128,8 @@ run_major_suites() { # N pg_config
         PG_CONFIG=$pgc run_suite "pg${n}_regress" bash tests/regress.sh "$url"
         PG_CONFIG=$pgc run_suite "pg${n}_upgrade" bash tests/upgrade.sh "$url"
         run_suite "pg${n}_pg_stats" bash tests/pg_stats.sh "$url"
+        # The broker's integration tests over real HTTP against this major.
+        QUEEN_TEST_DATABASE_URL=$url run_suite "pg${n}_broker" cargo test -p queen_broker
         # Crash and promotion void leases (clusters of its own at QUEEN_TEST_PG_PORT + 200:
         # here that lands at this cluster's port + 10 + N - 15, clear of every other one).
         PG_CONFIG=$pgc QUEEN_TEST_PG_PORT=$((port - 200 + 10 + n - 15)) \
