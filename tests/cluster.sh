@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# A short-lived PostgreSQL 15 test cluster with the (non-test) extension installed, for
-# the suites that need a running server: the SQL smoke test and the broker tests.
+# A short-lived PostgreSQL test cluster with the (non-test) extension installed, for
+# the suites that need a running server: the SQL regression files, the upgrade test and
+# the broker tests. PostgreSQL 15 by default; PG_CONFIG names another (scripts/pg.sh N).
 #   tests/cluster.sh start   -> prints the connection URL
 #   tests/cluster.sh stop
 # Runs as the unprivileged postgres user (PostgreSQL refuses root) with pg_test_config

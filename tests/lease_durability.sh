@@ -65,14 +65,17 @@ check acked_batch_commits "$(ack_batch $PORT "$pid" "$lease" "$first" acked)" "3
 # every such pop locked the queue row, a logged write: one flush each.
 sql $PORT "SELECT queen.push('quiet', '[0]', ARRAY['q0'])" >/dev/null
 sql $PORT "SELECT count(*) FROM queen.pop('quiet', p_group => 'wg', p_lease_seconds => 300)" >/dev/null
+# (WAL syncs moved from pg_stat_wal to pg_stat_io in 18: tests/pg_stats.tsv)
+. tests/pg_stats.sh
+wal_syncs=$(pg_stats_expr wal_syncs "$(sql $PORT "SHOW server_version_num")")
 syncs=$( { echo "SELECT pg_stat_force_next_flush();"
-           echo "SELECT wal_sync AS s0 FROM pg_stat_wal \gset"
+           echo "SELECT $wal_syncs AS s0 \gset"
            for _ in $(seq 1 40); do
                echo "UPDATE queen.log_leases SET lease_expires_at = now() - interval '1 s' WHERE consumer_group = 'wg';"
                echo "SELECT count(*) FROM queen.pop('quiet', p_group => 'wg', p_lease_seconds => 300);"
            done
            echo "SELECT pg_stat_force_next_flush();"
-           echo "SELECT 'syncs=' || (wal_sync - :s0) FROM pg_stat_wal;"; } |
+           echo "SELECT 'syncs=' || ($wal_syncs - :s0);"; } |
          psql "postgres://postgres@127.0.0.1:$PORT/queen_test" -X -qAt -v ON_ERROR_STOP=1 2>&1 | sed -n 's/^syncs=//p')
 if [ -n "$syncs" ] && [ "$syncs" -lt 20 ]; then ok lease_only_pop_waits_for_no_wal_flush
 else fail lease_only_pop_waits_for_no_wal_flush "40 lease-only pops cost ${syncs:-?} WAL syncs"; fi

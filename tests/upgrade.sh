@@ -8,9 +8,9 @@
 #
 # For each frozen install script sql/install/queen_ack--V.sql:
 #   1. CREATE EXTENSION queen_ack VERSION 'V' in a fresh database with V's own library
-#      (scripts/build-old-library.sh builds it from the commit V was frozen at), then
-#      push, pop, ack, nack and dead-letter messages through V's functions, leaving a live
-#      lease and unconsumed messages behind;
+#      (scripts/build-old-library.sh builds it for the major under test from the commit
+#      V was frozen at), then push, pop, ack, nack and dead-letter messages through V's
+#      functions, leaving a live lease and unconsumed messages behind;
 #   2. snapshot every table (the columns V had), put the current library back,
 #      ALTER EXTENSION queen_ack UPDATE;
 #   3. (a) every row is still there, column for column; the extension reports the default
@@ -28,6 +28,8 @@ cd "$(dirname "$0")/.."
 URL=${1:?usage: tests/upgrade.sh <postgres-url>}
 BASE=${URL%/*}
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+# The old libraries are built for the major under test (scripts/build-old-library.sh).
+PG_MAJOR=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 WORK=$(mktemp -d /tmp/queen-upgrade.XXXXXX)
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "test upgrade::$1 ... ok"; }
@@ -141,7 +143,7 @@ for script in sql/install/queen_ack--*.sql; do
     check "${tag}_sql_is_refused_by_the_current_library_until_updated" \
         "$(psql_db "$db" -c "SELECT queen.push('x', '[1]')" 2>&1 | grep -o 'run ALTER EXTENSION queen_ack UPDATE')|$(psql_db "$db" -c "SELECT count(*) FROM queen.queues")" \
         "run ALTER EXTENSION queen_ack UPDATE|0"
-    old_lib=$(bash scripts/build-old-library.sh "$v" 2>"$WORK/$db.build.err") || {
+    old_lib=$(bash scripts/build-old-library.sh "$v" "$PG_MAJOR" 2>"$WORK/$db.build.err") || {
         fail "${tag}_old_library_builds" "$(tail -5 "$WORK/$db.build.err")"
         continue
     }

@@ -22,15 +22,45 @@ pub struct Counters {
     pub checkpoints: i64,
 }
 
+/// The statistics counters that moved between PostgreSQL majors, as the test suites read
+/// them too: one row per counter and first `server_version_num` it applies to.
+const PG_STATS: &str = include_str!("../../../../tests/pg_stats.tsv");
+
+/// The SQL expression of counter `name` on a server of `version_num`
+/// (`server_version_num`): of its rows in tests/pg_stats.tsv, the one of the highest
+/// version not above the server's. Checkpoints moved from pg_stat_bgwriter to
+/// pg_stat_checkpointer in 17.
+pub fn pg_stats_expr(name: &str, version_num: i64) -> Option<&'static str> {
+    PG_STATS
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut f = l.splitn(3, '\t');
+            let (n, since, expr) = (f.next()?, f.next()?.parse::<i64>().ok()?, f.next()?);
+            (n == name && since <= version_num).then_some((since, expr))
+        })
+        .max_by_key(|(since, _)| *since)
+        .map(|(_, expr)| expr)
+}
+
 impl Counters {
     pub async fn read(db: &Client) -> BResult<Counters> {
         let _ = db.batch_execute("SELECT pg_stat_force_next_flush()").await;
+        let version: i64 = db
+            .query_one("SELECT current_setting('server_version_num')::bigint", &[])
+            .await
+            .map_err(to_s)?
+            .get(0);
+        let checkpoints = pg_stats_expr("checkpoints", version)
+            .ok_or_else(|| format!("tests/pg_stats.tsv has no checkpoints row for {version}"))?;
         let r = db
             .query_one(
-                "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+                &format!(
+                    "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
                         pg_snapshot_xmax(pg_current_snapshot())::text::bigint,
                         (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()),
-                        (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)",
+                        {checkpoints}"
+                ),
                 &[],
             )
             .await
@@ -151,4 +181,33 @@ pub async fn statements(db: &Client, schema: &str) -> BResult<Vec<Stmt>> {
             total_ms: r.get(3),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pg_stats_expr;
+
+    #[test]
+    fn checkpoints_come_from_pg_stat_bgwriter_before_17_and_pg_stat_checkpointer_from_17() {
+        assert!(pg_stats_expr("checkpoints", 150_020)
+            .unwrap()
+            .contains("FROM pg_stat_bgwriter"));
+        assert!(pg_stats_expr("checkpoints", 170_000)
+            .unwrap()
+            .contains("FROM pg_stat_checkpointer"));
+        assert!(pg_stats_expr("checkpoints", 180_006)
+            .unwrap()
+            .contains("FROM pg_stat_checkpointer"));
+    }
+
+    #[test]
+    fn wal_syncs_come_from_pg_stat_wal_before_18_and_pg_stat_io_from_18() {
+        assert!(pg_stats_expr("wal_syncs", 170_011)
+            .unwrap()
+            .contains("FROM pg_stat_wal"));
+        assert!(pg_stats_expr("wal_syncs", 180_000)
+            .unwrap()
+            .contains("FROM pg_stat_io"));
+        assert_eq!(pg_stats_expr("no_such_counter", 180_000), None);
+    }
 }
