@@ -9,13 +9,12 @@ use crate::state::AppState;
 /// The modes from the database (fresh, as Queen's GET reads them), or the ones in force
 /// here when it cannot be read.
 pub async fn fresh_modes(state: &AppState) -> Modes {
+    let generation = state.modes.generation();
     let read = async { state.db.conn().await?.system_state().await };
     match read.await {
-        Ok(m) => {
-            state.modes.set(m);
-            m
-        }
-        Err(_) => state.modes.get(),
+        // A switch through this broker during the read is newer than what it saw.
+        Ok(m) if state.modes.set_read(m, generation) => m,
+        _ => state.modes.get(),
     }
 }
 
@@ -28,7 +27,7 @@ pub async fn switch(state: &AppState, mode: Mode, enabled: bool) -> ApiResult<Mo
         .await?
         .system_state_set(mode, enabled)
         .await?;
-    state.modes.set(m);
+    state.modes.set_written(m);
     if matches!(mode, Mode::Push) && !enabled {
         if let Some(s) = &state.spool {
             s.appended.notify_one();

@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::db::system::Modes;
@@ -19,6 +20,12 @@ pub struct SharedModes {
     pop: AtomicBool,
     /// Reads of the modes that failed (the database unreachable).
     pub failed_reads: AtomicU64,
+    /// Switches written through this broker so far. A read of the database that began
+    /// before one of them saw the modes before it: taken, it would undo the switch here
+    /// until the next read (found by the spool suite: a push answered `queued` right
+    /// after push maintenance was switched on). Held while a mode is taken, so the check
+    /// and the change are one step.
+    writes: Mutex<u64>,
 }
 
 impl SharedModes {
@@ -32,9 +39,32 @@ impl SharedModes {
         self.pop.load(Ordering::Relaxed)
     }
 
-    /// Takes the modes read from the database (or just written through it), logging a
-    /// change.
-    pub fn set(&self, m: Modes) {
+    /// What a read of the database starts after: give it back to [`SharedModes::set_read`].
+    pub fn generation(&self) -> u64 {
+        *self.writes.lock().expect("modes poisoned")
+    }
+
+    /// Takes the modes just written through this broker.
+    pub fn set_written(&self, m: Modes) {
+        let mut w = self.writes.lock().expect("modes poisoned");
+        *w += 1;
+        self.set(m);
+    }
+
+    /// Takes the modes a read that began at `generation` found, unless this broker
+    /// switched a mode since (its switch is newer than what the read saw). Whether they
+    /// were taken.
+    pub fn set_read(&self, m: Modes, generation: u64) -> bool {
+        let w = self.writes.lock().expect("modes poisoned");
+        if *w != generation {
+            return false;
+        }
+        self.set(m);
+        true
+    }
+
+    /// Takes `m`, logging a change.
+    fn set(&self, m: Modes) {
         let was_push = self.push.swap(m.maintenance_mode, Ordering::Relaxed);
         let was_pop = self.pop.swap(m.pop_maintenance_mode, Ordering::Relaxed);
         if was_push != m.maintenance_mode {
@@ -80,8 +110,11 @@ pub fn start(
     tokio::spawn(async move {
         let run = async {
             loop {
+                let generation = modes.generation();
                 match read(&db).await {
-                    Ok(m) => modes.set(m),
+                    Ok(m) => {
+                        modes.set_read(m, generation);
+                    }
                     Err(e) => {
                         modes.failed_reads.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!("maintenance modes not read: {e}");
@@ -99,4 +132,30 @@ pub fn start(
 
 async fn read(db: &Db) -> Result<Modes, crate::db::DbError> {
     db.conn().await?.system_state().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn modes(push: bool) -> Modes {
+        Modes {
+            maintenance_mode: push,
+            pop_maintenance_mode: false,
+        }
+    }
+
+    #[test]
+    fn a_read_that_began_before_a_switch_does_not_undo_it() {
+        let s = SharedModes::default();
+        let before = s.generation();
+        // The switch lands while the read is in flight; the read saw the old modes.
+        s.set_written(modes(true));
+        assert!(!s.set_read(modes(false), before));
+        assert!(s.push_maintenance(), "the switch stands");
+        // The next read, begun after the switch, is taken.
+        let after = s.generation();
+        assert!(s.set_read(modes(false), after));
+        assert!(!s.push_maintenance());
+    }
 }
