@@ -2697,6 +2697,20 @@ CREATE TABLE queen.history_lifecycle (
 );
 CREATE INDEX history_lifecycle_at ON queen.history_lifecycle (at);
 
+-- One row per broker, minute and queue with long-polls parked on it in that minute's
+-- samples: the parked count summed over the samples (average = sum / the broker row's
+-- samples: a sample without the queue counted 0) with its extreme. Only queues with a
+-- parked long-poll get a row, so its size is bounded by the parked long-polls.
+CREATE TABLE queen.history_parked (
+    bucket timestamptz NOT NULL,
+    broker text NOT NULL,
+    tenant_id uuid NOT NULL,
+    queue text NOT NULL,
+    parked_sum bigint NOT NULL,
+    parked_max int NOT NULL,
+    PRIMARY KEY (bucket, broker, tenant_id, queue)
+);
+
 -- How long the history is kept: the GUC queen.history_retention (an interval), 7 days
 -- when unset or unreadable.
 CREATE FUNCTION queen.history_retention() RETURNS interval
@@ -2773,6 +2787,22 @@ BEGIN
         pool_idle_min = LEAST(h.pool_idle_min, EXCLUDED.pool_idle_min),
         parked_sum = h.parked_sum + EXCLUDED.parked_sum,
         parked_max = GREATEST(h.parked_max, EXCLUDED.parked_max);
+    -- The long-polls parked per queue: [{"tenantId", "queue", "parked"}].
+    IF jsonb_typeof(s->'parkedQueues') = 'array' THEN
+        INSERT INTO queen.history_parked AS h (bucket, broker, tenant_id, queue,
+                                                parked_sum, parked_max)
+        SELECT v_bucket, p_broker, (e->>'tenantId')::uuid, e->>'queue',
+               sum((e->>'parked')::int), max((e->>'parked')::int)
+          FROM jsonb_array_elements(s->'parkedQueues') e
+         WHERE (e->>'parked')::int > 0
+         GROUP BY 3, 4
+        ON CONFLICT (bucket, broker, tenant_id, queue) DO UPDATE SET
+            parked_sum = h.parked_sum + EXCLUDED.parked_sum,
+            parked_max = GREATEST(h.parked_max, EXCLUDED.parked_max);
+    ELSIF s ? 'parkedQueues' AND jsonb_typeof(s->'parkedQueues') <> 'null' THEN
+        RAISE EXCEPTION 'history_record_v1: parkedQueues must be a JSON array'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 END $$;
 
 -- Files p_now's minute snapshot of the queues (p_rows: one object per queue, keys as the
@@ -2835,6 +2865,7 @@ BEGIN
             COALESCE((p_report->>'sidecarRows')::bigint, 0),
             COALESCE((p_report->>'durationMs')::numeric, 0));
     DELETE FROM queen.history_brokers WHERE bucket < v_cut;
+    DELETE FROM queen.history_parked WHERE bucket < v_cut;
     DELETE FROM queen.history_queues WHERE bucket < v_cut;
     DELETE FROM queen.history_lifecycle WHERE at < v_cut;
 END $$;
@@ -2868,6 +2899,39 @@ AS $$
      WHERE h.bucket >= date_trunc('minute', p_from) AND h.bucket <= p_to
      GROUP BY 1, 2
      ORDER BY 1, 2
+$$;
+
+-- The long-polls parked per queue and broker over [p_from, p_to] in p_bucket wide
+-- buckets: the average over the broker's samples of the bucket (Queen's
+-- queue-parked-replicas) and the extreme. p_tenant and p_queue narrow it (NULL: all).
+CREATE FUNCTION queen.history_parked_series_v1(p_from timestamptz, p_to timestamptz,
+                                               p_bucket interval, p_tenant uuid, p_queue text)
+RETURNS TABLE(r_bucket timestamptz, r_queue text, r_broker text, r_hostname text,
+              r_parked_avg numeric, r_parked_max int)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH parked AS (
+        SELECT date_bin(p_bucket, p.bucket, timestamptz '2000-01-01') AS b, p.broker,
+               p.queue, sum(p.parked_sum) AS parked_sum, max(p.parked_max) AS parked_max
+          FROM queen.history_parked p
+         WHERE p.bucket >= date_trunc('minute', p_from) AND p.bucket <= p_to
+           AND (p_tenant IS NULL OR p.tenant_id = p_tenant)
+           AND (p_queue IS NULL OR p.queue = p_queue)
+         GROUP BY 1, 2, 3
+    ),
+    samples AS (
+        SELECT date_bin(p_bucket, h.bucket, timestamptz '2000-01-01') AS b, h.broker,
+               max(h.hostname) AS hostname, sum(h.samples) AS samples
+          FROM queen.history_brokers h
+         WHERE h.bucket >= date_trunc('minute', p_from) AND h.bucket <= p_to
+           AND h.broker IN (SELECT broker FROM parked)
+         GROUP BY 1, 2
+    )
+    SELECT p.b, p.queue, p.broker, s.hostname,
+           round(p.parked_sum::numeric / NULLIF(s.samples, 0), 2), p.parked_max
+      FROM parked p JOIN samples s ON s.b = p.b AND s.broker = p.broker
+     ORDER BY p.b, p.queue COLLATE "C", p.broker COLLATE "C"
 $$;
 
 -- The queues' traffic of [p_from, p_to] in p_bucket wide buckets: pushes and
@@ -3130,6 +3194,7 @@ REVOKE ALL ON FUNCTION queen.history_retention(),
     queen.history_record_v1(text, text, int, int, jsonb, timestamptz),
     queen.history_queues_v1(jsonb, timestamptz, bool), queen.history_lifecycle_v1(jsonb, timestamptz),
     queen.history_brokers_v1(timestamptz, timestamptz, interval),
+    queen.history_parked_series_v1(timestamptz, timestamptz, interval, uuid, text),
     queen.history_queues_series_v1(timestamptz, timestamptz, interval, uuid, text),
     queen.history_lifecycle_series_v1(timestamptz, timestamptz, interval),
     queen.history_lag_series_v1(timestamptz, timestamptz, interval, uuid),
@@ -3140,6 +3205,7 @@ GRANT EXECUTE ON FUNCTION queen.history_retention(),
     queen.history_record_v1(text, text, int, int, jsonb, timestamptz),
     queen.history_queues_v1(jsonb, timestamptz, bool), queen.history_lifecycle_v1(jsonb, timestamptz),
     queen.history_brokers_v1(timestamptz, timestamptz, interval),
+    queen.history_parked_series_v1(timestamptz, timestamptz, interval, uuid, text),
     queen.history_queues_series_v1(timestamptz, timestamptz, interval, uuid, text),
     queen.history_lifecycle_series_v1(timestamptz, timestamptz, interval),
     queen.history_lag_series_v1(timestamptz, timestamptz, interval, uuid),

@@ -206,10 +206,21 @@ impl AppState {
         map.entry(key).or_default().clone()
     }
 
-    /// Long-polls parked now: every holder of a waker but the map itself.
-    pub fn parked(&self) -> usize {
+    /// Long-polls parked now per (tenant, queue), for the sampled history
+    /// (docs/observability.md): every holder of a waker but the map itself. Queues with
+    /// none are left out.
+    pub fn parked_by_queue(&self) -> Vec<(Uuid, String, usize)> {
         let map = self.wakers.lock().expect("waker map poisoned");
-        map.values().map(|n| Arc::strong_count(n) - 1).sum()
+        let mut by: std::collections::BTreeMap<(Uuid, &str), usize> = Default::default();
+        for ((tenant, queue, _), n) in map.iter() {
+            let parked = Arc::strong_count(n) - 1;
+            if parked > 0 {
+                *by.entry((*tenant, queue.as_str())).or_default() += parked;
+            }
+        }
+        by.into_iter()
+            .map(|((t, q), n)| (t, q.to_string(), n))
+            .collect()
     }
 
     /// Wakes the long-polls a push into `partition` of `queue` can serve: that

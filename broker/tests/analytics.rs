@@ -266,6 +266,113 @@ async fn worker_and_system_metrics_are_this_brokers_samples() {
     assert!(r["timeSeries"][0]["sampleCount"].as_i64().unwrap() >= 1);
 }
 
+/// A long-poll parked on a queue is sampled per queue and broker: Queen's
+/// queue-parked-replicas (`series[]`: bucket, queueName, hostname, workerId,
+/// parkedCount; `replicas[]`: hostname, workerId) and queue-ops' `parkedCount` show it.
+#[tokio::test]
+async fn a_parked_long_poll_is_sampled_per_queue_and_broker() {
+    let (b, name) = sampling().await;
+    let q = unique("parked");
+    b.configure(&q, json!({})).await;
+    let url = format!("{}/api/v1/pop/queue/{q}?wait=true&timeout=30000", b.base);
+    let poll = tokio::spawn(b.http.get(url).send());
+    // While it is parked: a queue snapshot filed now (the refresh), and the sampler's
+    // parked row of the same minute (a minute that ends first: filed again).
+    let db = admin().await;
+    let parked_in = |bucket: chrono::DateTime<chrono::Utc>| {
+        let (db, name, q) = (&db, &name, &q);
+        async move {
+            let n: i64 = db
+                .query_one(
+                    "SELECT count(*) FROM queen.history_parked
+                      WHERE broker = $1 AND queue = $2 AND bucket = $3",
+                    &[name, q, &bucket],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            n > 0
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    'filed: loop {
+        assert!(
+            Instant::now() < deadline,
+            "the parked long-poll was not sampled"
+        );
+        let (s, v) = b.post("/api/v1/stats/refresh", &json!({})).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let bucket: chrono::DateTime<chrono::Utc> = db
+            .query_one(
+                "SELECT max(bucket) FROM queen.history_queues WHERE queue = $1",
+                &[&q],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        for _ in 0..20 {
+            if parked_in(bucket).await {
+                break 'filed;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let (s, v) = b
+        .get(&format!("/api/v1/analytics/queue-ops?queue={q}"))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let ops = v["series"].as_array().unwrap();
+    assert!(
+        ops.iter().any(|p| p["parkedCount"].as_f64().unwrap() > 0.0),
+        "{v}"
+    );
+    // The push releases it: nothing waits for its timeout.
+    b.push(json!([{"queue": q, "payload": {"n": 1}}])).await;
+    let answered = poll.await.unwrap().unwrap();
+    assert_eq!(answered.status(), StatusCode::OK);
+
+    let (s, v) = b
+        .get(&format!(
+            "/api/v1/analytics/queue-parked-replicas?queue={q}"
+        ))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_keys(
+        &v,
+        &["timeRange", "bucketMinutes", "series", "replicas"],
+        "queue-parked-replicas",
+    );
+    let series = v["series"].as_array().unwrap();
+    assert!(!series.is_empty(), "{v}");
+    assert_keys(
+        &series[0],
+        &["bucket", "queueName", "hostname", "workerId", "parkedCount"],
+        "series[]",
+    );
+    assert!(series.iter().all(|p| p["queueName"] == q.as_str()), "{v}");
+    assert_eq!(series[0]["workerId"], name.as_str());
+    let parked = series[0]["parkedCount"].as_f64().unwrap();
+    assert!(
+        parked > 0.0 && parked <= 1.0,
+        "one long-poll, averaged: {v}"
+    );
+    assert_eq!(
+        v["replicas"],
+        json!([{"hostname": series[0]["hostname"], "workerId": name}])
+    );
+    // Another queue's filter sees none of it.
+    let (s, v) = b
+        .get(&format!(
+            "/api/v1/analytics/queue-parked-replicas?queue={}",
+            unique("none")
+        ))
+        .await;
+    assert_eq!(
+        (s, v["series"].clone(), v["replicas"].clone()),
+        (StatusCode::OK, json!([]), json!([]))
+    );
+}
+
 /// Two snapshots filed a minute apart: a bucket's traffic is the growth from the
 /// snapshot before it, never negative, and its lag and depth are its own snapshot's.
 #[tokio::test]

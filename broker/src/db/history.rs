@@ -1,7 +1,7 @@
 //! The sampled history (docs/observability.md): the sampler's writes
 //! (`history_record_v1`, `history_queues_v1`) and the status and analytics routes' reads
-//! (`history_brokers_v1`, `history_queues_series_v1`, `history_lifecycle_series_v1`,
-//! `postgres_stats_v1`).
+//! (`history_brokers_v1`, `history_parked_series_v1`, `history_queues_series_v1`,
+//! `history_lifecycle_series_v1`, `postgres_stats_v1`).
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -81,6 +81,18 @@ pub struct QueueTotal {
     pub pushed: i64,
     pub consumed: i64,
     pub max_age_s: Option<i64>,
+}
+
+/// The long-polls parked on one queue of one broker in one bucket
+/// (`history_parked_series_v1`).
+#[derive(Debug, Clone, Default)]
+pub struct ParkedBucket {
+    pub bucket: DateTime<Utc>,
+    pub queue: String,
+    pub broker: String,
+    pub hostname: String,
+    pub parked_avg: Option<f64>,
+    pub parked_max: i32,
 }
 
 /// What the lifecycle removed in one bucket (`history_lifecycle_series_v1`).
@@ -174,6 +186,36 @@ impl Conn {
                     pool_idle_min: get(row, 23)?,
                     parked_avg: numeric(row, 24)?,
                     parked_max: get(row, 25)?,
+                })
+            })
+            .collect()
+    }
+
+    /// `queen.history_parked_series_v1`: the long-polls parked per queue and broker in
+    /// the buckets of `r` (`tenant` and `queue` narrow it), oldest first.
+    pub async fn history_parked_series(
+        &self,
+        r: Range,
+        tenant: Option<Uuid>,
+        queue: Option<&str>,
+    ) -> Result<Vec<ParkedBucket>, DbError> {
+        let rows = self
+            .rows(
+                "SELECT r_bucket, r_queue, r_broker, r_hostname, r_parked_avg::text, \
+                 r_parked_max FROM queen.history_parked_series_v1($1::timestamptz, \
+                 $2::timestamptz, $3::int * interval '1 minute', $4::uuid, $5::text)",
+                &[&r.from, &r.to, &r.bucket_minutes, &tenant, &queue],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(ParkedBucket {
+                    bucket: get(row, 0)?,
+                    queue: get(row, 1)?,
+                    broker: get(row, 2)?,
+                    hostname: get(row, 3)?,
+                    parked_avg: numeric(row, 4)?,
+                    parked_max: get(row, 5)?,
                 })
             })
             .collect()

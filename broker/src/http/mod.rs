@@ -265,6 +265,10 @@ fn analytics_routes() -> Router<AppState> {
         )
         .route("/api/v1/analytics/queue-ops", get(analytics::queue_ops))
         .route("/api/v1/analytics/queue-lag", get(analytics::queue_lag))
+        .route(
+            "/api/v1/analytics/queue-parked-replicas",
+            get(analytics::queue_parked_replicas),
+        )
         .route("/api/v1/analytics/retention", get(analytics::retention))
         .route(
             "/api/v1/analytics/postgres-stats",

@@ -74,7 +74,7 @@ pub async fn serve(
                 .map_or_else(|_| cfg.listen.clone(), |a| a.to_string()),
         ),
         move || {
-            let parked = sampled.parked();
+            let parked = sampled.parked_by_queue();
             (
                 crate::ops::history::counters(&sampled.metrics),
                 crate::ops::history::gauges(&sampled.db, parked),

@@ -1,7 +1,7 @@
 //! The sampled history (crate::db::history) in the shapes of Queen's status and analytics
 //! answers (`get_status_v3`, `get_system_metrics_v1`, `get_worker_metrics_timeseries_v1`,
-//! `get_queue_ops_v1`, `get_queue_lag_v1`, `get_retention_timeseries_v1`,
-//! `get_analytics_v1`). Pure: buckets in, JSON out. What this engine does not measure
+//! `get_queue_ops_v1`, `get_queue_parked_per_replica_v1`, `get_queue_lag_v1`,
+//! `get_retention_timeseries_v1`, `get_analytics_v1`). Pure: buckets in, JSON out. What this engine does not measure
 //! (an event loop's lag, a job queue) is `null`, never a made-up 0
 //! (docs/observability.md lists each key and its source).
 
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
 
-use crate::db::history::{BrokerBucket, LifecycleBucket, QueueBucket};
+use crate::db::history::{BrokerBucket, LifecycleBucket, ParkedBucket, QueueBucket};
 use crate::util::iso_ms;
 
 /// Queen's bucket width for a range: about 60 points at most.
@@ -375,12 +375,28 @@ pub fn system_replicas(rows: &[BrokerBucket], bucket_minutes: i32) -> Vec<Value>
         .collect()
 }
 
+/// The long-polls parked per (bucket, queue) over every broker: the sum of each
+/// broker's average (Queen's cluster-wide `parkedCount`).
+pub fn parked_per_queue(rows: &[ParkedBucket]) -> BTreeMap<(DateTime<Utc>, &str), f64> {
+    let mut out = BTreeMap::new();
+    for r in rows {
+        *out.entry((r.bucket, r.queue.as_str())).or_default() += r.parked_avg.unwrap_or(0.0);
+    }
+    out
+}
+
 /// `/api/v1/analytics/queue-ops`'s `series`, oldest first. Per queue this engine
-/// measures pushes and consumptions (the snapshots' growth) and the partitions, lag and
-/// DLQ depth; request counts per queue are not sampled (null).
-pub fn queue_ops_series(rows: &[QueueBucket], bucket_minutes: i32) -> Vec<Value> {
+/// measures pushes and consumptions (the snapshots' growth), the partitions, lag and
+/// DLQ depth, and the long-polls parked on it (`parked`: [`parked_per_queue`]; a queue
+/// with none sampled parked counts 0); request counts per queue are not sampled (null).
+pub fn queue_ops_series(
+    rows: &[QueueBucket],
+    parked: &BTreeMap<(DateTime<Utc>, &str), f64>,
+    bucket_minutes: i32,
+) -> Vec<Value> {
     rows.iter()
         .map(|r| {
+            let parked = parked.get(&(r.bucket, r.queue.as_str())).copied();
             json!({
                 "bucket": stamp(r.bucket), "queueName": r.queue,
                 "pushRequests": Value::Null, "pushMessages": r.pushed,
@@ -392,11 +408,38 @@ pub fn queue_ops_series(rows: &[QueueBucket], bucket_minutes: i32) -> Vec<Value>
                 "pushPerSecond": per_second(r.pushed, bucket_minutes),
                 "popPerSecond": per_second(r.consumed, bucket_minutes),
                 "ackPerSecond": per_second(r.consumed, bucket_minutes),
-                "emptyPerSecond": Value::Null, "parkedCount": Value::Null,
+                "emptyPerSecond": Value::Null, "parkedCount": round2(parked.unwrap_or(0.0)),
                 "lag": r.lag, "dlq": r.dlq, "messages": r.messages,
             })
         })
         .collect()
+}
+
+/// `/api/v1/analytics/queue-parked-replicas`: the `series` (one element per bucket,
+/// queue and broker with long-polls parked, oldest first) and the `replicas` seen in
+/// them. A broker is Queen's replica: `hostname` and `workerId` (its `hostname:port`).
+pub fn parked_replicas(rows: &[ParkedBucket]) -> (Vec<Value>, Vec<Value>) {
+    let series = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "bucket": stamp(r.bucket), "queueName": r.queue, "hostname": r.hostname,
+                "workerId": r.broker, "parkedCount": r.parked_avg.unwrap_or(0.0),
+                "parkedMax": r.parked_max,
+            })
+        })
+        .collect();
+    let mut replicas: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.hostname.as_str(), r.broker.as_str()))
+        .collect();
+    replicas.sort_unstable();
+    replicas.dedup();
+    let replicas = replicas
+        .into_iter()
+        .map(|(h, w)| json!({"hostname": h, "workerId": w}))
+        .collect();
+    (series, replicas)
 }
 
 /// `/api/v1/analytics/queue-lag`: one element per queue and bucket, newest first.
@@ -572,5 +615,49 @@ mod tests {
         assert_eq!(l.len(), 2);
         assert_eq!(l[0].messages, Some(2));
         assert_eq!(l[1].messages, Some(3));
+    }
+
+    #[test]
+    fn parked_long_polls_add_up_over_brokers_and_name_each_replica_once() {
+        let mk = |t: &str, q: &str, broker: &str, avg: f64| ParkedBucket {
+            bucket: at(t),
+            queue: q.into(),
+            broker: broker.into(),
+            hostname: "h".into(),
+            parked_avg: Some(avg),
+            parked_max: 3,
+        };
+        let rows = [
+            mk("2026-01-01T12:00:00Z", "a", "h:1", 1.5),
+            mk("2026-01-01T12:00:00Z", "a", "h:2", 2.0),
+            mk("2026-01-01T12:01:00Z", "b", "h:1", 0.25),
+        ];
+        let per_queue = parked_per_queue(&rows);
+        assert_eq!(per_queue[&(at("2026-01-01T12:00:00Z"), "a")], 3.5);
+        assert_eq!(per_queue[&(at("2026-01-01T12:01:00Z"), "b")], 0.25);
+        let (series, replicas) = parked_replicas(&rows);
+        assert_eq!(series.len(), 3);
+        assert_eq!(series[0]["bucket"], "2026-01-01T12:00:00Z");
+        assert_eq!(series[0]["workerId"], "h:1");
+        assert_eq!(series[2]["parkedCount"], 0.25);
+        assert_eq!(
+            replicas,
+            vec![
+                json!({"hostname": "h", "workerId": "h:1"}),
+                json!({"hostname": "h", "workerId": "h:2"})
+            ]
+        );
+        let q = QueueBucket {
+            bucket: at("2026-01-01T12:00:00Z"),
+            queue: "a".into(),
+            ..QueueBucket::default()
+        };
+        let other = QueueBucket {
+            queue: "c".into(),
+            ..q.clone()
+        };
+        let ops = queue_ops_series(&[q, other], &per_queue, 1);
+        assert_eq!(ops[0]["parkedCount"], 3.5);
+        assert_eq!(ops[1]["parkedCount"], 0.0, "none sampled parked");
     }
 }

@@ -89,12 +89,14 @@ impl Counters {
 }
 
 /// The gauges of the moment.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Gauges {
     pub rss_bytes: u64,
     pub pool_size: usize,
     pub pool_idle: usize,
     pub parked: usize,
+    /// The long-polls parked per (tenant, queue), queues with none left out.
+    pub parked_queues: Vec<(uuid::Uuid, String, usize)>,
 }
 
 /// One sample as `history_record_v1` takes it.
@@ -108,6 +110,9 @@ pub fn sample_json(d: &Counters, g: &Gauges) -> Value {
         "cpuUserUs": d.cpu_user_us, "cpuSystemUs": d.cpu_system_us,
         "rssBytes": g.rss_bytes, "poolSize": g.pool_size, "poolIdle": g.pool_idle,
         "parked": g.parked,
+        "parkedQueues": g.parked_queues.iter()
+            .map(|(t, q, n)| json!({"tenantId": t, "queue": q, "parked": n}))
+            .collect::<Vec<_>>(),
     })
 }
 
@@ -183,14 +188,16 @@ pub fn counters(m: &Metrics) -> Counters {
     c
 }
 
-/// The gauges of the moment: the process's memory, the pool, `parked` long-polls.
-pub fn gauges(db: &Db, parked: usize) -> Gauges {
+/// The gauges of the moment: the process's memory, the pool, the long-polls parked per
+/// (tenant, queue) and in all.
+pub fn gauges(db: &Db, parked_queues: Vec<(uuid::Uuid, String, usize)>) -> Gauges {
     let pool = db.pool().status();
     Gauges {
         rss_bytes: process::usage().rss_bytes,
         pool_size: pool.size,
         pool_idle: pool.available,
-        parked,
+        parked: parked_queues.iter().map(|(_, _, n)| n).sum(),
+        parked_queues,
     }
 }
 

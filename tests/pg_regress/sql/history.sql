@@ -21,9 +21,24 @@ SELECT r_bucket, r_broker, r_samples, r_push_messages, r_ack_messages, r_rss_byt
 SELECT r_bucket, r_broker, r_samples, r_push_messages
   FROM queen.history_brokers_v1('2026-12-03 10:00:00+00', '2026-12-03 10:04:00+00', interval '5 minutes');
 
--- history::bad_samples_refused: NULLs 22004, a sample that is not an object 22023.
+-- history::bad_samples_refused: NULLs 22004, a sample that is not an object 22023,
+-- parkedQueues that is not an array 22023 (and nothing of it recorded).
 SELECT queen.history_record_v1(NULL, 'h', 1, 7, '{}');
 SELECT queen.history_record_v1('h:1', 'h', 1, 7, '[1]');
+SELECT queen.history_record_v1('h:1', 'h', 1, 7, '{"parkedQueues": {"q": 1}}', '2026-12-03 10:00:55+00');
+SELECT r_samples FROM queen.history_brokers_v1('2026-12-03 10:00:00+00', '2026-12-03 10:00:59+00', interval '1 minute') WHERE r_broker = 'h:1';
+
+-- history::parked_per_queue_and_broker: each sample's long-polls per queue add up; the
+-- average is over the broker's samples of the bucket (a sample without the queue counts
+-- 0); tenant and queue narrow it; a queue with none parked gets no row.
+SELECT queen.history_record_v1('p:1', 'p', 1, 9, '{"parked": 3, "parkedQueues": [{"tenantId": "6f1c1d9e-0000-4000-8000-000000000001", "queue": "a", "parked": 2}, {"tenantId": "6f1c1d9e-0000-4000-8000-000000000001", "queue": "b", "parked": 1}, {"tenantId": "6f1c1d9e-0000-4000-8000-000000000001", "queue": "c", "parked": 0}]}', '2026-12-03 10:03:05+00');
+SELECT queen.history_record_v1('p:1', 'p', 1, 9, '{"parked": 4, "parkedQueues": [{"tenantId": "6f1c1d9e-0000-4000-8000-000000000001", "queue": "a", "parked": 4}]}', '2026-12-03 10:03:25+00');
+SELECT queen.history_record_v1('p:1', 'p', 1, 9, '{"parked": 0, "parkedQueues": []}', '2026-12-03 10:03:45+00');
+SELECT queen.history_record_v1('p:2', 'p', 2, 10, '{"parked": 1, "parkedQueues": [{"tenantId": "6f1c1d9e-0000-4000-8000-000000000002", "queue": "a", "parked": 1}]}', '2026-12-03 10:03:50+00');
+SELECT * FROM queen.history_parked_series_v1('2026-12-03 10:03:00+00', '2026-12-03 10:04:00+00', interval '1 minute', NULL, NULL);
+SELECT * FROM queen.history_parked_series_v1('2026-12-03 10:03:00+00', '2026-12-03 10:04:00+00', interval '1 minute', '6f1c1d9e-0000-4000-8000-000000000002', NULL);
+SELECT r_queue, r_broker FROM queen.history_parked_series_v1('2026-12-03 10:03:00+00', '2026-12-03 10:04:00+00', interval '1 minute', NULL, 'b');
+SELECT count(*) AS rows_of_c FROM queen.history_parked WHERE queue = 'c';
 
 -- history::one_snapshot_a_minute: the second filer of a minute files nothing; a refresh
 -- (p_replace) files over it.
@@ -62,6 +77,7 @@ SELECT * FROM queen.history_lifecycle_series_v1('2026-12-03 10:00:00+00', '2026-
 SELECT count(*) AS snapshots_left FROM queen.history_queues;
 SELECT queen.history_lifecycle_v1('{}', '2026-12-03 11:07:30+00');
 SELECT (SELECT count(*) FROM queen.history_brokers) AS brokers,
+       (SELECT count(*) FROM queen.history_parked) AS parked,
        (SELECT count(*) FROM queen.history_queues) AS queues,
        (SELECT count(*) FROM queen.history_lifecycle) AS runs;
 RESET queen.history_retention;

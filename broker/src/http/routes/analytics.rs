@@ -4,7 +4,7 @@
 //! - `GET /api/v1/status?from=&to=&queue=&namespace=&task=`: the dashboard's overview;
 //! - `GET /api/v1/status/analytics?from=&to=&queue=&namespace=&task=&interval=`;
 //! - `GET /api/v1/analytics/{system-metrics, worker-metrics}?from=&to=&hostname=&workerId=`;
-//! - `GET /api/v1/analytics/{queue-ops, queue-lag}?from=&to=&queue=`;
+//! - `GET /api/v1/analytics/{queue-ops, queue-lag, queue-parked-replicas}?from=&to=&queue=`;
 //! - `GET /api/v1/analytics/retention?from=&to=`, `GET /api/v1/analytics/postgres-stats`;
 //! - `POST /api/v1/stats/refresh`: files the queues' snapshot now (admin);
 //! - `GET /api/v1/system/shared-state`: what the brokers share, and how (admin).
@@ -307,15 +307,51 @@ pub async fn queue_ops(
     Query(p): Query<Params>,
 ) -> ApiResult<Json<Value>> {
     let r = range(&p, Duration::hours(1))?;
-    let rows = queue_rows(&state, r, scope(&state, tenant), &p).await?;
+    let scope = scope(&state, tenant);
+    let rows = queue_rows(&state, r, scope, &p).await?;
+    let parked_rows = parked_rows(&state, r, scope, &p).await?;
+    let parked = shape::parked_per_queue(&parked_rows);
     let mut names: Vec<&str> = rows.iter().map(|q| q.queue.as_str()).collect();
     names.sort_unstable();
     names.dedup();
     Ok(Json(json!({
         "timeRange": shape::time_range(r.from, r.to),
         "bucketMinutes": r.bucket_minutes,
-        "series": shape::queue_ops_series(&rows, r.bucket_minutes),
+        "series": shape::queue_ops_series(&rows, &parked, r.bucket_minutes),
         "queues": names,
+    })))
+}
+
+/// The long-polls parked per queue and broker in `r` that `tenant` may see.
+async fn parked_rows(
+    state: &AppState,
+    r: Range,
+    tenant: Option<uuid::Uuid>,
+    p: &Params,
+) -> ApiResult<Vec<crate::db::history::ParkedBucket>> {
+    Ok(state
+        .db
+        .conn()
+        .await?
+        .history_parked_series(r, tenant, param(p, "queue"))
+        .await?)
+}
+
+/// `GET /api/v1/analytics/queue-parked-replicas`: per bucket, queue and broker, the
+/// long-polls parked (the average over the broker's samples), and the brokers seen.
+pub async fn queue_parked_replicas(
+    State(state): State<AppState>,
+    tenant: Tenant,
+    Query(p): Query<Params>,
+) -> ApiResult<Json<Value>> {
+    let r = range(&p, Duration::hours(1))?;
+    let rows = parked_rows(&state, r, scope(&state, tenant), &p).await?;
+    let (series, replicas) = shape::parked_replicas(&rows);
+    Ok(Json(json!({
+        "timeRange": shape::time_range(r.from, r.to),
+        "bucketMinutes": r.bucket_minutes,
+        "series": series,
+        "replicas": replicas,
     })))
 }
 
