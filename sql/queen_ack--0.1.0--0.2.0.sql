@@ -3090,8 +3090,9 @@ $$;
 -- PostgreSQL's own view of the extension's tables, in the keys of Queen's
 -- /api/v1/analytics/postgres-stats: cache hit ratios, dead tuples, HOT updates, the
 -- statements running over a second in this database, autovacuum, shared_buffers and the
--- tables' sizes. Bounded: catalog and statistics views only. pg_buffercache is not
--- read (bufferUsage is always empty).
+-- sizes of every table of the schema (a fixed set, largest first: a top 20 left out
+-- log_segments once the schema had more tables). Bounded: catalog and statistics views
+-- only. pg_buffercache is not read (bufferUsage is always empty).
 CREATE FUNCTION queen.postgres_stats_v1() RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -3187,7 +3188,7 @@ AS $$
                            'indexSizeBytes', pg_indexes_size(c.oid)) AS x
                   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                  WHERE n.nspname = 'queen' AND c.relkind IN ('r', 'p')
-                 ORDER BY pg_total_relation_size(c.oid) DESC LIMIT 20) s), '[]'))
+                 ORDER BY pg_total_relation_size(c.oid) DESC, c.relname) s), '[]'))
 $$;
 
 REVOKE ALL ON FUNCTION queen.history_retention(),
