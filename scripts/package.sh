@@ -41,12 +41,17 @@ tarball=$(dirname "$OUT")/queen_ack-$version-pg$MAJOR.tar.gz
 
 rm -rf "$OUT"
 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$OUT" >/dev/null
-# pgrx packages the built version's script and the upgrade scripts; add the frozen
-# install scripts of earlier releases, so that every released version can be created.
+# pgrx packages the built version's library (queen_ack-VERSION.so), its script and the
+# upgrade scripts; add the frozen install scripts of earlier releases and their control
+# files, so that a database at every released version can be upgraded. The package
+# carries no older library and replaces none: untarred over a server, it leaves the
+# libraries of earlier releases in place for the databases still at them
+# (docs/operations.md, "Upgrading"; scripts/libraries.sh lists and prunes them).
 extdir=$OUT$("$PG_CONFIG" --sharedir)/extension
-for frozen in sql/install/queen_ack--*.sql; do
+for frozen in sql/install/queen_ack--*.sql sql/install/queen_ack--*.control; do
     [ -e "$frozen" ] || continue
-    [ "$(basename "$frozen")" = "queen_ack--$version.sql" ] && continue
+    [ "$(basename "$frozen" .sql)" = "queen_ack--$version" ] && continue
+    [ "$(basename "$frozen" .control)" = "queen_ack--$version" ] && continue
     install -m 644 "$frozen" "$extdir/"
 done
 if [ "$relocate" = debian ]; then

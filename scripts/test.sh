@@ -122,7 +122,6 @@ run_major_suites() { # N pg_config
     echo "=== PostgreSQL $n: the extension's suites ($("$pgc" --version))"
     rm -rf "$pgdata"
     install -d -o postgres -g postgres "$pgdata"
-    rm -f "$("$pgc" --pkglibdir)/queen_ack.so" # see scripts/install-extension.sh
     PG_CONFIG=$pgc run_suite "pg${n}_pg" cargo pgrx test "pg$n" --runas postgres --pgdata "$pgdata"
     if url=$(PG_CONFIG=$pgc QUEEN_TEST_PG_PORT=$port bash tests/cluster.sh start); then
         PG_CONFIG=$pgc run_suite "pg${n}_regress" bash tests/regress.sh "$url"
@@ -156,7 +155,6 @@ fi
 PGDATA_DIR=${QUEEN_PGTEST_DATA:-/tmp/qa-pgt}
 rm -rf "$PGDATA_DIR"
 install -d -o postgres -g postgres "$PGDATA_DIR"
-rm -f "$("$PG_CONFIG" --pkglibdir)/queen_ack.so" # see scripts/install-extension.sh
 run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
 
 # The Citus suites (docs/citus.md): a coordinator and two workers (tests/citus.sh), the

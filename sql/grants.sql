@@ -18,3 +18,5 @@ GRANT EXECUTE ON ALL ROUTINES IN SCHEMA queen TO queen_broker;
 GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;
 -- Distributing the schema over Citus is the operator's step (as the extension's owner).
 REVOKE EXECUTE ON FUNCTION queen.distribute(int) FROM queen_broker;
+-- Re-pointing the C functions at a library is an upgrade's step (sql/library.sql).
+REVOKE EXECUTE ON FUNCTION queen.relink_library_v1(text) FROM queen_broker;

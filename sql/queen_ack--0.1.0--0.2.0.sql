@@ -5,9 +5,9 @@
 -- 0.1.0 plus this script has exactly the catalog of a fresh 0.2.0 install and keeps
 -- every row. Rules (docs/operations.md, "Upgrading"):
 --   - never DROP a table or column that holds user data; add, backfill, then constrain;
---   - a C function keeps its SQL signature and its symbol forever: an install of an older
---     version runs against the newest library. A new signature is a new Rust function (a
---     new symbol); the old one stays exported (`#[pg_extern(sql = false)]` shim);
+--   - a C function names this version's library, 'queen_ack-0.2.0' (0.1.0's scripts
+--     name MODULE_PATHNAME, its queen_ack.so); the script ends by moving every other C
+--     function there (queen.relink_library_v1), so each version runs its own library;
 --   - CREATE OR REPLACE bodies exactly as the fresh install writes them (the test
 --     compares them token for token);
 --   - grants to queen_broker are repeated for every new function (see sql/grants.sql).
@@ -147,7 +147,7 @@ CREATE FUNCTION queen.broker_pop_v1(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'broker_pop_v1_wrapper';
+AS 'queen_ack-0.2.0', 'broker_pop_v1_wrapper';
 
 -- Partitions of (queue, partition) name pairs with their queue's dedup window and encryption
 -- switch; a pair whose queue exists but partition does not has a NULL id (sql/broker_api.sql).
@@ -194,7 +194,7 @@ CREATE FUNCTION queen.log_retention_step_v1(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'log_retention_step_v1_wrapper';
+AS 'queen_ack-0.2.0', 'log_retention_step_v1_wrapper';
 
 -- Where the orphan sweep stopped (it walks partition ids in order and wraps around).
 CREATE TABLE queen.maintenance_state (
@@ -537,7 +537,7 @@ CREATE FUNCTION queen.check_name_v1(
 IMMUTABLE STRICT PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'check_name_v1_wrapper';
+AS 'queen_ack-0.2.0', 'check_name_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.check_name_v1(text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.check_name_v1(text, text) TO queen_broker;
 
@@ -672,7 +672,7 @@ CREATE FUNCTION queen.log_ack_by_hash_delay_v1(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'log_ack_by_hash_delay_v1_wrapper';
+AS 'queen_ack-0.2.0', 'log_ack_by_hash_delay_v1_wrapper';
 
 -- DLQ rows back into their partitions (src/redrive.rs).
 CREATE FUNCTION queen.dlq_redrive_v1(
@@ -682,7 +682,7 @@ CREATE FUNCTION queen.dlq_redrive_v1(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'dlq_redrive_v1_wrapper';
+AS 'queen_ack-0.2.0', 'dlq_redrive_v1_wrapper';
 
 -- Redrive selection, DLQ deletion and statistics (sql/admin.sql).
 -- Redrive up to p_limit DLQ rows of a queue (NULL group = every group), oldest failure
@@ -1082,7 +1082,7 @@ CREATE FUNCTION queen.log_pop_at_v1(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'log_pop_at_v1_wrapper';
+AS 'queen_ack-0.2.0', 'log_pop_at_v1_wrapper';
 
 -- A push addressed by partition id (src/push.rs).
 CREATE FUNCTION queen.log_push_at_v1(
@@ -1097,7 +1097,7 @@ CREATE FUNCTION queen.log_push_at_v1(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'log_push_at_v1_wrapper';
+AS 'queen_ack-0.2.0', 'log_push_at_v1_wrapper';
 
 -- The distribution step (sql/citus.sql).
 -- The per-partition functions and the argument naming their partition.
@@ -1264,7 +1264,7 @@ CREATE FUNCTION queen.log_ack_by_hash_v2(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'log_ack_by_hash_v2_wrapper';
+AS 'queen_ack-0.2.0', 'log_ack_by_hash_v2_wrapper';
 
 -- queen.ack gains p_errors (trailing, default NULL: every existing call still works) and
 -- files a dlq verdict in the same call.
@@ -1280,7 +1280,7 @@ CREATE FUNCTION queen.ack(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'ack_wrapper';
+AS 'queen_ack-0.2.0', 'ack_wrapper';
 
 -- Both new signatures in the Citus distribution list (sql/citus.sql).
 CREATE OR REPLACE FUNCTION queen.distributed_functions()
@@ -1322,7 +1322,7 @@ CREATE FUNCTION queen.effective_lease_time(
 IMMUTABLE PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'effective_lease_time_wrapper';
+AS 'queen_ack-0.2.0', 'effective_lease_time_wrapper';
 REVOKE ALL ON FUNCTION queen.effective_lease_time(int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.effective_lease_time(int) TO queen_broker;
 
@@ -1754,7 +1754,7 @@ CREATE FUNCTION queen.list_messages_v1(
 STABLE SECURITY DEFINER
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'list_messages_v1_wrapper';
+AS 'queen_ack-0.2.0', 'list_messages_v1_wrapper';
 CREATE FUNCTION queen.get_message_v1(
     "p_partition_id" uuid,
     "p_transaction_id" text,
@@ -1763,7 +1763,7 @@ CREATE FUNCTION queen.get_message_v1(
 STABLE SECURITY DEFINER
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'get_message_v1_wrapper';
+AS 'queen_ack-0.2.0', 'get_message_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.list_messages_v1(jsonb, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.list_messages_v1(jsonb, uuid) TO queen_broker;
 REVOKE ALL ON FUNCTION queen.get_message_v1(uuid, text, uuid) FROM PUBLIC;
@@ -1776,7 +1776,7 @@ CREATE FUNCTION queen.check_queue_options_v1(
 IMMUTABLE STRICT PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'check_queue_options_v1_wrapper';
+AS 'queen_ack-0.2.0', 'check_queue_options_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.check_queue_options_v1(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.check_queue_options_v1(jsonb) TO queen_broker;
 
@@ -1922,7 +1922,7 @@ CREATE FUNCTION queen.record_trace_v1(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'record_trace_v1_wrapper';
+AS 'queen_ack-0.2.0', 'record_trace_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.record_trace_v1(jsonb, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.record_trace_v1(jsonb, uuid) TO queen_broker;
 -- The tenant's subscription records (docs/sql-api.md): per (queue, group) the mode and
@@ -1951,7 +1951,7 @@ CREATE FUNCTION queen.fetch_v1(
 STABLE SECURITY DEFINER
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'fetch_v1_wrapper';
+AS 'queen_ack-0.2.0', 'fetch_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.fetch_v1(jsonb, bigint, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.fetch_v1(jsonb, bigint, uuid) TO queen_broker;
 -- Its per-partition half (a distributed function on Citus, docs/citus.md).
@@ -1964,7 +1964,7 @@ CREATE FUNCTION queen.fetch_partition_v1(
 STABLE SECURITY DEFINER
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'fetch_partition_v1_wrapper';
+AS 'queen_ack-0.2.0', 'fetch_partition_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.fetch_partition_v1(uuid, bigint, bigint, bool) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.fetch_partition_v1(uuid, bigint, bigint, bool) TO queen_broker;
 
@@ -2121,14 +2121,14 @@ CREATE FUNCTION queen."timers_apply_v1"(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'timers_apply_v1_wrapper';
+AS 'queen_ack-0.2.0', 'timers_apply_v1_wrapper';
 CREATE FUNCTION queen."timers_fire_v1"(
 	"p_limit" INT DEFAULT 1000
 ) RETURNS jsonb
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'timers_fire_v1_wrapper';
+AS 'queen_ack-0.2.0', 'timers_fire_v1_wrapper';
 
 -- Timers' reads (src/timers.rs writes and delivers; docs/decisions.md, "Timers").
 
@@ -2216,14 +2216,14 @@ CREATE FUNCTION queen."kv_apply_v1"(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'kv_apply_v1_wrapper';
+AS 'queen_ack-0.2.0', 'kv_apply_v1_wrapper';
 CREATE FUNCTION queen."kv_expire_step_v1"(
 	"p_max_rows" INT DEFAULT 1000
 ) RETURNS jsonb
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'kv_expire_step_v1_wrapper';
+AS 'queen_ack-0.2.0', 'kv_expire_step_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.kv_apply_v1(jsonb, uuid), queen.kv_expire_step_v1(int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.kv_apply_v1(jsonb, uuid), queen.kv_expire_step_v1(int) TO queen_broker;
 
@@ -2235,7 +2235,7 @@ CREATE FUNCTION queen."locks_apply_v1"(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'locks_apply_v1_wrapper';
+AS 'queen_ack-0.2.0', 'locks_apply_v1_wrapper';
 REVOKE ALL ON FUNCTION queen.locks_apply_v1(jsonb, uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.locks_apply_v1(jsonb, uuid) TO queen_broker;
 
@@ -2279,7 +2279,7 @@ CREATE FUNCTION queen."ephemeral_configure_v1"(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'ephemeral_configure_v1_wrapper';
+AS 'queen_ack-0.2.0', 'ephemeral_configure_v1_wrapper';
 CREATE FUNCTION queen.ephemeral_delete_v1(
     p_queue text,
     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
@@ -2348,7 +2348,7 @@ CREATE FUNCTION queen."streams_register_query_v1"(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'streams_register_query_v1_wrapper';
+AS 'queen_ack-0.2.0', 'streams_register_query_v1_wrapper';
 CREATE FUNCTION queen."streams_state_get_v1"(
 	"p" jsonb,
 	"p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
@@ -2356,7 +2356,7 @@ CREATE FUNCTION queen."streams_state_get_v1"(
 STABLE SECURITY DEFINER PARALLEL SAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'streams_state_get_v1_wrapper';
+AS 'queen_ack-0.2.0', 'streams_state_get_v1_wrapper';
 CREATE FUNCTION queen."streams_cycle_request_v1"(
 	"p" jsonb,
 	"p_tenant" uuid DEFAULT '00000000-0000-0000-0000-000000000001'
@@ -2364,7 +2364,7 @@ CREATE FUNCTION queen."streams_cycle_request_v1"(
 VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
-AS 'MODULE_PATHNAME', 'streams_cycle_request_v1_wrapper';
+AS 'queen_ack-0.2.0', 'streams_cycle_request_v1_wrapper';
 -- Streams (src/streams.rs; docs/decisions.md, "Streams"): the cycle entry point and the
 -- query's deletion. Rust reads and writes the rows; this file gives each request of a
 -- merged call its own subtransaction.
@@ -3213,3 +3213,56 @@ GRANT EXECUTE ON FUNCTION queen.history_retention(),
     queen.history_queue_totals_v1(timestamptz, timestamptz, uuid),
     queen.history_pushed_v1(timestamptz, timestamptz, uuid[]),
     queen.postgres_stats_v1() TO queen_broker;
+
+
+-- A library per version (sql/library.sql): 0.2.0's C functions run queen_ack-0.2.0.so
+-- (the ones above name it); every C function of 0.1.0 not re-created above moves there
+-- too. Last, so that nothing of 0.1.0's library is left behind.
+-- A library per version (docs/operations.md, "Upgrading"): the C functions of version V
+-- run queen_ack-V.so, named by V's install script, so that a database still at an older
+-- version keeps running its own library after a newer one is installed. An upgrade step
+-- to V re-creates the C functions it changes with V's library and ends with
+-- relink_library_v1('queen_ack-V'), which moves every other C function of the extension
+-- there too: after ALTER EXTENSION queen_ack UPDATE no function runs an older library.
+-- Superuser only (it creates C functions); not granted to queen_broker.
+CREATE FUNCTION queen.relink_library_v1(p_library text)
+RETURNS int
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    f regprocedure;
+    v_def text;
+    v_new text;
+    n int := 0;
+BEGIN
+    IF p_library IS NULL OR p_library !~ '^queen_ack-[0-9]+\.[0-9]+\.[0-9]+$' THEN
+        RAISE EXCEPTION 'relink_library_v1: p_library must be queen_ack-MAJOR.MINOR.PATCH, got %',
+                        COALESCE(quote_literal(p_library), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR f IN SELECT p.oid::regprocedure
+               FROM pg_proc p
+               JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                              AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+               JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'queen_ack'
+              WHERE p.prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')
+                AND p.probin IS DISTINCT FROM p_library
+              ORDER BY p.oid
+    LOOP
+        -- The function exactly as it is (arguments, result, flags, settings, symbol),
+        -- with only its library replaced; its grants and comment stay.
+        v_def := pg_get_functiondef(f);
+        v_new := regexp_replace(v_def, E'\nAS ''[^'']*'', ',
+                                E'\nAS ' || quote_literal(p_library) || ', ');
+        IF v_new = v_def THEN
+            RAISE EXCEPTION 'relink_library_v1: no library found in the definition of %', f
+                USING ERRCODE = 'internal_error';
+        END IF;
+        EXECUTE v_new;
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END $$;
+REVOKE ALL ON FUNCTION queen.relink_library_v1(text) FROM PUBLIC;
+SELECT queen.relink_library_v1('queen_ack-0.2.0');

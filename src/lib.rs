@@ -52,6 +52,11 @@ extension_sql_file!(
     requires = ["bootstrap"]
 );
 extension_sql_file!(
+    "../sql/library.sql",
+    name = "library",
+    requires = ["bootstrap"]
+);
+extension_sql_file!(
     "../sql/broker_api.sql",
     name = "broker_api",
     requires = ["sql_functions", broker_api::effective_lease_time]

@@ -92,7 +92,8 @@ if [ $built != 0 ]; then
 fi
 
 if [ "$LONG" = 1 ]; then t_soak=1200; t_crash=600; t_hostile=1200; else t_soak=180; t_crash=120; t_hostile=120; fi
-LIB=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --pkglibdir)/queen_ack.so
+# The library of the version being built (a library per version).
+LIB=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --pkglibdir)/queen_ack-$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1).so
 lib_stamp() { stat -c '%Y.%s' "$LIB" 2>/dev/null || echo missing; }
 run_py() { # name timeout script args...
     local name=$1 secs=$2 rc attempt before

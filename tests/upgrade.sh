@@ -19,9 +19,14 @@
 #   4. (b) the catalog (tests/upgrade/catalog.sql: functions with arguments, results,
 #      volatility, SECURITY DEFINER, search_path, bodies; tables, columns, defaults,
 #      indexes, constraints, grants) equals a fresh install's; the diff is printed if not.
-# Also checks that every C symbol a shipped SQL script names exists in the library, that
-# each old version still installs with it, and that it refuses old SQL until the update.
-# Prints cargo-style "test upgrade::... ok" lines and a "test result:" line.
+# Each version runs a library of its own (docs/operations.md, "Upgrading"): V's library
+# sits beside the current one, as after installing the new package over V's, and V's
+# database keeps serving on it until its update; the current library refuses V's SQL;
+# an update in a session that already ran V's library goes on with the new one; after
+# the update no function names an older library, and scripts/libraries.sh then finds V's
+# library unused and prunes it. Also checks that every C symbol a shipped script names
+# exists in the library it names. Prints cargo-style "test upgrade::... ok" lines and a
+# "test result:" line.
 set -uo pipefail
 export PGOPTIONS="-c client_min_messages=warning"
 cd "$(dirname "$0")/.."
@@ -42,12 +47,24 @@ recreate_db() {
 
 DEFAULT=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$("$PG_CONFIG" --sharedir)/extension/queen_ack.control")
 
-# --- C symbols: every 'MODULE_PATHNAME', 'sym' of a shipped script exists in the library
-LIB=$("$PG_CONFIG" --pkglibdir)/queen_ack.so
-missing=$(cat sql/install/*.sql sql/queen_ack--*--*.sql 2>/dev/null |
-    grep -o "'MODULE_PATHNAME', '[a-z0-9_]*'" | sed "s/.*, '\(.*\)'/\1/" | sort -u |
-    comm -23 - <(nm -D --defined-only "$LIB" | awk '{print $3}' | sort -u))
-check c_symbols_of_every_shipped_script_exist "$missing" ""
+LIBDIR=$("$PG_CONFIG" --pkglibdir)
+# A version's library file: 0.1.0's predates the versioned names (its control file's
+# module_pathname is $libdir/queen_ack).
+lib_of() { [ "$1" = 0.1.0 ] && echo "$LIBDIR/queen_ack.so" || echo "$LIBDIR/queen_ack-$1.so"; }
+CURRENT_LIB=$(lib_of "$DEFAULT")
+# The symbols a script names for library $2 ('MODULE_PATHNAME' or '<library>', 'sym')
+# that the library file $3 does not export.
+missing_symbols() { # script library-pattern library-file
+    grep -o "'$2', '[a-z0-9_]*'" "$1" | sed "s/.*, '\(.*\)'/\1/" | sort -u |
+        comm -23 - <(nm -D --defined-only "$3" 2>/dev/null | awk '{print $3}' | sort -u)
+}
+# --- C symbols: every upgrade step's functions exist in the library it names
+missing=$(for step in sql/queen_ack--*--*.sql; do
+    to=${step##*--}; to=${to%.sql}
+    missing_symbols "$step" "queen_ack-$to" "$(lib_of "$to")"
+    grep -o "'MODULE_PATHNAME'" "$step" | head -1 # an upgrade step names its library
+done)
+check c_symbols_of_every_upgrade_step_exist_in_its_library "$missing" ""
 
 # The workload run at the old version: only functions every frozen version has.
 workload() { # db
@@ -116,13 +133,10 @@ psql_db queen_fresh -f tests/upgrade/catalog.sql >"$WORK/fresh.catalog"
 [ -s "$WORK/fresh.catalog" ] && ok fresh_install_of_default_version || fail fresh_install_of_default_version
 
 # The old version runs its own code: its library is built from the commit it was frozen
-# at and put in place of the current one while the old database is created and used,
-# then the current library comes back (a new inode: running backends keep what they
-# loaded) and the database is upgraded, as an operator upgrades in production.
-CURRENT_LIB=$WORK/current-queen_ack.so
-cp "$LIB" "$CURRENT_LIB"
-use_lib() { cp "$1" "$LIB.new" && mv -f "$LIB.new" "$LIB"; }
-trap 'use_lib "$CURRENT_LIB"; rm -rf "$WORK"' EXIT
+# at and installed beside the current one (this build's library and scripts are what a
+# new package installs), as an operator upgrades in production; at the end every old
+# library this test installed is pruned again by scripts/libraries.sh.
+trap 'rm -rf "$WORK"' EXIT
 
 for script in sql/install/queen_ack--*.sql; do
     v=${script##*--}
@@ -132,34 +146,49 @@ for script in sql/install/queen_ack--*.sql; do
     if [ "$v" = "$DEFAULT" ]; then
         continue # the default version itself: covered by the fresh install
     fi
-    recreate_db "$db"
-    if psql_db "$db" -c "CREATE EXTENSION queen_ack VERSION '$v'" >/dev/null 2>"$WORK/$db.create.err"; then
-        ok "${tag}_installs_with_the_current_library"
-    else
-        fail "${tag}_installs_with_the_current_library" "$(cat "$WORK/$db.create.err")"
-        continue
-    fi
-    # Until ALTER EXTENSION UPDATE, the current library refuses the old SQL, changing nothing.
-    check "${tag}_sql_is_refused_by_the_current_library_until_updated" \
-        "$(psql_db "$db" -c "SELECT queen.push('x', '[1]')" 2>&1 | grep -o 'run ALTER EXTENSION queen_ack UPDATE')|$(psql_db "$db" -c "SELECT count(*) FROM queen.queues")" \
-        "run ALTER EXTENSION queen_ack UPDATE|0"
     old_lib=$(bash scripts/build-old-library.sh "$v" "$PG_MAJOR" 2>"$WORK/$db.build.err") || {
         fail "${tag}_old_library_builds" "$(tail -5 "$WORK/$db.build.err")"
         continue
     }
+    # Installed as V's package installed it (a new inode: running backends keep theirs).
+    cp "$old_lib" "$(lib_of "$v").new" && mv -f "$(lib_of "$v").new" "$(lib_of "$v")"
+    check "${tag}_c_symbols_of_its_install_script_exist_in_its_library" \
+        "$(missing_symbols "$script" MODULE_PATHNAME "$(lib_of "$v")"; missing_symbols "$script" "queen_ack-$v" "$(lib_of "$v")")" ""
     recreate_db "$db"
-    use_lib "$old_lib"
-    psql_db "$db" -c "CREATE EXTENSION queen_ack VERSION '$v'" >/dev/null
-    if workload "$db" >"$WORK/$db.workload" 2>&1; then ok "${tag}_workload_runs_on_its_own_library"; else
-        fail "${tag}_workload_runs_on_its_own_library" "$(tail -3 "$WORK/$db.workload")"
-        use_lib "$CURRENT_LIB"; continue; fi
+    if psql_db "$db" -c "CREATE EXTENSION queen_ack VERSION '$v'" >/dev/null 2>"$WORK/$db.create.err"; then
+        ok "${tag}_installs_with_its_own_library"
+    else
+        fail "${tag}_installs_with_its_own_library" "$(cat "$WORK/$db.create.err")"
+        continue
+    fi
+    # This build's library and scripts are installed (the new package) and V's database
+    # serves pushes, pops, acks, nacks and dead letters on V's own library.
+    check "${tag}_new_package_is_installed_beside_it" \
+        "$([ -f "$CURRENT_LIB" ] && echo library)|$(psql_db "$db" -c "SELECT default_version FROM pg_available_extensions WHERE name = 'queen_ack'")" \
+        "library|$DEFAULT"
+    if workload "$db" >"$WORK/$db.workload" 2>&1; then ok "${tag}_serves_pushes_and_acks_beside_the_new_library_until_updated"; else
+        fail "${tag}_serves_pushes_and_acks_beside_the_new_library_until_updated" "$(tail -3 "$WORK/$db.workload")"
+        continue; fi
+    check "${tag}_runs_its_own_library" \
+        "$(psql_db "$db" -c "SELECT DISTINCT probin FROM pg_proc WHERE pronamespace = 'queen'::regnamespace AND prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')")" \
+        "$([ "$v" = 0.1.0 ] && echo '$libdir/queen_ack' || echo "queen_ack-$v")"
+    # The current library, called with V's SQL (its push as the fresh install defines it,
+    # under another name), refuses it with 55000 and changes nothing: new code never runs
+    # against an older schema.
+    { psql_db queen_fresh -c "SELECT pg_get_functiondef(oid) FROM pg_proc
+                               WHERE oid = 'queen.push'::regproc"
+      echo ';'; } | sed 's/FUNCTION queen\.push(/FUNCTION pg_temp.new_push(/' >"$WORK/$db.new_push.sql"
+    check "${tag}_sql_is_refused_by_the_new_library_until_updated" \
+        "$(psql_db "$db" -f "$WORK/$db.new_push.sql" -c "SELECT pg_temp.new_push('x', '[1]')" 2>&1 | grep -o 'run ALTER EXTENSION queen_ack UPDATE')|$(psql_db "$db" -c "SELECT count(*) FROM queen.queues WHERE name = 'x'")" \
+        "run ALTER EXTENSION queen_ack UPDATE|0"
     snapshot "$db" "$WORK/$db.before"
     check "${tag}_has_dlq_row_and_live_lease" \
         "$(psql_db "$db" -c "SELECT (SELECT count(*) FROM queen.log_dlq), (SELECT count(*) FROM queen.log_consumers WHERE worker_id IS NOT NULL)")" \
         "1|1"
     # (0.1.0 keeps leases in log_consumers; the lease is looked up there, before the upgrade.)
     lease=$(psql_db "$db" -c "SELECT worker_id FROM queen.log_consumers WHERE worker_id IS NOT NULL")
-    use_lib "$CURRENT_LIB"
+    check "${tag}_its_library_is_listed_in_use" \
+        "$(bash scripts/libraries.sh "$URL" | grep -c "^$(basename "$(lib_of "$v")") $v used by: .*$db")" "1"
     if psql_db "$db" -c "ALTER EXTENSION queen_ack UPDATE" >"$WORK/$db.update" 2>&1; then
         ok "${tag}_alter_extension_update"
     else
@@ -168,6 +197,9 @@ for script in sql/install/queen_ack--*.sql; do
     fi
     check "${tag}_reports_default_version" \
         "$(psql_db "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'queen_ack'")" "$DEFAULT"
+    check "${tag}_every_c_function_runs_the_new_library_after_the_update" \
+        "$(psql_db "$db" -c "SELECT DISTINCT probin FROM pg_proc WHERE pronamespace = 'queen'::regnamespace AND prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')")" \
+        "queen_ack-$DEFAULT"
     snapshot_again "$db" "$WORK/$db.before.cols" "$WORK/$db.after"
     if diff -u "$WORK/$db.before" "$WORK/$db.after" >"$WORK/$db.rows.diff"; then
         ok "${tag}_every_row_is_still_there"
@@ -204,6 +236,30 @@ for script in sql/install/queen_ack--*.sql; do
         cat "$WORK/$db.catalog.diff"
     fi
     psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS $db" >/dev/null
+
+    # An update in a session that already runs V's library: the backend loads the new
+    # one beside it and goes on (push, pop, ack) in the same session.
+    recreate_db "${db}_same"
+    check "${tag}_update_in_a_session_that_ran_the_old_library" \
+        "$(psql_db "${db}_same" -c "CREATE EXTENSION queen_ack VERSION '$v'" \
+            -c "SELECT queen.push('same', '[1]', ARRAY['s0']) IS NOT NULL" \
+            -c "ALTER EXTENSION queen_ack UPDATE" \
+            -c "SELECT queen.push('same', '[2]', ARRAY['s1'])->>'status'" \
+            -c "SELECT sum((r->>'acked')::int) FROM (
+                   SELECT queen.ack(r_partition_id, r_lease_id, array_agg(r_transaction_id)) r
+                     FROM queen.pop('same', p_batch => 10, p_lease_seconds => 60)
+                    GROUP BY r_partition_id, r_lease_id) s" \
+            -c "SELECT string_agg(DISTINCT m[1], ',' ORDER BY m[1])
+                  FROM regexp_matches(pg_read_file('/proc/self/maps'), '/(queen_ack[^/\n]*)\.so', 'g') m" \
+            2>&1 | tr '\n' ' ')" \
+        "t queued 2 $(basename "$(lib_of "$v")" .so),queen_ack-$DEFAULT "
+    psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS ${db}_same" >/dev/null
+
+    # No database uses V's library any more: scripts/libraries.sh prunes it and keeps
+    # the current one.
+    check "${tag}_its_library_is_pruned_once_unused" \
+        "$(bash scripts/libraries.sh "$URL" --prune | grep -E "^queen_ack" | sed 's/ used by:.*/ used/' | sort | tr '\n' ' ')|$([ -e "$(lib_of "$v")" ] && echo kept || echo gone)" \
+        "$(basename "$CURRENT_LIB") $DEFAULT used $(basename "$(lib_of "$v")") $v unused: removed |gone"
 done
 psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS queen_fresh" >/dev/null
 echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"

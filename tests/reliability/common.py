@@ -420,7 +420,14 @@ def wait_extension(seconds=180):
     return False
 
 
-LIB_PATH = subprocess.run([PG_CONFIG, "--pkglibdir"], capture_output=True, text=True, check=True).stdout.strip() + "/queen_ack.so"
+def _building_version():
+    with open(os.path.join(ROOT, "Cargo.toml")) as f:
+        return re.search(r'^version = "(.*)"', f.read(), re.M).group(1)
+
+
+# The library of the version being built (a library per version).
+LIB_PATH = (subprocess.run([PG_CONFIG, "--pkglibdir"], capture_output=True, text=True, check=True).stdout.strip()
+            + f"/queen_ack-{_building_version()}.so")
 
 
 def lib_stat():
@@ -436,7 +443,7 @@ LIB_STAT_AT_START = lib_stat()
 
 def environment_note(stats):
     """Names the 58P01 case (library replaced mid-run) so a failure is read correctly."""
-    hits = [x for x in stats.fivexx if "58P01" in x[3] or "$libdir/queen_ack" in x[3]]
+    hits = [x for x in stats.fivexx if "58P01" in x[3] or "could not access file" in x[3]]
     if LIB_STAT_AT_START != lib_stat():
         log("ENVIRONMENT: the extension library file was replaced during this test (another session ran "
             "cargo pgrx install/test; rewriting a mapped .so in place kills backends with SIGBUS)")

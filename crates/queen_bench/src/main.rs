@@ -218,13 +218,16 @@ async fn header(ctx: &Ctx, db: &tokio_postgres::Client, done: &[Section]) -> Str
     .is_some_and(|s| !s.is_empty());
     let lib = match db
         .query_opt(
-            "SELECT setting FROM pg_config WHERE name = 'PKGLIBDIR'",
+            // The library of the installed version (a library per version).
+            "SELECT setting, (SELECT extversion FROM pg_extension WHERE extname = 'queen_ack')
+               FROM pg_config WHERE name = 'PKGLIBDIR'",
             &[],
         )
         .await
     {
         Ok(Some(r)) => {
-            let path = PathBuf::from(r.get::<_, String>(0)).join("queen_ack.so");
+            let version = r.get::<_, Option<String>>(1).unwrap_or_default();
+            let path = PathBuf::from(r.get::<_, String>(0)).join(format!("queen_ack-{version}.so"));
             match std::fs::metadata(&path) {
                 // A dev-profile build is tens of MB (debug info, no optimisation); release ~5 MB.
                 Ok(m) => format!(
