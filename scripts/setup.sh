@@ -6,8 +6,11 @@ set -euo pipefail
 PKGS=(build-essential pkg-config libssl-dev clang libclang-dev sudo
       postgresql-15 postgresql-server-dev-15 postgresql-contrib python3-venv curl
       postgresql-15-cron postgresql-15-pgq3 pgqd jq
-      bison flex unzip bzip2)
+      bison flex unzip bzip2 zlib1g-dev liblz4-dev libzstd-dev)
 # bison, flex: building PostgreSQL 17 and 18 from source (scripts/pg.sh); unzip: its 18 wheel.
+# zlib1g-dev, liblz4-dev, libzstd-dev: present before scripts/pg.sh configures 17, whose
+# flags follow the headers there (and its stamp with them); the Citus build installs the
+# last two anyway, and a 17 built before them was built again on the next run.
 PGRX_VERSION=0.18.1
 # PG_CONFIG selects another PostgreSQL 15 installation (default: Debian's).
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}

@@ -109,6 +109,63 @@ run_suite bench cargo test -p queen_bench
 # Every relative link of README.md, CHANGELOG.md and docs/ names a file and heading that exist.
 run_suite docs bash tests/docs_links.sh
 fi
+# The Citus suites (docs/citus.md): a coordinator and two workers (tests/citus.sh), the
+# extension distributed; the differential run compares them with the one-node cluster
+# ($1, when it runs). Without Citus (no citus.so and no ../shared/vendor to build it from)
+# they are skipped, saying so. With a major N (Citus 13.2 supports 15 to 17) they run on
+# a Citus of N, logged as pgN_citus_*: the regression files, the Citus SQL suite and the
+# broker's suite (its coordinator at QUEEN_TEST_PG_PORT + 20 + 3 (N - 15)).
+run_citus_suites() { # one-node-url (may be empty) [major pg_config]
+    local url rc pre= major=${2:-}
+    # Exported for this function's commands only (tests/citus.sh reads both).
+    local -x PG_CONFIG=${3:-$PG_CONFIG} QUEEN_CITUS_PORT=
+    if [ -n "$major" ]; then
+        pre=pg${major}_
+        QUEEN_CITUS_PORT=$((${QUEEN_TEST_PG_PORT:-5498} + 20 + 3 * (major - 15)))
+    fi
+    url=$(bash tests/citus.sh start)
+    rc=$?
+    if [ "$rc" -eq 3 ]; then
+        echo "=== ${pre}$url"
+        return
+    elif [ "$rc" -ne 0 ]; then
+        echo "=== ${pre}citus cluster FAILED to start"; status=1
+        return
+    fi
+    url=$(echo "$url" | tail -1)
+    # The regression files on the coordinator, distributed, with the citus_*.sql ones.
+    QUEEN_TEST_CITUS=1 run_suite "${pre}citus_regress" bash tests/regress.sh "$url"
+    if [ -n "$major" ]; then
+        run_suite "${pre}citus_sql" bash tests/citus_sql.sh "$url"
+        citus_broker_suite "${pre}citus_broker" "$url"
+        bash tests/citus.sh stop
+        return
+    fi
+    QUEEN_TEST_CITUS=1 QUEEN_SKIP_CRON=1 run_suite citus_maintenance bash tests/maintenance.sh "$url"
+    run_suite citus_sql bash tests/citus_sql.sh "$url"
+    [ -z "$1" ] || run_suite citus_differential bash tests/citus_differential.sh "$1" "$url"
+    # The soak's short form on the coordinator: 0 lost, 0 5xx, cursors never backward,
+    # no deadlock or crashed backend in any node's server log (tests/citus.sh's layout:
+    # data dir and socket /tmp/qa-citus-PORT, the workers on the next two ports).
+    local cport
+    cport=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).port)' "$url")
+    run_suite citus_reliability bash tests/reliability.sh "$url" --only soak_with_faults \
+        --pgdata "/tmp/qa-citus-$cport" --pgsock "/tmp/qa-citus-$cport" \
+        --extra-pgdata "/tmp/qa-citus-$((cport + 1)):/tmp/qa-citus-$((cport + 2))"
+    citus_broker_suite citus_broker "$url"
+    bash tests/citus.sh stop
+}
+# The broker pointed at the coordinator, as is. Left out: the three tests of a 300 ms
+# statement timeout on a held lock. The broker's timeout does not reach the workers and
+# Citus's cancel does not always arrive, so an ack answered as timed out may commit
+# there (docs/citus.md, "What differs on Citus").
+citus_broker_suite() { # suite-name coordinator-url
+    QUEEN_TEST_DATABASE_URL=$2 run_suite "$1" \
+        cargo test -p queen_broker --no-fail-fast -- --skip statement_timeout_is_honored \
+        --skip batch_over_two_partitions_answers_per_item_when_one_fails_after_the_other_applied \
+        --skip batch_whose_every_partition_fails_writes_nothing
+}
+
 # The extension's suites on another major N (pg.sh's pg_config $2), logged as pgN_NAME:
 # the #[pg_test]s (cargo pgrx test pgN, its own data directory; pgrx's port is its base
 # port + N), then, on a cluster of N of its own (port QUEEN_TEST_PG_PORT + 10 + N - 15),
@@ -127,6 +184,8 @@ run_major_suites() { # N pg_config
         PG_CONFIG=$pgc run_suite "pg${n}_regress" bash tests/regress.sh "$url"
         PG_CONFIG=$pgc run_suite "pg${n}_upgrade" bash tests/upgrade.sh "$url"
         run_suite "pg${n}_pg_stats" bash tests/pg_stats.sh "$url"
+        # run_maintenance over psql and two runners at once (pg_cron is built for 15 only).
+        PG_CONFIG=$pgc QUEEN_SKIP_CRON=1 run_suite "pg${n}_maintenance" bash tests/maintenance.sh "$url"
         # The broker's integration tests over real HTTP against this major.
         QUEEN_TEST_DATABASE_URL=$url run_suite "pg${n}_broker" cargo test -p queen_broker
         # Crash and promotion void leases (clusters of its own at QUEEN_TEST_PG_PORT + 200:
@@ -136,6 +195,12 @@ run_major_suites() { # N pg_config
         PG_CONFIG=$pgc QUEEN_TEST_PG_PORT=$port bash tests/cluster.sh stop
     else
         echo "=== PostgreSQL $n cluster FAILED to start"; status=1
+    fi
+    # Citus 13.2 builds for 15 to 17 only (its configure refuses 18).
+    if [ "$n" -le 17 ]; then
+        run_citus_suites "" "$n" "$pgc"
+    else
+        echo "=== pg${n}_citus skipped: Citus 13.2 supports PostgreSQL 15 to 17"
     fi
     echo "=== PostgreSQL $n: ${SETUP_S[$n]} s to set up, $((SECONDS - started)) s of suites"
 }
@@ -157,45 +222,6 @@ rm -rf "$PGDATA_DIR"
 install -d -o postgres -g postgres "$PGDATA_DIR"
 run_suite pg cargo pgrx test pg15 --runas postgres --pgdata "$PGDATA_DIR"
 
-# The Citus suites (docs/citus.md): a coordinator and two workers (tests/citus.sh), the
-# extension distributed; the differential run compares them with the one-node cluster
-# ($1, when it runs). Without Citus (no citus.so and no ../shared/vendor to build it from)
-# they are skipped, saying so.
-run_citus_suites() { # one-node-url (may be empty)
-    local url rc
-    url=$(bash tests/citus.sh start)
-    rc=$?
-    if [ "$rc" -eq 3 ]; then
-        echo "=== $url"
-        return
-    elif [ "$rc" -ne 0 ]; then
-        echo "=== citus cluster FAILED to start"; status=1
-        return
-    fi
-    url=$(echo "$url" | tail -1)
-    # The regression files on the coordinator, distributed, with the citus_*.sql ones.
-    QUEEN_TEST_CITUS=1 run_suite citus_regress bash tests/regress.sh "$url"
-    QUEEN_TEST_CITUS=1 QUEEN_SKIP_CRON=1 run_suite citus_maintenance bash tests/maintenance.sh "$url"
-    run_suite citus_sql bash tests/citus_sql.sh "$url"
-    [ -z "$1" ] || run_suite citus_differential bash tests/citus_differential.sh "$1" "$url"
-    # The soak's short form on the coordinator: 0 lost, 0 5xx, cursors never backward,
-    # no deadlock or crashed backend in any node's server log (tests/citus.sh's layout:
-    # data dir and socket /tmp/qa-citus-PORT, the workers on the next two ports).
-    local cport
-    cport=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).port)' "$url")
-    run_suite citus_reliability bash tests/reliability.sh "$url" --only soak_with_faults \
-        --pgdata "/tmp/qa-citus-$cport" --pgsock "/tmp/qa-citus-$cport" \
-        --extra-pgdata "/tmp/qa-citus-$((cport + 1)):/tmp/qa-citus-$((cport + 2))"
-    # The broker pointed at the coordinator, as is. Left out: the three tests of a 300 ms
-    # statement timeout on a held lock. The broker's timeout does not reach the workers and
-    # Citus's cancel does not always arrive, so an ack answered as timed out may commit
-    # there (docs/citus.md, "What differs on Citus").
-    QUEEN_TEST_DATABASE_URL=$url run_suite citus_broker \
-        cargo test -p queen_broker --no-fail-fast -- --skip statement_timeout_is_honored \
-        --skip batch_over_two_partitions_answers_per_item_when_one_fails_after_the_other_applied \
-        --skip batch_whose_every_partition_fails_writes_nothing
-    bash tests/citus.sh stop
-}
 
 # Suites that need a running server: a short-lived cluster with the real extension.
 if PG_URL=$(bash tests/cluster.sh start); then
