@@ -18,6 +18,15 @@ if [ "$QUEEN_TEST_SKIP_INSTALL" != 1 ]; then
     bash scripts/install-extension.sh --release
 fi
 cargo build --release -p queen_broker -p queen_bench
+# The peer section's Python client (bench/peer_client.py): psycopg 3 in a venv of its own,
+# made once; without it the Python rows say why and the rest runs.
+VENV=$PWD/target/bench-venv
+if ! "$VENV/bin/python" -c 'import psycopg' 2>/dev/null; then
+    { python3 -m venv "$VENV" &&
+        "$VENV/bin/pip" install -q --disable-pip-version-check 'psycopg[binary]==3.3.9'; } ||
+        echo "bench: could not make $VENV with psycopg; the Python rows will fail" >&2
+fi
+export QUEEN_BENCH_PYTHON=$VENV/bin/python
 PGBIN=$("${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}" --bindir)
 SPORT=$((QUEEN_TEST_PG_PORT + 1))
 SDATA=/tmp/qa-bench-standby-$SPORT SSOCK=/tmp/qa-bench-standby-sock-$SPORT

@@ -350,6 +350,15 @@ pub fn fmt_ratio(a: f64, b: f64) -> String {
     }
 }
 
+/// The workspace root: two levels above this crate's manifest.
+pub fn workspace_root() -> std::path::PathBuf {
+    let here = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent()
+        .and_then(|p| p.parent())
+        .map(std::path::PathBuf::from)
+        .unwrap_or(here)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,7 +35,7 @@ mod wire;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use common::{connect, install_helpers, progress, BResult, Ctx};
+use common::{connect, install_helpers, progress, workspace_root, BResult, Ctx};
 use report::Section;
 
 const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11,12,13] [--cells CxB,...]";
@@ -129,15 +129,6 @@ fn parse_cells(v: &str) -> Result<Vec<(usize, usize)>, String> {
         })
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| format!("--cells takes CxB pairs like 64x10,8x1\n{USAGE}"))
-}
-
-/// The workspace root: two levels above this crate's manifest.
-fn workspace_root() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    here.parent()
-        .and_then(|p| p.parent())
-        .map(PathBuf::from)
-        .unwrap_or(here)
 }
 
 /// The release broker next to this binary's target directory.

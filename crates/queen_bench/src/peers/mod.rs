@@ -22,7 +22,7 @@ use crate::common::{
 use crate::report::{Chart, Section};
 use crate::svg::{LineChart, Series};
 use cost::{Counters, Sizes};
-use systems::{Conn, Family, Sys, WorkerOut};
+use systems::{Conn, Family, PythonWorker, Sys, WorkerOut};
 
 const DB: &str = "queen_peers";
 /// Runs of every cell, systems interleaved (the order rotates per run).
@@ -55,9 +55,18 @@ struct Env<'a> {
 }
 
 impl Env<'_> {
-    /// One connection (or HTTP client) per worker, opened before any clock starts.
-    async fn conns(&self, sys: Sys, n: usize) -> BResult<Vec<Conn>> {
+    /// One connection (or HTTP client, or connected Python process) per worker, opened
+    /// before any clock starts; a Python consumer runs batch `b` for at most `dur`.
+    async fn conns(&self, sys: Sys, n: usize, b: usize, dur: f64) -> BResult<Vec<Conn>> {
         let mut v = Vec::with_capacity(n);
+        if sys.python().is_some() {
+            for i in 0..n {
+                v.push(Conn::Python(
+                    PythonWorker::start(sys, &self.url, i, b, dur).await?,
+                ));
+            }
+            return Ok(v);
+        }
         for _ in 0..n {
             v.push(match (sys, &self.broker) {
                 (Sys::QueenBroker, Some(b)) => Conn::Http {
@@ -118,7 +127,7 @@ async fn run_cell(
     dur: f64,
     prefilled: u64,
 ) -> BResult<CellOut> {
-    let conns = env.conns(sys, c).await?;
+    let conns = env.conns(sys, c, b, dur).await?;
     let before = Counters::read(&env.db).await?;
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(dur);
@@ -824,7 +833,11 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
     };
     env.broker = Some(start_broker(&env, &ctx.logs.join("broker-peers.log")).await?);
     let dur = ctx.pick(1.5, 5.0);
-    let points: Vec<(usize, usize)> = if ctx.quick {
+    // `--cells`: a focused run of these consume cells only (no produce, anatomy or cost).
+    let focused = ctx.cells.is_some();
+    let points: Vec<(usize, usize)> = if let Some(cells) = &ctx.cells {
+        cells.clone()
+    } else if ctx.quick {
         vec![(8, 1), (8, 10), (8, 100), (64, 10)]
     } else {
         [1usize, 8, 64]
@@ -833,7 +846,9 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
             .collect()
     };
     let consume = grid(&env, Work::Consume, &Sys::CONSUME, &points, dur).await;
-    let ppoints: Vec<(usize, usize)> = if ctx.quick {
+    let ppoints: Vec<(usize, usize)> = if focused {
+        Vec::new()
+    } else if ctx.quick {
         vec![(8, 1), (8, 100)]
     } else {
         vec![(1, 1), (1, 100), (8, 1), (8, 100)]
@@ -842,9 +857,14 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
     let (cycles1, cycles100) = ctx.pick((200, 20), (1000, 100));
     let mut anat: Vec<(usize, Vec<Anatomy>)> = Vec::new();
     let mut anat_err = Vec::new();
-    for (b, cycles) in [(1usize, cycles1), (100, cycles100)] {
+    let anatomy_points: &[(usize, usize)] = if focused {
+        &[]
+    } else {
+        &[(1, cycles1), (100, cycles100)]
+    };
+    for &(b, cycles) in anatomy_points {
         let mut v = Vec::new();
-        for sys in Sys::CONSUME {
+        for sys in Sys::SERVER_COST {
             match anatomy(&env, sys, b, cycles).await {
                 Ok(a) => v.push(a),
                 Err(e) => anat_err.push(format!("{} B={b}: {e}", sys.label())),
@@ -858,7 +878,7 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
     let n = ctx.pick(100_000usize, 1_000_000);
     let mut costs = Vec::new();
     let mut cost_err = Vec::new();
-    for sys in Sys::CONSUME {
+    for sys in Sys::SERVER_COST.iter().copied().filter(|_| !focused) {
         match cost_run(&mut env, sys, n).await {
             Ok(c) => costs.push(c),
             Err(e) => {

@@ -37,6 +37,11 @@ pub enum Sys {
     PgmqDelete,
     PgmqArchive,
     Pgq,
+    /// The same documented cycles from Python (psycopg 3, bench/peer_client.py), as a
+    /// user scripts a consumer: per-call overhead a thin client does not hide shows.
+    QueenSqlPy,
+    PgmqDeletePy,
+    PgqPy,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -48,7 +53,20 @@ pub enum Family {
 
 impl Sys {
     /// Every consume row, in table order.
-    pub const CONSUME: [Sys; 6] = [
+    pub const CONSUME: [Sys; 9] = [
+        Sys::QueenSql,
+        Sys::QueenSqlAt,
+        Sys::QueenBroker,
+        Sys::PgmqDelete,
+        Sys::PgmqArchive,
+        Sys::Pgq,
+        Sys::QueenSqlPy,
+        Sys::PgmqDeletePy,
+        Sys::PgqPy,
+    ];
+    /// The consume rows whose server-side cost (WAL anatomy, database cost) is measured:
+    /// the Python rows run the same statements as their Rust rows.
+    pub const SERVER_COST: [Sys; 6] = [
         Sys::QueenSql,
         Sys::QueenSqlAt,
         Sys::QueenBroker,
@@ -67,6 +85,19 @@ impl Sys {
             Sys::PgmqDelete => "pgmq, read + delete",
             Sys::PgmqArchive => "pgmq, read + archive",
             Sys::Pgq => "PgQ",
+            Sys::QueenSqlPy => "queen_ack SQL, ack by transactionId (Python)",
+            Sys::PgmqDeletePy => "pgmq, read + delete (Python)",
+            Sys::PgqPy => "PgQ (Python)",
+        }
+    }
+
+    /// The Python client's `--system` for this row, if it is a Python row.
+    pub fn python(self) -> Option<&'static str> {
+        match self {
+            Sys::QueenSqlPy => Some("queen"),
+            Sys::PgmqDeletePy => Some("pgmq"),
+            Sys::PgqPy => Some("pgq"),
+            _ => None,
         }
     }
 
@@ -75,7 +106,9 @@ impl Sys {
             Sys::QueenSql | Sys::QueenSqlAt => "queen_ack SQL (queen.push)",
             Sys::QueenBroker => "queen_ack broker (POST /api/v1/push)",
             Sys::PgmqDelete | Sys::PgmqArchive => "pgmq (send_batch)",
-            Sys::Pgq => "PgQ (insert_event)",
+            Sys::Pgq | Sys::PgqPy => "PgQ (insert_event)",
+            Sys::QueenSqlPy => "queen_ack SQL (queen.push)",
+            Sys::PgmqDeletePy => "pgmq (send_batch)",
         }
     }
 
@@ -88,14 +121,15 @@ impl Sys {
             Sys::PgmqDelete => "`pgmq.read('bench', vt, B)` then `pgmq.delete('bench', ids)`, two autocommit statements, one queue",
             Sys::PgmqArchive => "`pgmq.read(…)` then `pgmq.archive('bench', ids)`",
             Sys::Pgq => "one transaction: `pgq.next_batch(q<i>, c)`, `pgq.get_batch_events(id)`, `pgq.finish_batch(id)`, COMMIT",
+            Sys::QueenSqlPy | Sys::PgmqDeletePy | Sys::PgqPy => "the cycle of the Rust row above it, from Python: psycopg 3 (binary), an autocommit connection per consumer process, parameters bound by psycopg (server-side prepared after its default 5 executions), rows fetched and payloads decoded into Python objects (`bench/peer_client.py`)",
         }
     }
 
     pub fn family(self) -> Family {
         match self {
-            Sys::QueenSql | Sys::QueenSqlAt | Sys::QueenBroker => Family::Queen,
-            Sys::PgmqDelete | Sys::PgmqArchive => Family::Pgmq,
-            Sys::Pgq => Family::Pgq,
+            Sys::QueenSql | Sys::QueenSqlAt | Sys::QueenBroker | Sys::QueenSqlPy => Family::Queen,
+            Sys::PgmqDelete | Sys::PgmqArchive | Sys::PgmqDeletePy => Family::Pgmq,
+            Sys::Pgq | Sys::PgqPy => Family::Pgq,
         }
     }
 }
@@ -317,7 +351,91 @@ impl WorkerOut {
 /// How a worker reaches its system.
 pub enum Conn {
     Sql(Client),
-    Http { http: reqwest::Client, base: String },
+    Http {
+        http: reqwest::Client,
+        base: String,
+    },
+    /// A Python consumer process (bench/peer_client.py), connected and waiting for go.
+    Python(PythonWorker),
+}
+
+/// A started `bench/peer_client.py` that has printed "ready".
+pub struct PythonWorker {
+    child: tokio::process::Child,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+/// The interpreter with psycopg 3: `QUEEN_BENCH_PYTHON`, else bench/run.sh's venv.
+fn python() -> BResult<std::path::PathBuf> {
+    let p = std::env::var_os("QUEEN_BENCH_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::common::workspace_root().join("target/bench-venv/bin/python"));
+    if p.exists() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "no Python with psycopg at {} (bench/run.sh makes target/bench-venv; or set QUEEN_BENCH_PYTHON)",
+            p.display()
+        ))
+    }
+}
+
+impl PythonWorker {
+    /// Starts consumer `i` of `sys` (a Python row) at batch `b` for at most `secs`, and
+    /// waits until it has connected.
+    pub async fn start(sys: Sys, url: &str, i: usize, b: usize, secs: f64) -> BResult<Self> {
+        use tokio::io::AsyncBufReadExt;
+        let system = sys.python().ok_or("not a Python row")?;
+        let script = crate::common::workspace_root().join("bench/peer_client.py");
+        let mut child = tokio::process::Command::new(python()?)
+            .arg(script)
+            .args(["--url", url, "--system", system])
+            .args(["--worker", &i.to_string(), "--batch", &b.to_string()])
+            .args(["--seconds", &secs.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("starting bench/peer_client.py: {e}"))?;
+        let out = child.stdout.take().ok_or("no stdout")?;
+        let mut stdout = tokio::io::BufReader::new(out).lines();
+        match stdout.next_line().await.map_err(to_s)? {
+            Some(l) if l == "ready" => Ok(Self { child, stdout }),
+            other => Err(format!("peer_client.py did not get ready: {other:?}")),
+        }
+    }
+
+    /// Says go, and reads what the consumer did when it is done.
+    async fn run(mut self, out: &mut WorkerOut) -> BResult<()> {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = self.child.stdin.take().ok_or("no stdin")?;
+        stdin.write_all(b"go\n").await.map_err(to_s)?;
+        stdin.flush().await.map_err(to_s)?;
+        let line = self
+            .stdout
+            .next_line()
+            .await
+            .map_err(to_s)?
+            .ok_or("peer_client.py ended without its report")?;
+        let _ = self.child.wait().await;
+        let r: PythonReport = serde_json::from_str(&line).map_err(|e| format!("{e}: {line}"))?;
+        out.msgs = r.msgs;
+        out.lat_ms = r.lat_ms;
+        out.errors = r.errors;
+        out.drained = r.drained;
+        out.finished = Duration::from_secs_f64(r.finished_s);
+        Ok(())
+    }
+}
+
+/// What bench/peer_client.py prints when it is done.
+#[derive(serde::Deserialize)]
+struct PythonReport {
+    msgs: u64,
+    lat_ms: Vec<f64>,
+    errors: Vec<String>,
+    drained: bool,
+    finished_s: f64,
 }
 
 /// Consumes from worker `i`'s share until its queue is empty or the deadline passes.
@@ -330,7 +448,14 @@ pub async fn consume_worker(
     deadline: Instant,
 ) -> WorkerOut {
     let mut out = WorkerOut::default();
-    let r = match (&conn, sys.family()) {
+    let r = match (conn, sys.family()) {
+        (Conn::Python(w), _) => {
+            if let Err(e) = w.run(&mut out).await {
+                out.fail("python", e);
+                out.finished = start.elapsed();
+            }
+            return out;
+        }
         (Conn::Http { http, base }, _) => {
             let o = consume(
                 http.clone(),
@@ -354,12 +479,12 @@ pub async fn consume_worker(
             };
         }
         (Conn::Sql(db), Family::Queen) => {
-            consume_queen(db, sys == Sys::QueenSqlAt, i, batch, deadline, &mut out).await
+            consume_queen(&db, sys == Sys::QueenSqlAt, i, batch, deadline, &mut out).await
         }
         (Conn::Sql(db), Family::Pgmq) => {
-            consume_pgmq(db, sys == Sys::PgmqArchive, batch, deadline, &mut out).await
+            consume_pgmq(&db, sys == Sys::PgmqArchive, batch, deadline, &mut out).await
         }
-        (Conn::Sql(db), Family::Pgq) => consume_pgq(db, i, deadline, &mut out).await,
+        (Conn::Sql(db), Family::Pgq) => consume_pgq(&db, i, deadline, &mut out).await,
     };
     if let Err(e) = r {
         out.fail("prepare", e);
@@ -577,6 +702,10 @@ pub async fn produce_worker(
             }
         }
         (Conn::Http { .. }, _) => None,
+        (Conn::Python(_), _) => {
+            out.fail("produce", "the Python client only consumes");
+            return out;
+        }
     };
     while Instant::now() < deadline && out.errors.len() < 5 {
         let texts: Vec<String> = (0..batch as u64).map(|k| payload(n + k, &suffix)).collect();
