@@ -153,24 +153,27 @@ AS 'queen_ack-0.2.0', 'broker_pop_v1_wrapper';
 -- switch; a pair whose queue exists but partition does not has a NULL id (sql/broker_api.sql).
 CREATE FUNCTION queen.partitions_lookup_v1(p_tenant uuid, p_queues text[], p_partitions text[])
 RETURNS TABLE(r_index int, r_partition_id uuid, r_dedup_window int, r_encrypted bool)
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT t.i::int, p.id, q.dedup_window_seconds, q.encryption_enabled
       FROM unnest(p_queues, p_partitions) WITH ORDINALITY AS t(qn, pn, i)
       JOIN queen.queues q ON q.tenant_id = p_tenant AND q.name = t.qn
-      LEFT JOIN queen.partition_names p ON p.queue_id = q.id AND p.name = t.pn
-$$;
+      LEFT JOIN queen.partition_names p ON p.queue_id = q.id AND p.name = t.pn;
+END $$;
 
 -- The worker holding a cursor's lease (sql/broker_api.sql).
 CREATE FUNCTION queen.cursor_worker_v1(p_partition_id uuid, p_group text)
 RETURNS text
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT worker_id FROM queen.log_leases
-     WHERE partition_id = p_partition_id AND consumer_group = p_group
-$$;
+BEGIN
+    RETURN (SELECT worker_id FROM queen.log_leases
+             WHERE partition_id = p_partition_id AND consumer_group = p_group);
+END $$;
 
 REVOKE ALL ON FUNCTION queen.broker_pop_v1(uuid, text, text, text, int, int, text, bool, text, text, int),
                        queen.partitions_lookup_v1(uuid, text[], text[]),
@@ -997,12 +1000,14 @@ END $$;
 -- Ownership through the registry (sql/broker_api.sql).
 CREATE OR REPLACE FUNCTION queen.owned_partitions_v1(p_pids uuid[], p_tenant uuid)
 RETURNS SETOF uuid
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT n.id FROM queen.partition_names n JOIN queen.queues q ON q.id = n.queue_id
-     WHERE n.id = ANY(p_pids) AND q.tenant_id = p_tenant
-$$;
+     WHERE n.id = ANY(p_pids) AND q.tenant_id = p_tenant;
+END $$;
 
 -- Whether a table is distributed by Citus in this database (false without Citus).
 CREATE FUNCTION queen.is_distributed(p_table regclass) RETURNS bool

@@ -463,7 +463,9 @@ pub fn visibility_deadline(queue: &QueueRef) -> Option<TimestampWithTimeZone> {
 /// Read up to `budget` frames from `next` onward across consecutive segments, stopping
 /// at the first segment created after `visible_before` (`queen_log::pop::plan_visible`).
 /// Blobs are stored out of line (EXTERNAL): only the segments the plan serves are
-/// detoasted.
+/// detoasted. The limit is a sub-select: PostgreSQL estimates it alike for a custom and a
+/// generic plan, so the cached generic plan is used; with `LIMIT $3` every pop was planned
+/// anew (docs/benchmarks.md, "One message at a time").
 pub fn serve(
     client: &SpiClient<'_>,
     pid: Uuid,
@@ -477,7 +479,7 @@ pub fn serve(
               WHERE partition_id = $1 AND end_offset >= $2
                 AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_segments
                                               WHERE partition_id = $1 AND base_offset <= $2), $2)
-              ORDER BY base_offset LIMIT $3",
+              ORDER BY base_offset LIMIT (SELECT $3)",
         &[pid.into(), next.into(), i64::from(budget).into()],
     )
     .or_raise()

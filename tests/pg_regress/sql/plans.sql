@@ -1,0 +1,71 @@
+-- The hot path's statements run cached generic plans: a statement PostgreSQL plans anew
+-- on every call costs more than the call itself (docs/benchmarks.md, "One message at a
+-- time"). Each "-- plans::NAME" comment names one check. pg_stat_statements (preloaded by
+-- the test clusters) counts how often each statement inside the extension's functions
+-- was planned. On Citus the calls are delegated to the workers and the coordinator sees
+-- none of their statements: the checks hold there too.
+\set VERBOSITY terse
+\set SHOW_CONTEXT never
+CREATE EXTENSION queen_ack;
+SELECT CASE WHEN EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
+            THEN queen.distribute() IS NOT NULL ELSE true END AS installed;
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+SET pg_stat_statements.track = 'all';
+SET pg_stat_statements.track_planning = on;
+
+-- 20,000 messages in 200 segments of 100 (the bench's 107-byte JSON: wide segment rows),
+-- analyzed.
+SELECT count(queen.push('plans',
+         (SELECT jsonb_agg(jsonb_build_object('id', lpad((s * 100 + i)::text, 12, '0'),
+                                              'kind', 'bench', 'body', repeat('x', 59)))
+            FROM generate_series(1, 100) i), NULL, 'p'))
+  FROM generate_series(0, 199) s;
+ANALYZE queen.log_segments;
+-- Page fetches made dear: a statement whose custom plan (knowing the pop's batch) looks
+-- cheaper than its generic plan is then planned on every call, whatever the table's
+-- size; one whose estimate does not depend on its parameters is planned once.
+SET random_page_cost = 1000;
+SET seq_page_cost = 1000;
+SELECT pg_stat_statements_reset() IS NOT NULL AS reset;
+
+-- plans::hot_paths_plan_each_statement_once: in one session, 40 each of: queen.pop
+-- (batch 1 and 3) of a partition and queen.ack by transactionId; queen.pop of the queue
+-- (any ready partition) and the positional ack; the broker's lookup before a push
+-- (partitions_lookup_v1) and queen.push into a queue with a dedup window, whose sidecar
+-- is probed; the broker's pop (broker_pop_v1) and ack (log_ack_at_v1). A statement of
+-- theirs planned more often than the first calls' custom plans (five, then the generic
+-- one) is one planned on every call.
+SELECT queen.configure_queue_v1('plans_dedup', NULL, NULL, '{"dedupWindowSeconds": 3600}') IS NOT NULL AS configured;
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR i IN 1..40 LOOP
+        SELECT r_partition_id AS pid, r_lease_id AS lease, array_agg(r_transaction_id) AS txns
+          INTO r
+          FROM queen.pop('plans', p_partition => 'p', p_batch => 1 + (i % 2) * 2,
+                         p_lease_seconds => 60)
+         GROUP BY 1, 2;
+        PERFORM queen.ack(r.pid, r.lease, r.txns);
+        SELECT r_partition_id AS pid, r_lease_id AS lease, max(r_offset) AS upto
+          INTO r
+          FROM queen.pop('plans', p_batch => 1, p_lease_seconds => 60)
+         GROUP BY 1, 2;
+        PERFORM queen.log_ack_at_v1(r.pid, '__QUEUE_MODE__', r.lease, r.upto);
+        PERFORM queen.partitions_lookup_v1('00000000-0000-0000-0000-000000000001',
+                                           ARRAY['plans_dedup', 'plans'], ARRAY['d', 'p']);
+        PERFORM queen.push('plans_dedup', jsonb_build_array(i), ARRAY['t' || i], 'd');
+        SELECT r_partition_id AS pid, r_base + r_start_idx + r_take - 1 AS upto
+          INTO r
+          FROM queen.broker_pop_v1('00000000-0000-0000-0000-000000000001', 'plans', 'p',
+                                   '__QUEUE_MODE__', 1, 60, 'w' || i);
+        PERFORM queen.log_ack_at_v1(r.pid, '__QUEUE_MODE__', 'w' || i, r.upto);
+    END LOOP;
+END $$;
+SELECT regexp_replace(left(query, 50), '\s+', ' ', 'g') AS statement, calls, plans
+  FROM pg_stat_statements
+ WHERE NOT toplevel AND calls >= 40 AND plans > 6
+ ORDER BY 1;
+SELECT sum(c.total_consumed) AS consumed FROM queen.consumer_lag c WHERE c.queue = 'plans';
+SELECT count(*) AS pushed FROM queen.log_segments s
+  JOIN queen.partition_names n ON n.id = s.partition_id WHERE n.name = 'd';
