@@ -463,9 +463,9 @@ pub fn visibility_deadline(queue: &QueueRef) -> Option<TimestampWithTimeZone> {
 /// Read up to `budget` frames from `next` onward across consecutive segments, stopping
 /// at the first segment created after `visible_before` (`queen_log::pop::plan_visible`).
 /// Blobs are stored out of line (EXTERNAL): only the segments the plan serves are
-/// detoasted. The limit is a sub-select: PostgreSQL estimates it alike for a custom and a
-/// generic plan, so the cached generic plan is used; with `LIMIT $3` every pop was planned
-/// anew (docs/benchmarks.md, "One message at a time").
+/// detoasted. The offset and the limit are sub-selects: PostgreSQL estimates them alike for
+/// a custom and a generic plan, so the cached generic plan is used; with `LIMIT $3` every
+/// pop was planned anew (docs/benchmarks.md, "One message at a time").
 pub fn serve(
     client: &SpiClient<'_>,
     pid: Uuid,
@@ -476,7 +476,7 @@ pub fn serve(
     let rows: Vec<_> = q(
         client,
         "SELECT base_offset, end_offset, created_at, blob FROM queen.log_segments
-              WHERE partition_id = $1 AND end_offset >= $2
+              WHERE partition_id = $1 AND end_offset >= (SELECT $2)
                 AND base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_segments
                                               WHERE partition_id = $1 AND base_offset <= $2), $2)
               ORDER BY base_offset LIMIT (SELECT $3)",

@@ -338,7 +338,9 @@ impl FramesAt {
 /// The scan seeks the primary key: the row holding `from + 1` (found as the greatest
 /// base_offset <= from) and everything above it. Filtering on end_offset alone would walk
 /// every sidecar row of the partition per push, growing with history even when the
-/// broker's watermark cache says nothing needs reading.
+/// broker's watermark cache says nothing needs reading. `from` is a sub-select where it
+/// bounds end_offset, so the plan's estimate does not depend on it and the cached generic
+/// plan is used (a custom plan per push was the choice before: every push planned it).
 fn probe_duplicates(
     client: &SpiClient<'_>,
     pid: Uuid,
@@ -350,7 +352,7 @@ fn probe_duplicates(
     let rows = q(
         client,
         "SELECT t.base_offset, t.hashes FROM queen.log_txns t
-          WHERE t.partition_id = $1 AND t.end_offset > $2
+          WHERE t.partition_id = $1 AND t.end_offset > (SELECT $2)
             AND t.base_offset >= COALESCE((SELECT max(base_offset) FROM queen.log_txns
                                             WHERE partition_id = $1 AND base_offset <= $2), $2)
             AND t.created_at >= clock_timestamp() - make_interval(secs => $3)",
