@@ -11,6 +11,7 @@ use queen_log::payload;
 use queen_log::segment::{
     decode_segment, decode_served, encode_segment, segment_hashes, ServedSlice,
 };
+use queen_log::segment_cache::{DecodedSegments, DEFAULT_MAX_BYTES};
 use queen_log::wire::PushVerdict;
 use serde::Serialize;
 use serde_json::Value;
@@ -31,8 +32,46 @@ fn xxh3_128_hex(p_text: &str) -> String {
 }
 
 /// A frame's payload as jsonb, by the one rule of `queen_log::payload`.
-fn payload_jsonb(f: &Frame) -> JsonB {
-    JsonB(payload::json_value(f))
+/// A frame's payload as a `jsonb` result: its JSON text by queen_log::payload's rule,
+/// parsed once, by PostgreSQL. (As a serde value it was parsed, printed and parsed again:
+/// a tenth of a batch-10 pop's instructions, docs/benchmarks.md "One message at a time".)
+struct PayloadJsonb(String);
+
+impl IntoDatum for PayloadJsonb {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        // Valid JSON text never holds a NUL byte (control characters are escaped).
+        let text = std::ffi::CString::new(self.0).expect("JSON text holds no NUL byte");
+        // SAFETY: jsonb_in takes one cstring argument, which lives until it returns.
+        unsafe {
+            pgrx::fcinfo::direct_function_call_as_datum(
+                pg_sys::jsonb_in,
+                &[Some(text.as_ptr().into())],
+            )
+        }
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+impl_sql_translatable!(PayloadJsonb, "jsonb");
+
+// SAFETY: the datum is returned to the function's caller, as BoxRet requires.
+unsafe impl pgrx::callconv::BoxRet for PayloadJsonb {
+    unsafe fn box_into<'fcx>(
+        self,
+        fcinfo: &mut pgrx::callconv::FcInfo<'fcx>,
+    ) -> pgrx::datum::Datum<'fcx> {
+        match self.into_datum() {
+            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+            None => fcinfo.return_null(),
+        }
+    }
+}
+
+fn payload_jsonb(f: &Frame) -> PayloadJsonb {
+    PayloadJsonb(payload::json_text(f).into_owned())
 }
 
 fn decode_or_raise(blob: &[u8]) -> Vec<Frame> {
@@ -51,7 +90,7 @@ fn decode_segment_v1(
         name!(frame_index, i32),
         name!(message_id, Uuid),
         name!(transaction_id, String),
-        name!(payload, JsonB),
+        name!(payload, PayloadJsonb),
         name!(producer_sub, Option<String>),
         name!(trace_id, Option<Uuid>),
     ),
@@ -197,30 +236,50 @@ type Decoded = (
     i64,
     Uuid,
     String,
-    JsonB,
+    PayloadJsonb,
     TimestampWithTimeZone,
     Uuid,
     String,
 );
 
+thread_local! {
+    /// This backend's recently decoded segments (queen_log::segment_cache): a pop of one
+    /// message from a segment of a hundred decodes the segment once, not per pop.
+    static SEGMENTS: std::cell::RefCell<DecodedSegments> =
+        std::cell::RefCell::new(DecodedSegments::new(DEFAULT_MAX_BYTES));
+}
+
 /// The messages of a pop's rows, by the one decode loop (`queen_log::segment`).
 fn decoded(rows: &[PopRow], lease: &str) -> Vec<Decoded> {
-    decode_served(
-        rows,
-        |r| ServedSlice::of(r.base, r.start_idx, r.take, r.msg_count, &r.blob),
-        |r, offset, f| {
-            (
-                offset,
-                Uuid::from_bytes(f.message_id),
-                f.transaction_id.clone(),
-                payload_jsonb(&f),
-                r.created_at,
-                r.partition_id,
-                lease.to_string(),
+    SEGMENTS
+        .with(|cache| {
+            decode_served(
+                rows,
+                &mut cache.borrow_mut(),
+                |r| {
+                    ServedSlice::of(
+                        *r.partition_id.as_bytes(),
+                        r.base,
+                        r.start_idx,
+                        r.take,
+                        r.msg_count,
+                        &r.blob,
+                    )
+                },
+                |r, offset, f| {
+                    (
+                        offset,
+                        Uuid::from_bytes(f.message_id),
+                        f.transaction_id.clone(),
+                        payload_jsonb(f),
+                        r.created_at,
+                        r.partition_id,
+                        lease.to_string(),
+                    )
+                },
             )
-        },
-    )
-    .unwrap_or_else(|e| bad_param(e.to_string()))
+        })
+        .unwrap_or_else(|e| bad_param(e.to_string()))
 }
 
 /// Plain-SQL leasing pop returning decoded messages. No partition = queue-level pop of
@@ -241,7 +300,7 @@ fn pop(
         name!(r_offset, i64),
         name!(r_message_id, Uuid),
         name!(r_transaction_id, String),
-        name!(r_payload, JsonB),
+        name!(r_payload, PayloadJsonb),
         name!(r_created_at, TimestampWithTimeZone),
         name!(r_partition_id, Uuid),
         name!(r_lease_id, String),

@@ -42,6 +42,7 @@ pub mod order;
 pub mod payload;
 pub mod pop;
 pub mod segment;
+pub mod segment_cache;
 pub mod sqlstate;
 pub mod stats;
 pub mod streams;

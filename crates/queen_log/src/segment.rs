@@ -9,6 +9,7 @@ use std::io::Read;
 
 use crate::frame::{decode_frames, encode_frame, CodecError, Frame};
 use crate::hash::txn_hash;
+use crate::segment_cache::DecodedSegments;
 
 /// zstd level used by [`encode_segment`]: a good speed/ratio balance for JSON payloads.
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
@@ -130,29 +131,28 @@ pub fn verify_segment(blob: &[u8], hashes: &[u8]) -> Result<Vec<Frame>, CodecErr
     Ok(frames)
 }
 
-/// Frames `start .. start + take` of a segment with their index in it: the slice a pop
-/// serves. The segment must hold `msg_count` frames and the slice must lie inside it.
-pub fn decode_slice(
-    blob: &[u8],
-    msg_count: usize,
+/// Frames `start .. start + take` of a segment of `frames` with their index in it: the
+/// slice a pop serves. The slice must lie inside the segment.
+fn slice_of(
+    frames: &[Frame],
     start: usize,
     take: usize,
-) -> Result<impl Iterator<Item = (usize, Frame)>, CodecError> {
-    let frames = decode_segment_exact(blob, msg_count)?;
+) -> Result<impl Iterator<Item = (usize, &Frame)>, CodecError> {
     if start.saturating_add(take) > frames.len() {
         return Err(CodecError::FrameCountMismatch {
             expected: start.saturating_add(take),
             found: frames.len(),
         });
     }
-    Ok(frames.into_iter().enumerate().skip(start).take(take))
+    Ok(frames.iter().enumerate().skip(start).take(take))
 }
 
-/// One served slice as a pop row carries it (`r_base, r_start_idx, r_take, r_msg_count,
-/// r_blob`): frames `start_idx .. start_idx + take` of a segment of `msg_count` frames
-/// whose first offset is `base`.
+/// One served slice as a pop row carries it (`r_partition_id, r_base, r_start_idx,
+/// r_take, r_msg_count, r_blob`): frames `start_idx .. start_idx + take` of a segment of
+/// `msg_count` frames whose first offset is `base`, in partition `partition`.
 #[derive(Debug, Clone, Copy)]
 pub struct ServedSlice<'a> {
+    pub partition: [u8; 16],
     pub blob: &'a [u8],
     pub msg_count: i32,
     pub base: i64,
@@ -161,10 +161,18 @@ pub struct ServedSlice<'a> {
 }
 
 impl<'a> ServedSlice<'a> {
-    /// A pop row's slice, from its columns in the rows' order (`r_base, r_start_idx,
-    /// r_take, r_msg_count, r_blob`).
-    pub fn of(base: i64, start_idx: i32, take: i32, msg_count: i32, blob: &'a [u8]) -> Self {
+    /// A pop row's slice, from its columns in the rows' order (`r_partition_id, r_base,
+    /// r_start_idx, r_take, r_msg_count, r_blob`).
+    pub fn of(
+        partition: [u8; 16],
+        base: i64,
+        start_idx: i32,
+        take: i32,
+        msg_count: i32,
+        blob: &'a [u8],
+    ) -> Self {
         Self {
+            partition,
             blob,
             msg_count,
             base,
@@ -177,24 +185,29 @@ impl<'a> ServedSlice<'a> {
 /// The messages of served slices, in order: `item(row, offset, frame)` for every frame
 /// each row's slice serves, `view` saying where a row keeps its slice. A segment that does
 /// not hold the frames its row says is corrupt: an error, never a silently shorter batch.
-/// The one decode loop of a pop's rows (`queen.pop` and the broker's pop route).
+/// Segments are decoded through `cache` (crate::segment_cache): once, however many pops
+/// serve them. The one decode loop of a pop's rows (`queen.pop` and the broker's pop
+/// route).
 pub fn decode_served<S, T>(
     rows: &[S],
+    cache: &mut DecodedSegments,
     view: impl Fn(&S) -> ServedSlice<'_>,
-    mut item: impl FnMut(&S, i64, Frame) -> T,
+    mut item: impl FnMut(&S, i64, &Frame) -> T,
 ) -> Result<Vec<T>, CodecError> {
-    // A negative count is a corrupt row: as usize::MAX it fails decode_slice's checks.
+    // A negative count is a corrupt row: as usize::MAX it fails the slice's checks.
     let count = |n: i32| usize::try_from(n).unwrap_or(usize::MAX);
     let mut out = Vec::new();
     for row in rows {
         let v = view(row);
-        let frames = decode_slice(
-            v.blob,
-            count(v.msg_count),
-            count(v.start_idx),
-            count(v.take),
-        )?;
-        out.extend(frames.map(|(k, frame)| item(row, v.base + k as i64, frame)));
+        if v.msg_count < 0 {
+            return Err(CodecError::FrameCountMismatch {
+                expected: count(v.msg_count),
+                found: 0,
+            });
+        }
+        let frames = cache.frames(v.partition, v.base, v.blob, count(v.msg_count))?;
+        let slice = slice_of(&frames, count(v.start_idx), count(v.take))?;
+        out.extend(slice.map(|(k, frame)| item(row, v.base + k as i64, frame)));
     }
     Ok(out)
 }
@@ -276,21 +289,17 @@ mod tests {
     #[test]
     fn slices_are_checked_against_the_segment() {
         let frames = sample();
-        let blob = encode_segment(&frames).unwrap();
-        let got: Vec<usize> = decode_slice(&blob, frames.len(), 1, 1)
-            .unwrap()
-            .map(|(k, _)| k)
-            .collect();
+        let got: Vec<usize> = slice_of(&frames, 1, 1).unwrap().map(|(k, _)| k).collect();
         assert_eq!(got, vec![1]);
-        assert!(decode_slice(&blob, frames.len(), 1, frames.len()).is_err());
-        assert!(decode_slice(&blob, frames.len() + 3, 0, 1).is_err());
+        assert!(slice_of(&frames, 1, frames.len()).is_err());
+        assert!(slice_of(&frames, usize::MAX, 1).is_err());
     }
 
     /// A test row: (base, start_idx, take, msg_count, blob).
     struct Row<'a>(i64, i32, i32, i32, &'a [u8]);
 
     fn view<'r>(r: &'r Row<'_>) -> ServedSlice<'r> {
-        ServedSlice::of(r.0, r.1, r.2, r.3, r.4)
+        ServedSlice::of([1; 16], r.0, r.1, r.2, r.3, r.4)
     }
 
     #[test]
@@ -298,9 +307,13 @@ mod tests {
         let frames = sample();
         let n = frames.len() as i32;
         let blob = encode_segment(&frames).unwrap();
-        // Two slices of one segment, as two pop rows.
+        let mut cache = DecodedSegments::new(1 << 20);
+        // Two slices of one segment, as two pop rows: decoded once.
         let rows = [Row(100, 1, n - 1, n, &blob), Row(100, 0, 1, n, &blob)];
-        let got = decode_served(&rows, view, |r, off, f| (r.1, off, f.transaction_id)).unwrap();
+        let got = decode_served(&rows, &mut cache, view, |r, off, f| {
+            (r.1, off, f.transaction_id.clone())
+        })
+        .unwrap();
         let want: Vec<_> = (1..n)
             .map(|k| {
                 (
@@ -312,11 +325,17 @@ mod tests {
             .chain([(0, 100, frames[0].transaction_id.clone())])
             .collect();
         assert_eq!(got, want);
+        assert_eq!((cache.misses, cache.hits), (1, 1));
         // A row that asks for more frames than its segment holds, or a negative count, is
-        // corrupt: an error, not a shorter batch (and no panic).
+        // corrupt: an error, not a shorter batch (and no panic), cached or not.
         for (start, take, count) in [(0, n + 1, n), (-1, 1, n), (0, -1, n), (0, 1, -1)] {
             assert!(matches!(
-                decode_served(&[Row(0, start, take, count, &blob)], view, |_, off, _| off),
+                decode_served(
+                    &[Row(100, start, take, count, &blob)],
+                    &mut cache,
+                    view,
+                    |_, off, _| off
+                ),
                 Err(CodecError::FrameCountMismatch { .. })
             ));
         }
