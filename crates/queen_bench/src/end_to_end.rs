@@ -93,6 +93,8 @@ pub(crate) struct RunOut {
     /// Push rounds per push commit (push fusion: rounds carried by fused flushes plus
     /// rounds run alone, over fused flushes plus rounds run alone), from /metrics.
     rounds_per_commit: Option<f64>,
+    /// CPU spent by the load generators, the broker and PostgreSQL during the run.
+    cpu: crate::cpu::Spent,
     pub(crate) errors: Vec<String>,
 }
 
@@ -136,6 +138,7 @@ pub(crate) async fn one_run(
         .map_err(|e| format!("provisioning {QUEUE}: {}", to_s(&e)))?;
     let before = push_commits(broker).await;
     let sampler = RssSampler::start(broker.pid);
+    let account = crate::cpu::Account::start(broker.pid);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
     let producers: Vec<_> = (0..PRODUCERS)
@@ -178,12 +181,14 @@ pub(crate) async fn one_run(
         ack_lat.extend(o.lat_ms);
         errors.extend(o.errors);
     }
+    let cpu = account.finish();
     let rounds_per_commit = match (before, push_commits(broker).await) {
         (Some((r0, c0)), Some((r1, c1))) if c1 > c0 => Some((r1 - r0) / (c1 - c0)),
         _ => None,
     };
     let out = RunOut {
         rounds_per_commit,
+        cpu,
         pushed: pushed as f64 / secs,
         consumed: consumed as f64 / secs,
         push_lat: Summary::of(&push_lat),
@@ -266,6 +271,7 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
             r.rounds_per_commit
                 .map_or("–".into(), |x| format!("{x:.2}")),
             format!("{:.1}", r.peak_kb as f64 / 1024.0),
+            r.cpu.per_message(r.consumed * secs),
             format!("{:.1}", r.wall),
             if r.errors.is_empty() {
                 "0".into()
@@ -291,7 +297,10 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
          fusion off). \
          Server: fsync = {fsync}, synchronous_commit = {sync}. **Client-side timing**; msgs/s = \
          messages answered `queued` (pushed) or acked with success (consumed) divided by the run \
-         length. Peak RSS = highest VmRSS sampled every 50 ms during the run; the broker's VmRSS \
+         length. CPU: utime + stime from /proc over the run, of the bench process (the load \
+         generators), the broker and every PostgreSQL process, per message consumed (each was \
+         also pushed), and the cores they kept busy together (2 on this machine). \
+         Peak RSS = highest VmRSS sampled every 50 ms during the run; the broker's VmRSS \
          before the first run was {:.1} MiB and its VmHWM at the end {:.1} MiB.",
         start_rss as f64 / 1024.0,
         hwm as f64 / 1024.0
@@ -308,6 +317,7 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
             "ack p99 ms",
             "push rounds/commit",
             "peak RSS MiB",
+            "CPU µs per consumed msg: generators / broker / PostgreSQL (cores busy)",
             "wall s",
             "errors",
         ],

@@ -17,6 +17,7 @@ mod binary_push;
 mod broker_proc;
 mod broker_throughput;
 mod common;
+mod cpu;
 mod encryption;
 mod end_to_end;
 mod ephemeral;

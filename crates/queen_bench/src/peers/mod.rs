@@ -951,78 +951,85 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
     );
     sec.heading("Consume: every cell");
     detail_table(&mut sec, &consume, "consume");
-    sec.heading("Produce: messages/s");
-    let prod_rows: Vec<Vec<String>> = produce
-        .iter()
-        .map(|c| {
-            vec![
-                c.sys.produce_label().to_string(),
-                c.c.to_string(),
-                c.b.to_string(),
-                rate_cell(c),
-                range(&c.reps),
-                fmt_ms(c.lat.median),
-                fmt_ms(c.lat.p99),
-                format!("{:.1}", c.per_msg(c.delta.wal)),
-                format!("{:.3}", c.per_msg(c.delta.xid)),
-                errors_cell(c),
-            ]
-        })
-        .collect();
-    sec.para(format!(
-        "P producers, each into its own partition (queen_ack: `p<i>`, dedup window 0 like the peers, which have none) or queue (PgQ), \
-         pgmq into its one queue; batches of B per statement or request: `queen.push(q, <JSON array>, NULL, 'p<i>')`, \
-         `POST /api/v1/push`, `pgmq.send_batch(q, jsonb[])`, `SELECT pgq.insert_event(q, 'bench', x) FROM unnest(texts)`; autocommit; \
-         {dur} s per cell, {REPEATS} runs interleaved. PgQ's ticks are not part of this figure (they are in the cost table)."
-    ));
-    sec.table(
-        &[
-            "system",
-            "P",
-            "B",
-            "msgs/s (median)",
-            "min – max",
-            "push p50 ms",
-            "push p99 ms",
-            "WAL B/msg",
-            "write commits/msg",
-            "errors",
-        ],
-        &prod_rows,
-    );
-    sec.heading(format!(
-        "Cost to the database of {} messages",
-        fmt_int(n as i64)
-    ));
-    sec.para(format!(
-        "Per system, from empty (its tables VACUUMed first; sizes are growth over that baseline): the fill writes {} messages \
-         server-side in transactions of 100 with synchronous_commit on (PgQ: plus a tick after every 100 events, counted here), \
-         then 8 consumers consume all of them at batch 100 (the broker row through a broker started for it and stopped after, \
-         so every statistic is flushed). Heap = table + TOAST bytes, index = every index, of the system's schema \
-         (queen, pgmq, pgq); live / dead tuples counted exactly by pgstattuple; then `VACUUM` of each table. \
-         PgQ never deletes an event: its 3 rotating tables are TRUNCATEd in turn by maintenance (rotation_period 2 h by default), \
-         which this run does not reach.",
-        fmt_int(n as i64)
-    ));
-    cost_table(&mut sec, &costs);
-    if !cost_err.is_empty() {
-        sec.para(format!("Cost runs that failed: {}", cost_err.join("; ")));
-    }
-    sec.heading("Where the WAL goes: one consume cycle");
-    sec.para(format!(
-        "One consumer, {cycles1} cycles at batch 1 and {cycles100} at batch 100 after 5 warm-up batches; the server's `pg_waldump` over the \
-         WAL range of the measured cycles, summed per record type and the relation of its first block reference; \
-         records of at least 2 % of a system's bytes are listed. Full-page images depend on checkpoint timing."
-    ));
-    for (b, v) in &anat {
-        anatomy_table(&mut sec, *b, v);
-        statements_table(&mut sec, *b, v);
-    }
-    if !anat_err.is_empty() {
+    if focused {
+        sec.para(
+            "A focused run (`--cells`): these consume cells only, without produce rates, the database cost \
+             or the WAL anatomy.",
+        );
+    } else {
+        sec.heading("Produce: messages/s");
+        let prod_rows: Vec<Vec<String>> = produce
+            .iter()
+            .map(|c| {
+                vec![
+                    c.sys.produce_label().to_string(),
+                    c.c.to_string(),
+                    c.b.to_string(),
+                    rate_cell(c),
+                    range(&c.reps),
+                    fmt_ms(c.lat.median),
+                    fmt_ms(c.lat.p99),
+                    format!("{:.1}", c.per_msg(c.delta.wal)),
+                    format!("{:.3}", c.per_msg(c.delta.xid)),
+                    errors_cell(c),
+                ]
+            })
+            .collect();
         sec.para(format!(
-            "WAL anatomy not measured for: {}",
-            anat_err.join("; ")
+            "P producers, each into its own partition (queen_ack: `p<i>`, dedup window 0 like the peers, which have none) or queue (PgQ), \
+             pgmq into its one queue; batches of B per statement or request: `queen.push(q, <JSON array>, NULL, 'p<i>')`, \
+             `POST /api/v1/push`, `pgmq.send_batch(q, jsonb[])`, `SELECT pgq.insert_event(q, 'bench', x) FROM unnest(texts)`; autocommit; \
+             {dur} s per cell, {REPEATS} runs interleaved. PgQ's ticks are not part of this figure (they are in the cost table)."
         ));
+        sec.table(
+            &[
+                "system",
+                "P",
+                "B",
+                "msgs/s (median)",
+                "min – max",
+                "push p50 ms",
+                "push p99 ms",
+                "WAL B/msg",
+                "write commits/msg",
+                "errors",
+            ],
+            &prod_rows,
+        );
+        sec.heading(format!(
+            "Cost to the database of {} messages",
+            fmt_int(n as i64)
+        ));
+        sec.para(format!(
+            "Per system, from empty (its tables VACUUMed first; sizes are growth over that baseline): the fill writes {} messages \
+             server-side in transactions of 100 with synchronous_commit on (PgQ: plus a tick after every 100 events, counted here), \
+             then 8 consumers consume all of them at batch 100 (the broker row through a broker started for it and stopped after, \
+             so every statistic is flushed). Heap = table + TOAST bytes, index = every index, of the system's schema \
+             (queen, pgmq, pgq); live / dead tuples counted exactly by pgstattuple; then `VACUUM` of each table. \
+             PgQ never deletes an event: its 3 rotating tables are TRUNCATEd in turn by maintenance (rotation_period 2 h by default), \
+             which this run does not reach.",
+            fmt_int(n as i64)
+        ));
+        cost_table(&mut sec, &costs);
+        if !cost_err.is_empty() {
+            sec.para(format!("Cost runs that failed: {}", cost_err.join("; ")));
+        }
+        sec.heading("Where the WAL goes: one consume cycle");
+        sec.para(format!(
+            "One consumer, {cycles1} cycles at batch 1 and {cycles100} at batch 100 after 5 warm-up batches; the server's `pg_waldump` over the \
+             WAL range of the measured cycles, summed per record type and the relation of its first block reference; \
+             records of at least 2 % of a system's bytes are listed. Full-page images depend on checkpoint timing."
+        ));
+        for (b, v) in &anat {
+            anatomy_table(&mut sec, *b, v);
+            statements_table(&mut sec, *b, v);
+        }
+        if !anat_err.is_empty() {
+            sec.para(format!(
+                "WAL anatomy not measured for: {}",
+                anat_err.join("; ")
+            ));
+        }
     }
     let errs: Vec<String> = consume
         .iter()
