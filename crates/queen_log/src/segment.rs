@@ -205,7 +205,9 @@ pub fn decode_served<S, T>(
                 found: 0,
             });
         }
-        let frames = cache.frames(v.partition, v.base, v.blob, count(v.msg_count))?;
+        // Kept only when this pop leaves part of the segment for the next ones.
+        let keep = i64::from(v.start_idx) + i64::from(v.take) < i64::from(v.msg_count);
+        let frames = cache.frames(v.partition, v.base, v.blob, count(v.msg_count), keep)?;
         let slice = slice_of(&frames, count(v.start_idx), count(v.take))?;
         out.extend(slice.map(|(k, frame)| item(row, v.base + k as i64, frame)));
     }
@@ -308,24 +310,25 @@ mod tests {
         let n = frames.len() as i32;
         let blob = encode_segment(&frames).unwrap();
         let mut cache = DecodedSegments::new(1 << 20);
-        // Two slices of one segment, as two pop rows: decoded once.
-        let rows = [Row(100, 1, n - 1, n, &blob), Row(100, 0, 1, n, &blob)];
+        // Two slices of one segment, as two pops: the first serves part of it (decoded and
+        // kept), the second the rest (read from memory, then let go).
+        let rows = [Row(100, 0, 1, n, &blob), Row(100, 1, n - 1, n, &blob)];
         let got = decode_served(&rows, &mut cache, view, |r, off, f| {
             (r.1, off, f.transaction_id.clone())
         })
         .unwrap();
-        let want: Vec<_> = (1..n)
-            .map(|k| {
+        let want: Vec<_> = [(0, 100, frames[0].transaction_id.clone())]
+            .into_iter()
+            .chain((1..n).map(|k| {
                 (
                     1,
                     100 + i64::from(k),
                     frames[k as usize].transaction_id.clone(),
                 )
-            })
-            .chain([(0, 100, frames[0].transaction_id.clone())])
+            }))
             .collect();
         assert_eq!(got, want);
-        assert_eq!((cache.misses, cache.hits), (1, 1));
+        assert_eq!((cache.misses, cache.hits, cache.len()), (1, 1, 0));
         // A row that asks for more frames than its segment holds, or a negative count, is
         // corrupt: an error, not a shorter batch (and no panic), cached or not.
         for (start, take, count) in [(0, n + 1, n), (-1, 1, n), (0, -1, n), (0, 1, -1)] {

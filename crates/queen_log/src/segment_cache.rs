@@ -7,9 +7,12 @@
 //! A segment is known by where it lies (partition id, base offset) and by what it holds
 //! (its blob's length and xxh3-64): a partition deleted and created again under the same
 //! name has a new id, and a blob that differs is a different entry, so nothing stale is
-//! ever served. The cache is bounded by the decoded bytes it holds; a segment larger than
-//! a quarter of that is decoded and not kept. It is not shared between threads: the
-//! extension keeps one per backend, the broker one per decoding thread.
+//! ever served. Only a segment that a pop served part of is kept (the next pops of its
+//! partition read it again); a pop that serves a segment to its end lets it go, so pops of
+//! whole segments (batch 100 from segments of 100) keep nothing. The cache is bounded by the
+//! decoded bytes it holds; a segment larger than a quarter of that is decoded and not kept.
+//! It is not shared between threads: the extension keeps one per backend, the broker one
+//! per decoding thread.
 
 use std::sync::Arc;
 
@@ -19,7 +22,7 @@ use crate::frame::{CodecError, Frame};
 use crate::segment::decode_segment_exact;
 
 /// The decoded bytes a cache holds at most by default (per backend or thread).
-pub const DEFAULT_MAX_BYTES: usize = 8 << 20;
+pub const DEFAULT_MAX_BYTES: usize = 4 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Key {
@@ -67,13 +70,16 @@ impl DecodedSegments {
 
     /// The frames of the segment `blob` at `base` of `partition`, which must hold
     /// `msg_count` frames (`decode_segment_exact`'s checks): from memory when this
-    /// segment was decoded before, else decoded now and kept.
+    /// segment was decoded before, else decoded now. `keep`: whether it is worth keeping
+    /// (a pop served part of it, so the next ones read it again); without, an entry of it
+    /// is let go.
     pub fn frames(
         &mut self,
         partition: [u8; 16],
         base: i64,
         blob: &[u8],
         msg_count: usize,
+        keep: bool,
     ) -> Result<Arc<[Frame]>, CodecError> {
         let key = Key {
             partition,
@@ -82,15 +88,21 @@ impl DecodedSegments {
             fingerprint: xxh3_64(blob),
         };
         self.tick += 1;
-        if let Some(e) = self.entries.iter_mut().find(|e| e.key == key) {
-            e.used = self.tick;
+        if let Some(i) = self.entries.iter().position(|e| e.key == key) {
             self.hits += 1;
+            if !keep {
+                let e = self.entries.swap_remove(i);
+                self.bytes -= e.bytes;
+                return Ok(e.frames);
+            }
+            let e = &mut self.entries[i];
+            e.used = self.tick;
             return Ok(e.frames.clone());
         }
         self.misses += 1;
         let frames: Arc<[Frame]> = decode_segment_exact(blob, msg_count)?.into();
         let bytes: usize = frames.iter().map(frame_bytes).sum();
-        if bytes <= self.max_bytes / 4 {
+        if keep && bytes <= self.max_bytes / 4 {
             while self.bytes + bytes > self.max_bytes {
                 self.evict_oldest();
             }
@@ -151,8 +163,8 @@ mod tests {
     fn a_segment_is_decoded_once_then_served_from_memory() {
         let mut c = DecodedSegments::new(DEFAULT_MAX_BYTES);
         let blob = seg(100, "a");
-        let first = c.frames(P, 0, &blob, 100).unwrap();
-        let again = c.frames(P, 0, &blob, 100).unwrap();
+        let first = c.frames(P, 0, &blob, 100, true).unwrap();
+        let again = c.frames(P, 0, &blob, 100, true).unwrap();
         assert!(Arc::ptr_eq(&first, &again));
         assert_eq!((c.hits, c.misses), (1, 1));
         assert_eq!(again[42].transaction_id, "a-42");
@@ -163,14 +175,20 @@ mod tests {
         let mut c = DecodedSegments::new(DEFAULT_MAX_BYTES);
         let a = seg(3, "a");
         let b = seg(3, "b");
-        c.frames(P, 0, &a, 3).unwrap();
+        c.frames(P, 0, &a, 3, true).unwrap();
         // Same place, other content (a partition recreated, a row rewritten): decoded anew.
-        assert_eq!(c.frames(P, 0, &b, 3).unwrap()[0].transaction_id, "b-0");
         assert_eq!(
-            c.frames([8; 16], 0, &a, 3).unwrap()[0].transaction_id,
+            c.frames(P, 0, &b, 3, true).unwrap()[0].transaction_id,
+            "b-0"
+        );
+        assert_eq!(
+            c.frames([8; 16], 0, &a, 3, true).unwrap()[0].transaction_id,
             "a-0"
         );
-        assert_eq!(c.frames(P, 3, &a, 3).unwrap()[0].transaction_id, "a-0");
+        assert_eq!(
+            c.frames(P, 3, &a, 3, true).unwrap()[0].transaction_id,
+            "a-0"
+        );
         assert_eq!((c.hits, c.misses), (0, 4));
     }
 
@@ -178,9 +196,9 @@ mod tests {
     fn a_wrong_count_is_refused_even_when_cached() {
         let mut c = DecodedSegments::new(DEFAULT_MAX_BYTES);
         let a = seg(3, "a");
-        assert!(c.frames(P, 0, &a, 4).is_err());
-        assert!(c.frames(P, 0, &a, 3).is_ok());
-        assert!(c.frames(P, 0, b"not zstd", 3).is_err());
+        assert!(c.frames(P, 0, &a, 4, true).is_err());
+        assert!(c.frames(P, 0, &a, 3, true).is_ok());
+        assert!(c.frames(P, 0, b"not zstd", 3, true).is_err());
     }
 
     #[test]
@@ -188,28 +206,42 @@ mod tests {
         let blob = |i: i64| seg(10, &format!("s{i}"));
         let one = {
             let mut c = DecodedSegments::new(DEFAULT_MAX_BYTES);
-            c.frames(P, 0, &blob(0), 10).unwrap();
+            c.frames(P, 0, &blob(0), 10, true).unwrap();
             c.bytes()
         };
         let mut c = DecodedSegments::new(one * 4);
         for i in 0..4 {
-            c.frames(P, i, &blob(i), 10).unwrap();
+            c.frames(P, i, &blob(i), 10, true).unwrap();
         }
-        c.frames(P, 0, &blob(0), 10).unwrap(); // 0 is now the most recent
-        c.frames(P, 4, &blob(4), 10).unwrap(); // evicts 1, the least recently used
+        c.frames(P, 0, &blob(0), 10, true).unwrap(); // 0 is now the most recent
+        c.frames(P, 4, &blob(4), 10, true).unwrap(); // evicts 1, the least recently used
         assert!(c.bytes() <= one * 4);
         let misses = c.misses;
-        c.frames(P, 0, &blob(0), 10).unwrap();
+        c.frames(P, 0, &blob(0), 10, true).unwrap();
         assert_eq!(c.misses, misses, "0 kept");
-        c.frames(P, 1, &blob(1), 10).unwrap();
+        c.frames(P, 1, &blob(1), 10, true).unwrap();
         assert_eq!(c.misses, misses + 1, "1 evicted");
+    }
+
+    #[test]
+    fn a_segment_served_to_its_end_is_let_go() {
+        let mut c = DecodedSegments::new(DEFAULT_MAX_BYTES);
+        let blob = seg(10, "a");
+        // Served whole: decoded, not kept.
+        c.frames(P, 0, &blob, 10, false).unwrap();
+        assert!(c.is_empty());
+        // Served in part, then to its end: kept, then let go on that last read.
+        c.frames(P, 0, &blob, 10, true).unwrap();
+        assert_eq!(c.len(), 1);
+        c.frames(P, 0, &blob, 10, false).unwrap();
+        assert_eq!((c.len(), c.bytes(), c.hits), (0, 0, 1));
     }
 
     #[test]
     fn a_segment_over_a_quarter_of_the_cache_is_not_kept() {
         let mut c = DecodedSegments::new(1000);
         let big = seg(100, "big");
-        c.frames(P, 0, &big, 100).unwrap();
+        c.frames(P, 0, &big, 100, true).unwrap();
         assert!(c.is_empty());
         assert_eq!(c.bytes(), 0);
     }
