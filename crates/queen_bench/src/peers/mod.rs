@@ -864,7 +864,7 @@ pub async fn run(ctx: &Ctx, main_db: &Client) -> BResult<Section> {
     };
     for &(b, cycles) in anatomy_points {
         let mut v = Vec::new();
-        for sys in Sys::SERVER_COST {
+        for &sys in Sys::SERVER_COST {
             match anatomy(&env, sys, b, cycles).await {
                 Ok(a) => v.push(a),
                 Err(e) => anat_err.push(format!("{} B={b}: {e}", sys.label())),

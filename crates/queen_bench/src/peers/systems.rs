@@ -65,15 +65,8 @@ impl Sys {
         Sys::PgqPy,
     ];
     /// The consume rows whose server-side cost (WAL anatomy, database cost) is measured:
-    /// the Python rows run the same statements as their Rust rows.
-    pub const SERVER_COST: [Sys; 6] = [
-        Sys::QueenSql,
-        Sys::QueenSqlAt,
-        Sys::QueenBroker,
-        Sys::PgmqDelete,
-        Sys::PgmqArchive,
-        Sys::Pgq,
-    ];
+    /// the Rust ones, first in [`Sys::CONSUME`] (the Python rows run their statements).
+    pub const SERVER_COST: &'static [Sys] = Self::CONSUME.split_at(6).0;
     /// Produce rows: the two pgmq variants and the two queen SQL variants produce alike.
     pub const PRODUCE: [Sys; 4] = [Sys::QueenSql, Sys::QueenBroker, Sys::PgmqDelete, Sys::Pgq];
 
