@@ -2,8 +2,9 @@
 -- on every call costs more than the call itself (docs/benchmarks.md, "One message at a
 -- time"). Each "-- plans::NAME" comment names one check. pg_stat_statements (preloaded by
 -- the test clusters) counts how often each statement inside the extension's functions
--- was planned. On Citus the calls are delegated to the workers and the coordinator sees
--- none of their statements: the checks hold there too.
+-- was planned. On Citus the calls inside a DO block are not delegated, and Citus plans a
+-- distributed statement on every call by design (its shard is chosen from the
+-- parameters), so there only the behaviour checks at the end run.
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
 CREATE EXTENSION queen_ack;
@@ -40,6 +41,10 @@ DO $$
 DECLARE
     r record;
 BEGIN
+    -- One transaction that reads over every shard and then creates partition d: Citus
+    -- wants that on one connection per node (docs/citus.md, "Creating in a transaction
+    -- that read across shards"); harmless without Citus.
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
     FOR i IN 1..40 LOOP
         SELECT r_partition_id AS pid, r_lease_id AS lease, array_agg(r_transaction_id) AS txns
           INTO r
@@ -65,6 +70,7 @@ END $$;
 SELECT regexp_replace(left(query, 50), '\s+', ' ', 'g') AS statement, calls, plans
   FROM pg_stat_statements
  WHERE NOT toplevel AND calls >= 40 AND plans > 6
+   AND NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
  ORDER BY 1;
 SELECT sum(c.total_consumed) AS consumed FROM queen.consumer_lag c WHERE c.queue = 'plans';
 SELECT count(*) AS pushed FROM queen.log_segments s
