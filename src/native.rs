@@ -8,10 +8,9 @@ use queen_log::conventions::QUEUE_MODE;
 use queen_log::frame::Frame;
 use queen_log::hash::{hash_hex, txn_hash};
 use queen_log::payload;
-use queen_log::segment::{
-    decode_segment, decode_served, encode_segment, segment_hashes, ServedSlice,
-};
+use queen_log::segment::{decode_segment, encode_segment, segment_hashes};
 use queen_log::segment_cache::{DecodedSegments, DEFAULT_MAX_BYTES};
+use queen_log::served::{decode_served, ServedSlice};
 use queen_log::wire::PushVerdict;
 use serde::Serialize;
 use serde_json::Value;

@@ -43,6 +43,7 @@ pub mod payload;
 pub mod pop;
 pub mod segment;
 pub mod segment_cache;
+pub mod served;
 pub mod sqlstate;
 pub mod stats;
 pub mod streams;
