@@ -9,8 +9,7 @@ use queen_log::frame::Frame;
 use queen_log::hash::{hash_hex, txn_hash};
 use queen_log::payload;
 use queen_log::segment::{decode_segment, encode_segment, segment_hashes};
-use queen_log::segment_cache::{DecodedSegments, DEFAULT_MAX_BYTES};
-use queen_log::served::{decode_served, ServedSlice};
+use queen_log::served::{decode_served_here, ServedSlice};
 use queen_log::wire::PushVerdict;
 use serde::Serialize;
 use serde_json::Value;
@@ -30,7 +29,6 @@ fn xxh3_128_hex(p_text: &str) -> String {
     hash_hex(&txn_hash(p_text))
 }
 
-/// A frame's payload as jsonb, by the one rule of `queen_log::payload`.
 /// A frame's payload as a `jsonb` result: its JSON text by queen_log::payload's rule,
 /// parsed once, by PostgreSQL. (As a serde value it was parsed, printed and parsed again:
 /// a tenth of a batch-10 pop's instructions, docs/benchmarks.md "One message at a time".)
@@ -241,44 +239,33 @@ type Decoded = (
     String,
 );
 
-thread_local! {
-    /// This backend's recently decoded segments (queen_log::segment_cache): a pop of one
-    /// message from a segment of a hundred decodes the segment once, not per pop.
-    static SEGMENTS: std::cell::RefCell<DecodedSegments> =
-        std::cell::RefCell::new(DecodedSegments::new(DEFAULT_MAX_BYTES));
-}
-
-/// The messages of a pop's rows, by the one decode loop (`queen_log::segment`).
+/// The messages of a pop's rows, by the one decode loop (`queen_log::served`).
 fn decoded(rows: &[PopRow], lease: &str) -> Vec<Decoded> {
-    SEGMENTS
-        .with(|cache| {
-            decode_served(
-                rows,
-                &mut cache.borrow_mut(),
-                |r| {
-                    ServedSlice::of(
-                        *r.partition_id.as_bytes(),
-                        r.base,
-                        r.start_idx,
-                        r.take,
-                        r.msg_count,
-                        &r.blob,
-                    )
-                },
-                |r, offset, f| {
-                    (
-                        offset,
-                        Uuid::from_bytes(f.message_id),
-                        f.transaction_id.clone(),
-                        payload_jsonb(f),
-                        r.created_at,
-                        r.partition_id,
-                        lease.to_string(),
-                    )
-                },
+    decode_served_here(
+        rows,
+        |r| {
+            ServedSlice::of(
+                *r.partition_id.as_bytes(),
+                r.base,
+                r.start_idx,
+                r.take,
+                r.msg_count,
+                &r.blob,
             )
-        })
-        .unwrap_or_else(|e| bad_param(e.to_string()))
+        },
+        |r, offset, f| {
+            (
+                offset,
+                Uuid::from_bytes(f.message_id),
+                f.transaction_id.clone(),
+                payload_jsonb(f),
+                r.created_at,
+                r.partition_id,
+                lease.to_string(),
+            )
+        },
+    )
+    .unwrap_or_else(|e| bad_param(e.to_string()))
 }
 
 /// Plain-SQL leasing pop returning decoded messages. No partition = queue-level pop of

@@ -3,8 +3,27 @@
 //! offsets, decoding each segment once through [`DecodedSegments`]. The one decode loop
 //! of a pop's rows (`queen.pop` and the broker's pop route).
 
+use std::cell::RefCell;
+
 use crate::frame::{CodecError, Frame};
-use crate::segment_cache::DecodedSegments;
+use crate::segment_cache::{DecodedSegments, DEFAULT_MAX_BYTES};
+
+thread_local! {
+    /// This thread's recently decoded segments: one per backend in the extension, one per
+    /// decoding thread in the broker (no lock between them).
+    static THREAD_SEGMENTS: RefCell<DecodedSegments> =
+        RefCell::new(DecodedSegments::new(DEFAULT_MAX_BYTES));
+}
+
+/// [`decode_served`] through this thread's cache: what `queen.pop` and the broker's pop
+/// call, so a pop of one message from a segment of a hundred decodes it once, not per pop.
+pub fn decode_served_here<S, T>(
+    rows: &[S],
+    view: impl Fn(&S) -> ServedSlice<'_>,
+    item: impl FnMut(&S, i64, &Frame) -> T,
+) -> Result<Vec<T>, CodecError> {
+    THREAD_SEGMENTS.with(|cache| decode_served(rows, &mut cache.borrow_mut(), view, item))
+}
 
 /// Frames `start .. start + take` of a segment of `frames` with their index in it: the
 /// slice a pop serves. The slice must lie inside the segment.

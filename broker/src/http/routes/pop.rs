@@ -16,8 +16,7 @@ use axum::Json;
 use chrono::{DateTime, Utc};
 use queen_log::conventions::requested_lease;
 use queen_log::payload;
-use queen_log::segment_cache::{DecodedSegments, DEFAULT_MAX_BYTES};
-use queen_log::served::{decode_served, ServedSlice};
+use queen_log::served::{decode_served_here, ServedSlice};
 use serde::Serialize;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -301,40 +300,29 @@ struct Msg {
     frame: queen_log::frame::Frame,
 }
 
-thread_local! {
-    /// This decoding thread's recently decoded segments (queen_log::segment_cache): a
-    /// pop of one message from a segment of a hundred decodes the segment once, not per
-    /// pop. One per thread of the blocking pool, which decodes (no lock between them).
-    static SEGMENTS: std::cell::RefCell<DecodedSegments> =
-        std::cell::RefCell::new(DecodedSegments::new(DEFAULT_MAX_BYTES));
-}
-
-/// The served slices' frames, by the extension's decode loop (`queen_log::segment`).
+/// The served slices' frames, by the extension's decode loop (`queen_log::served`).
 fn decode(slices: Vec<Slice>) -> ApiResult<Vec<Msg>> {
-    Ok(SEGMENTS.with(|cache| {
-        decode_served(
-            &slices,
-            &mut cache.borrow_mut(),
-            |s| {
-                ServedSlice::of(
-                    *s.pid.as_bytes(),
-                    s.base,
-                    s.start_idx,
-                    s.take,
-                    s.msg_count,
-                    &s.blob,
-                )
-            },
-            |s, offset, frame| Msg {
-                pid: s.pid,
-                partition: s.partition.clone(),
-                offset,
-                created_at: s.created_at,
-                attempt: s.attempt,
-                frame: frame.clone(),
-            },
-        )
-    })?)
+    Ok(decode_served_here(
+        &slices,
+        |s| {
+            ServedSlice::of(
+                *s.pid.as_bytes(),
+                s.base,
+                s.start_idx,
+                s.take,
+                s.msg_count,
+                &s.blob,
+            )
+        },
+        |s, offset, frame| Msg {
+            pid: s.pid,
+            partition: s.partition.clone(),
+            offset,
+            created_at: s.created_at,
+            attempt: s.attempt,
+            frame: frame.clone(),
+        },
+    )?)
 }
 
 async fn respond(state: &AppState, req: &PopReq, slices: Vec<Slice>) -> ApiResult<Response> {
