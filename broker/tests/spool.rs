@@ -3,7 +3,9 @@
 //! cannot be reached (a TCP proxy in front of the real server is cut, the network cut of
 //! the brief), replayed exactly once and in order; a torn spool tail cut for real (the
 //! file truncated mid-record); a full spool answering 503; a record the database refuses
-//! filed in `refused.jsonl`; two brokers sharing the modes.
+//! filed in `refused.jsonl`; two brokers sharing the modes; a spool directory damaged
+//! between two lives of a broker (each life a runtime of its own, dropped as the process
+//! would stop), with pushes after the restart stored exactly once.
 //!
 //! The modes are database-wide: the tests of this file run one at a time and switch them
 //! off before and after.
@@ -681,14 +683,19 @@ fn an_empty_newest_file_loses_no_later_push() {
     });
 }
 
-/// spool::a_missing_file_loses_no_later_push
+/// spool::a_missing_file_loses_no_later_push: the spool files and the `replayed` hint
+/// gone: `highwater` alone carries the numbers (the spool keeps its id).
 #[test]
 fn a_missing_file_loses_no_later_push() {
-    damaged_between_lives(|dir| {
+    let mut id = String::new();
+    let (_, v) = damaged_between_lives(|dir| {
+        id = std::fs::read_to_string(dir.join("spool.id")).unwrap();
         for f in spool_files(dir) {
             std::fs::remove_file(f).unwrap();
         }
+        std::fs::remove_file(dir.join("replayed")).unwrap();
     });
+    assert_eq!(v["spoolId"], id.trim(), "{v}");
 }
 
 /// spool::a_directory_wiped_but_its_id_loses_no_later_push: only `spool.id` left (files,
