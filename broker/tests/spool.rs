@@ -3,7 +3,9 @@
 //! cannot be reached (a TCP proxy in front of the real server is cut, the network cut of
 //! the brief), replayed exactly once and in order; a torn spool tail cut for real (the
 //! file truncated mid-record); a full spool answering 503; a record the database refuses
-//! filed in `refused.jsonl`; two brokers sharing the modes.
+//! filed in `refused.jsonl`; two brokers sharing the modes; a spool directory damaged
+//! between two lives of a broker (each life a runtime of its own, dropped as the process
+//! would stop), with pushes after the restart stored exactly once.
 //!
 //! The modes are database-wide: the tests of this file run one at a time and switch them
 //! off before and after.
@@ -554,4 +556,243 @@ async fn a_push_that_may_have_been_written_is_found_and_holds_the_purge() {
         assert!(Instant::now() < until, "the purge hold outlived the drain");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Runs `f` in a runtime of its own: one life of the brokers it starts. When it returns,
+/// the runtime and every task of those brokers are gone, the spool directory's lock with
+/// them, as after the process stopped.
+fn life<T>(f: impl std::future::Future<Output = T>) -> T {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = rt.block_on(f);
+    rt.shutdown_timeout(Duration::from_secs(10));
+    out
+}
+
+/// A broker on `dir` behind a proxy: `direct` pushed (answered `queued`), the database
+/// cut, `ns` pushed (each answered `buffered`), the database back, the spool drained.
+/// Returns the broker and its buffers answer.
+async fn cut_push_restore(
+    dir: &std::path::Path,
+    q: &str,
+    direct: &[i64],
+    ns: std::ops::RangeInclusive<i64>,
+) -> (Broker, Value) {
+    let proxy = Proxy::start(target()).await;
+    let b = spooling_broker(dir, Some(proxy.url())).await;
+    for n in direct {
+        let res = b.push(json!([{"queue": q, "payload": {"n": n}}])).await;
+        assert_eq!(res[0]["status"], "queued", "{res:?}");
+    }
+    proxy.cut();
+    for n in ns {
+        let res = b.push(json!([{"queue": q, "payload": {"n": n}}])).await;
+        assert_eq!(res[0]["status"], "buffered", "push {n} while cut: {res:?}");
+    }
+    proxy.restore();
+    drained(&b).await;
+    let v = buffers(&b).await;
+    (b, v)
+}
+
+fn spool_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The reproduction of docs/availability.md "After damage": a first life spools 10
+/// pushes during a cut and replays them (the database's mark moves past them); the
+/// directory is damaged by `damage` while the broker is down; a second life spools 10
+/// more during another cut. Every push is stored exactly once, in order: none of the
+/// second life's records is numbered at or below the mark and skipped as replayed.
+/// Returns the second life's buffers answer.
+fn damaged_between_lives(damage: impl FnOnce(&std::path::Path)) -> (PathBuf, Value) {
+    let _g = SERIAL.blocking_lock();
+    let dir = spool_dir();
+    let q = queue();
+    let v = life(async {
+        modes_off().await;
+        cut_push_restore(&dir, &q, &[0], 1..=10).await.1
+    });
+    assert!(v["replayedThrough"].as_u64().unwrap() >= 10, "{v}");
+    damage(&dir);
+    let v = life(async {
+        let (b, v) = cut_push_restore(&dir, &q, &[], 11..=20).await;
+        let got = all_messages(&b, &q).await;
+        assert_eq!(
+            payloads(&got),
+            (0..=20).collect::<Vec<i64>>(),
+            "every push answered before and after the damage, once, in order"
+        );
+        v
+    });
+    (dir, v)
+}
+
+/// spool::damage_in_the_middle_loses_no_later_push
+#[test]
+fn damage_in_the_middle_loses_no_later_push() {
+    let (dir, v) = damaged_between_lives(|dir| {
+        let f = spool_files(dir).pop().unwrap();
+        let mut b = std::fs::read(&f).unwrap();
+        let mid = b.len() / 2;
+        b[mid] ^= 0x5a;
+        std::fs::write(&f, b).unwrap();
+    });
+    assert_eq!(v["damaged"], 1, "{v}");
+    let filed = std::fs::read_to_string(dir.join("refused.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(filed.lines().next().unwrap()).unwrap();
+    assert_eq!(line["kind"], "damaged", "{line}");
+    assert!(
+        line["bytes"].as_str().is_some_and(|s| !s.is_empty()),
+        "{line}"
+    );
+}
+
+/// spool::a_torn_tail_loses_no_later_push
+#[test]
+fn a_torn_tail_loses_no_later_push() {
+    let (_, v) = damaged_between_lives(|dir| {
+        let f = spool_files(dir).pop().unwrap();
+        let len = std::fs::metadata(&f).unwrap().len();
+        let h = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+        h.set_len(len - 5).unwrap();
+    });
+    assert_eq!(v["tornCuts"], 1, "{v}");
+}
+
+/// spool::an_empty_newest_file_loses_no_later_push: the state a crash leaves between a
+/// rotation (the replayed file deleted, the next one created) and its first write.
+#[test]
+fn an_empty_newest_file_loses_no_later_push() {
+    damaged_between_lives(|dir| {
+        let f = spool_files(dir).pop().unwrap();
+        let name = f.file_name().unwrap().to_str().unwrap();
+        let first: u64 = name[6..name.len() - 4].parse().unwrap();
+        std::fs::remove_file(&f).unwrap();
+        std::fs::write(dir.join(format!("spool-{:020}.log", first + 10)), b"").unwrap();
+    });
+}
+
+/// spool::a_missing_file_loses_no_later_push: the spool files and the `replayed` hint
+/// gone: `highwater` alone carries the numbers (the spool keeps its id).
+#[test]
+fn a_missing_file_loses_no_later_push() {
+    let mut id = String::new();
+    let (_, v) = damaged_between_lives(|dir| {
+        id = std::fs::read_to_string(dir.join("spool.id")).unwrap();
+        for f in spool_files(dir) {
+            std::fs::remove_file(f).unwrap();
+        }
+        std::fs::remove_file(dir.join("replayed")).unwrap();
+    });
+    assert_eq!(v["spoolId"], id.trim(), "{v}");
+}
+
+/// spool::a_directory_wiped_but_its_id_loses_no_later_push: only `spool.id` left (files,
+/// `replayed` and `highwater` gone): the database's mark is the only trace of the numbers
+/// given, and the spool continues under a new id.
+#[test]
+fn a_directory_wiped_but_its_id_loses_no_later_push() {
+    let mut old = String::new();
+    let (dir, v) = damaged_between_lives(|dir| {
+        old = std::fs::read_to_string(dir.join("spool.id")).unwrap();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name().unwrap() != "spool.id" {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+    });
+    let now = std::fs::read_to_string(dir.join("spool.id")).unwrap();
+    assert_ne!(now.trim(), old.trim(), "a new spool id");
+    assert_eq!(v["spoolId"], now.trim(), "{v}");
+}
+
+/// spool::a_wiped_directory_loses_no_later_push: everything gone (a new spool id, a mark
+/// of its own).
+#[test]
+fn a_wiped_directory_loses_no_later_push() {
+    damaged_between_lives(|dir| {
+        std::fs::remove_dir_all(dir).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+    });
+}
+
+/// spool::a_damaged_record_costs_that_record_only: five records pending, the third one's
+/// body damaged: the other four are replayed, the third's frame is filed in
+/// refused.jsonl (its exact bytes), counted and not replayed.
+#[tokio::test]
+async fn a_damaged_record_costs_that_record_only() {
+    use base64::Engine;
+    let _g = SERIAL.lock().await;
+    modes_off().await;
+    let dir = spool_dir();
+    let q = queue();
+    let tenant = Uuid::parse_str("00000000-0000-0000-0000-000000000001").unwrap();
+    {
+        let s = Spool::open(&dir, 1 << 30).unwrap();
+        for n in 0..5 {
+            let r = Record {
+                seq: 0,
+                tenant,
+                queue: q.clone(),
+                partition: "Default".into(),
+                txn: format!("dmg-{n}"),
+                message_id: Uuid::now_v7(),
+                trace: None,
+                encrypted: false,
+                maybe_written: false,
+                spooled_at_ms: 0,
+                payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+            };
+            s.append(vec![r]).await.unwrap();
+        }
+    }
+    let file = spool_files(&dir).pop().unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    // The frames: [length u32][checksum u64][body]; the third one's.
+    let mut at = 0;
+    for _ in 0..2 {
+        at += 12 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    }
+    let frame_len = 12 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let frame = bytes[at..at + frame_len].to_vec();
+    bytes[at + 12 + 40] ^= 1;
+    let damaged_frame = bytes[at..at + frame_len].to_vec();
+    assert_ne!(frame, damaged_frame);
+    std::fs::write(&file, &bytes).unwrap();
+
+    let b = spooling_broker(&dir, None).await;
+    drained(&b).await;
+    assert_eq!(payloads(&all_messages(&b, &q).await), vec![0, 1, 3, 4]);
+    let v = buffers(&b).await;
+    assert_eq!(v["damaged"], 1, "{v}");
+    assert_eq!(v["tornCuts"], 0, "{v}");
+    let m = common::metrics(&b).await;
+    assert_eq!(m["queen_spool_records_total{event=\"damaged\"}"], 1.0);
+    let filed = std::fs::read_to_string(dir.join("refused.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(filed.lines().next().unwrap()).unwrap();
+    assert_eq!(line["kind"], "damaged", "{line}");
+    assert_eq!(line["offset"], at, "{line}");
+    let filed_bytes = base64::engine::general_purpose::STANDARD
+        .decode(line["bytes"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        filed_bytes, damaged_frame,
+        "exactly the damaged record's bytes"
+    );
+    assert!(
+        line["error"].as_str().unwrap().contains("checksum"),
+        "{line}"
+    );
 }

@@ -11,12 +11,26 @@
 //!   (`queen.spool_mark_v1`), which the replay moves in the transaction of its push.
 //! - `replayed`: the last replayed sequence number as this broker last knew it (a hint
 //!   for a restart while the database is down; the database's mark is the authority).
-//! - `refused.jsonl`: records the database refused for good (one JSON object a line).
+//! - `highwater`: a sequence number no record of this spool has ever been given above
+//!   (written durably, [`RESERVE`] ahead, before a number past it is used).
+//! - `refused.jsonl`: records the database refused for good, and the bytes of spool files
+//!   that could not be read at open (one JSON object a line).
 //!
 //! Appends are group-committed: one writer thread takes every append waiting, writes
-//! them, `fdatasync`s once and answers them all. A record that does not check (a torn
-//! write at the tail, or damage) ends its file: it and whatever follows is cut at open,
-//! counted and logged, never replayed.
+//! them, `fdatasync`s once and answers them all.
+//!
+//! What the spool keeps after damage (docs/availability.md, "After damage"):
+//! - Sequence numbers never restart below one already given or replayed: a start
+//!   continues above the highest of every file's records (and names), the `replayed`
+//!   hint and `highwater`. The database's mark is checked at the replay's first read: a
+//!   mark at or above this start's first number means the directory lost its history
+//!   (files and `highwater` gone, `spool.id` kept), and the spool takes a new id, so the
+//!   records of this start are replayed under a mark of their own ([`Spool::adopt_mark`]).
+//! - A record that does not check costs that record only: the scan at open goes on at the
+//!   next offset where a record checks (length, checksum, parse, ascending number); the
+//!   unreadable bytes go to `refused.jsonl` (base64, with the reason), are counted
+//!   (`damaged` in the middle of a file, `torn` at its end) and logged, and the file is
+//!   rewritten without them.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
@@ -36,6 +50,11 @@ pub const FILE_BYTES: u64 = 64 * 1024 * 1024;
 const HEADER: usize = 12;
 /// The largest body a record may have (a push item is at most the body limit).
 const MAX_BODY: usize = 1 << 30;
+/// The smallest body a record can have: its fixed fields and four empty lengths.
+const MIN_BODY: usize = 8 + 8 + 1 + 16 + 16 + 4 * 4;
+/// How far ahead of the numbers in use `highwater` is written: one durable write per
+/// this many records, and at most this many numbers skipped by a restart.
+pub const RESERVE: u64 = 4096;
 
 /// One spooled push item: what the replay needs to push it as the broker would have.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,6 +224,10 @@ pub type PartitionKey = (Uuid, String, String);
 struct State {
     files: VecDeque<SpoolFile>,
     next_seq: u64,
+    /// `next_seq` at open: every record below it is from an earlier life of the spool.
+    born: u64,
+    /// The database's mark has been checked against `born` ([`Spool::adopt_mark`]).
+    mark_checked: bool,
     /// Every record up to here is in its queue (or refused).
     replayed: u64,
     pending_records: u64,
@@ -229,6 +252,9 @@ pub struct SpoolCounters {
     pub refused_records: AtomicU64,
     pub deduplicated_records: AtomicU64,
     pub torn_cuts: AtomicU64,
+    /// Unreadable regions in the middle of a spool file, skipped at open (the records
+    /// after them were kept).
+    pub damaged: AtomicU64,
     pub full_refusals: AtomicU64,
     pub write_failures: AtomicU64,
     pub fsyncs: AtomicU64,
@@ -250,7 +276,8 @@ type Reply = oneshot::Sender<Result<(), AppendError>>;
 /// The spool; see the module docs.
 pub struct Spool {
     dir: PathBuf,
-    id: Uuid,
+    /// Changes only when the directory lost its history ([`Spool::adopt_mark`]).
+    id: Mutex<Uuid>,
     max_bytes: u64,
     state: Arc<Mutex<State>>,
     writer: mpsc::Sender<(Vec<Record>, Reply)>,
@@ -283,12 +310,13 @@ impl Spool {
         let lock = lock_dir(dir)?;
         let id = read_or_make_id(dir)?;
         let counters = Arc::new(SpoolCounters::default());
-        let hint = fs::read_to_string(dir.join("replayed"))
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .unwrap_or(0);
+        let hint = read_number(dir, "replayed");
+        let highwater = read_number(dir, "highwater");
         let mut state = scan(dir, &counters)?;
-        state.replayed = hint.min(state.next_seq.saturating_sub(1));
+        // Never below a number given or replayed before (the module docs).
+        state.next_seq = state.next_seq.max(hint + 1).max(highwater + 1);
+        state.born = state.next_seq;
+        state.replayed = hint;
         recount(&mut state)?;
         let state = Arc::new(Mutex::new(state));
         let (tx, rx) = mpsc::channel::<(Vec<Record>, Reply)>();
@@ -299,6 +327,7 @@ impl Spool {
             counters: counters.clone(),
             appended: appended.clone(),
             file: None,
+            reserved: state.lock().expect("spool state").next_seq - 1,
         };
         std::thread::Builder::new()
             .name("queen-spool-writer".into())
@@ -306,7 +335,7 @@ impl Spool {
             .map_err(|e| format!("spool writer thread: {e}"))?;
         let spool = Spool {
             dir: dir.to_path_buf(),
-            id,
+            id: Mutex::new(id),
             max_bytes,
             state,
             writer: tx,
@@ -319,7 +348,7 @@ impl Spool {
         let s = spool.stats();
         if s.pending_records > 0 {
             tracing::warn!(
-                spool = %spool.id,
+                spool = %s.id,
                 records = s.pending_records,
                 bytes = s.pending_bytes,
                 "push spool holds records from before this start; replaying them when the database answers"
@@ -329,7 +358,7 @@ impl Spool {
     }
 
     pub fn id(&self) -> Uuid {
-        self.id
+        *self.id.lock().expect("spool id")
     }
 
     /// Whether a push to these partitions must go to the spool: the database is known
@@ -381,14 +410,14 @@ impl Spool {
     pub fn mark_db_down(&self) {
         self.advanced.notify_waiters();
         if !self.db_down.swap(true, Ordering::Relaxed) {
-            tracing::warn!(spool = %self.id, "database unreachable: pushes go to the push spool");
+            tracing::warn!(spool = %self.id(), "database unreachable: pushes go to the push spool");
         }
     }
 
     /// The replay reached the database again.
     pub fn mark_db_up(&self) {
         if self.db_down.swap(false, Ordering::Relaxed) {
-            tracing::info!(spool = %self.id, "database reachable again: replaying the push spool");
+            tracing::info!(spool = %self.id(), "database reachable again: replaying the push spool");
         }
     }
 
@@ -555,6 +584,41 @@ impl Spool {
         Ok(())
     }
 
+    /// The database's replay mark as the replay reads it: moves the replay position past
+    /// it, as [`Spool::skip_through`]. The first read of this life checks it against the
+    /// numbers of this start: a mark at or above them cannot be of their records (none was
+    /// replayed yet), so the directory lost its history (its files and `highwater`, not its
+    /// `spool.id`). The records from before this start are behind that mark (skipped);
+    /// those of this start would be skipped too, so the spool takes a new id (a mark of
+    /// its own, at 0). Returns the id left behind then (its purge hold is the caller's to
+    /// release).
+    pub fn adopt_mark(&self, mark: u64) -> Result<Option<Uuid>, String> {
+        let (checked, born) = {
+            let st = self.state.lock().expect("spool state");
+            (st.mark_checked, st.born)
+        };
+        if checked || mark < born {
+            self.skip_through(mark)?;
+            self.state.lock().expect("spool state").mark_checked = true;
+            return Ok(None);
+        }
+        self.skip_through(born - 1)?;
+        let old = self.id();
+        let new = make_id(&self.dir)?;
+        *self.id.lock().expect("spool id") = new;
+        self.state.lock().expect("spool state").mark_checked = true;
+        tracing::error!(
+            old_spool = %old,
+            spool = %new,
+            mark,
+            first_seq_of_this_start = born,
+            "push spool: the database's replay mark is at or above this start's records, so \
+             this directory lost its history (spool files and highwater gone, spool.id kept); \
+             continuing under a new spool id so that no record of this start is skipped"
+        );
+        Ok(Some(old))
+    }
+
     /// A record the database refused for good: to `refused.jsonl`, with why.
     pub fn refuse(&self, rec: &Record, why: &str) {
         self.counters
@@ -572,17 +636,8 @@ impl Spool {
             "payload": String::from_utf8_lossy(&rec.payload),
             "error": why,
         });
-        let path = self.dir.join("refused.jsonl");
-        let written = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| {
-                writeln!(f, "{line}")?;
-                f.sync_data()
-            });
-        if let Err(e) = written {
-            tracing::error!("spool: cannot write {}: {e}", path.display());
+        if let Err(e) = file_refused(&self.dir, &line) {
+            tracing::error!("spool: {e}");
         }
         tracing::warn!(
             queue = %rec.queue,
@@ -614,7 +669,7 @@ impl Spool {
     pub fn stats(&self) -> SpoolStats {
         let st = self.state.lock().expect("spool state");
         SpoolStats {
-            id: self.id,
+            id: self.id(),
             pending_records: st.pending_records,
             pending_bytes: st.pending_bytes,
             max_bytes: self.max_bytes,
@@ -683,9 +738,113 @@ fn each_record(path: &Path, len: u64, mut f: impl FnMut(&Record, u64)) -> Result
     Ok(())
 }
 
-/// The spool files of `dir`, oldest first; each file's valid records; a file's first
-/// record that does not check cuts the file there (torn tail).
+/// Appends `line` to the spool's `refused.jsonl`, synced: the one place that file is
+/// written (records the database refused, bytes that could not be read).
+fn file_refused(dir: &Path, line: &serde_json::Value) -> Result<(), String> {
+    let path = dir.join("refused.jsonl");
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| {
+            writeln!(f, "{line}")?;
+            f.sync_data()
+        })
+        .map_err(|e| io("cannot write", &path, e))
+}
+
+/// A number kept in a file of the spool directory (`replayed`, `highwater`); 0 when
+/// absent or unreadable (logged: the other sources of the floor still hold).
+fn read_number(dir: &Path, name: &str) -> u64 {
+    let path = dir.join(name);
+    match fs::read_to_string(&path) {
+        Ok(s) => s.trim().parse().unwrap_or_else(|_| {
+            tracing::warn!("spool: {} does not hold a number; ignored", path.display());
+            0
+        }),
+        Err(_) => 0,
+    }
+}
+
+/// Replaces `dir/name` with `bytes`, durably (a temporary file synced, renamed, the
+/// directory synced).
+fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    fs::write(&tmp, bytes)
+        .and_then(|_| File::open(&tmp)?.sync_all())
+        .and_then(|_| fs::rename(&tmp, &path))
+        .and_then(|_| File::open(dir)?.sync_all())
+        .map_err(|e| io("spool: cannot write", &path, e))
+}
+
+/// The record framed at `at` in `b`, whose number must be above `prev`, and its frame's
+/// length; or why it does not check. The cheap checks come first: the scan past damage
+/// tries every offset.
+fn frame_at(b: &[u8], at: usize, prev: u64) -> Result<(Record, usize), &'static str> {
+    let rest = &b[at..];
+    if rest.len() < HEADER {
+        return Err("the file ends inside a record header (a torn write)");
+    }
+    let len = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes")) as usize;
+    let sum = u64::from_le_bytes(rest[4..12].try_into().expect("8 bytes"));
+    if !(MIN_BODY..=MAX_BODY).contains(&len) {
+        return Err("record length out of range");
+    }
+    let Some(body) = rest.get(HEADER..HEADER + len) else {
+        return Err("the file ends inside a record (a torn write)");
+    };
+    let seq = u64::from_le_bytes(body[0..8].try_into().expect("8 bytes"));
+    if seq <= prev {
+        return Err("record number not above the one before it");
+    }
+    if xxh3_64(body) != sum {
+        return Err("record checksum mismatch");
+    }
+    let rec = Record::decode(body).ok_or("record does not parse")?;
+    Ok((rec, HEADER + len))
+}
+
+/// What a spool file holds: the frames that check (offset, length) with the last
+/// record's number, and the regions that do not (offset, length, why), in file order.
+#[derive(Default)]
+struct Scanned {
+    frames: Vec<(usize, usize)>,
+    last: u64,
+    bad: Vec<(usize, usize, &'static str)>,
+}
+
+/// Reads a spool file's bytes: past a record that does not check, on at the next offset
+/// where one does (docs/availability.md, "After damage").
+fn scan_bytes(b: &[u8], first_seq: u64) -> Scanned {
+    let mut out = Scanned::default();
+    let mut prev = first_seq.saturating_sub(1);
+    let mut at = 0;
+    while at < b.len() {
+        match frame_at(b, at, prev) {
+            Ok((rec, n)) => {
+                out.frames.push((at, n));
+                prev = rec.seq;
+                out.last = rec.seq;
+                at += n;
+            }
+            Err(why) => {
+                let end = (at + 1..b.len())
+                    .find(|&p| frame_at(b, p, prev).is_ok())
+                    .unwrap_or(b.len());
+                out.bad.push((at, end - at, why));
+                at = end;
+            }
+        }
+    }
+    out
+}
+
+/// The spool files of `dir`, oldest first, each with its records that check: what does
+/// not check is filed in `refused.jsonl`, counted, logged, and the file rewritten
+/// without it. `next_seq` is above every record and every file's name.
 fn scan(dir: &Path, counters: &SpoolCounters) -> Result<State, String> {
+    use base64::Engine;
     let mut names: Vec<(u64, PathBuf)> = fs::read_dir(dir)
         .map_err(|e| io("spool: cannot list", dir, e))?
         .filter_map(|e| e.ok())
@@ -703,38 +862,64 @@ fn scan(dir: &Path, counters: &SpoolCounters) -> Result<State, String> {
     let mut files = VecDeque::new();
     let mut next_seq = 1;
     for (first, path) in names {
-        let (last, good, total) = valid_prefix(&path)?;
-        if good < total {
-            counters.torn_cuts.fetch_add(1, Ordering::Relaxed);
+        // A file is named after the first number it was opened for (given or not).
+        next_seq = next_seq.max(first);
+        let bytes = fs::read(&path).map_err(|e| io("spool: cannot read", &path, e))?;
+        let found = scan_bytes(&bytes, first);
+        for &(at, n, why) in &found.bad {
+            let tail = at + n == bytes.len();
+            let (kind, counter) = if tail {
+                ("torn", &counters.torn_cuts)
+            } else {
+                ("damaged", &counters.damaged)
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
             tracing::error!(
                 file = %path.display(),
-                kept_bytes = good,
-                cut_bytes = total - good,
-                "spool: a record that does not check (a torn write or damage); the file is cut there"
+                offset = at,
+                bytes = n,
+                kind,
+                "spool: bytes that do not read as a record ({why}); filed in refused.jsonl, \
+                 the records after them kept"
             );
-            let f = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(|e| io("spool: cannot open", &path, e))?;
-            f.set_len(good)
-                .and_then(|_| f.sync_all())
-                .map_err(|e| io("spool: cannot cut", &path, e))?;
+            file_refused(
+                dir,
+                &serde_json::json!({
+                    "kind": kind,
+                    "file": path.file_name().map(|f| f.to_string_lossy().into_owned()),
+                    "offset": at,
+                    "length": n,
+                    "bytes": base64::engine::general_purpose::STANDARD.encode(&bytes[at..at + n]),
+                    "error": why,
+                }),
+            )?;
         }
-        if good == 0 {
+        let len: usize = found.frames.iter().map(|f| f.1).sum();
+        if !found.bad.is_empty() && len > 0 {
+            let mut kept = Vec::with_capacity(len);
+            for &(at, n) in &found.frames {
+                kept.extend_from_slice(&bytes[at..at + n]);
+            }
+            let name = path.file_name().expect("a file name").to_string_lossy();
+            write_durably(dir, &name, &kept)?;
+        }
+        if len == 0 {
             let _ = fs::remove_file(&path);
             continue;
         }
-        next_seq = next_seq.max(last + 1);
+        next_seq = next_seq.max(found.last + 1);
         files.push_back(SpoolFile {
             path,
             first_seq: first,
-            last_seq: last,
-            len: good,
+            last_seq: found.last,
+            len: len as u64,
         });
     }
     Ok(State {
         files,
         next_seq,
+        born: next_seq,
+        mark_checked: false,
         replayed: 0,
         pending_records: 0,
         pending_bytes: 0,
@@ -743,21 +928,6 @@ fn scan(dir: &Path, counters: &SpoolCounters) -> Result<State, String> {
         oldest_pending_ms: None,
         maybe_written_since: None,
     })
-}
-
-/// (last seq, bytes of the records that check, file size) of a spool file.
-fn valid_prefix(path: &Path) -> Result<(u64, u64, u64), String> {
-    let total = fs::metadata(path)
-        .map_err(|e| io("spool: cannot stat", path, e))?
-        .len();
-    let file = File::open(path).map_err(|e| io("spool: cannot open", path, e))?;
-    let mut r = BufReader::new(file);
-    let (mut last, mut good) = (0, 0u64);
-    while let Ok(Some((rec, n))) = read_record(&mut r) {
-        last = rec.seq;
-        good += n as u64;
-    }
-    Ok((last, good, total))
 }
 
 /// The pending counts and partitions of the records after `st.replayed`.
@@ -815,13 +985,13 @@ fn read_or_make_id(dir: &Path) -> Result<Uuid, String> {
     if let Ok(s) = fs::read_to_string(&path) {
         return Uuid::parse_str(s.trim()).map_err(|e| format!("{}: {e}", path.display()));
     }
+    make_id(dir)
+}
+
+/// A new id for the spool, written durably to `spool.id`.
+fn make_id(dir: &Path) -> Result<Uuid, String> {
     let id = Uuid::new_v4();
-    let tmp = dir.join("spool.id.tmp");
-    fs::write(&tmp, id.to_string())
-        .and_then(|_| File::open(&tmp)?.sync_all())
-        .and_then(|_| fs::rename(&tmp, &path))
-        .and_then(|_| File::open(dir)?.sync_all())
-        .map_err(|e| io("spool: cannot write", &path, e))?;
+    write_durably(dir, "spool.id", id.to_string().as_bytes())?;
     Ok(id)
 }
 
@@ -833,6 +1003,8 @@ struct Writer {
     appended: Arc<Notify>,
     /// The open file being appended to, and its size.
     file: Option<(File, u64)>,
+    /// `highwater` as written: no number above it is used before it is moved.
+    reserved: u64,
 }
 
 impl Writer {
@@ -880,6 +1052,12 @@ impl Writer {
         };
         if last_seq < first_seq {
             return Ok(());
+        }
+        if last_seq > self.reserved {
+            // Durable before any of these numbers is: a restart continues above it.
+            let reserved = last_seq + RESERVE;
+            write_durably(&self.dir, "highwater", reserved.to_string().as_bytes())?;
+            self.reserved = reserved;
         }
         let records = || batch.iter().flat_map(|(recs, _)| recs.iter());
         let mut frames = Vec::new();
@@ -1003,5 +1181,29 @@ mod tests {
             "a torn tail"
         );
         assert!(read_record(&mut &[][..]).unwrap().is_none(), "a clean end");
+    }
+
+    #[test]
+    fn the_scan_goes_on_past_a_damaged_record() {
+        let frames: Vec<Vec<u8>> = (1..=3)
+            .map(|seq| {
+                let mut r = rec("q", "p", &format!("t-{seq}"), r#"{"n":1}"#);
+                r.seq = seq;
+                r.encode()
+            })
+            .collect();
+        let mut b = frames.concat();
+        let (l0, l1) = (frames[0].len(), frames[1].len());
+        b[l0 + HEADER + 30] ^= 1;
+        let s = scan_bytes(&b, 1);
+        assert_eq!(s.frames, vec![(0, l0), (l0 + l1, frames[2].len())]);
+        assert_eq!(s.last, 3);
+        assert_eq!(s.bad, vec![(l0, l1, "record checksum mismatch")]);
+        // A torn tail: the region runs to the end, nothing after it.
+        let torn = &frames.concat()[..b.len() - 4];
+        let s = scan_bytes(torn, 1);
+        assert_eq!((s.frames.len(), s.last), (2, 2));
+        assert_eq!(s.bad.len(), 1);
+        assert_eq!(s.bad[0].0 + s.bad[0].1, torn.len());
     }
 }

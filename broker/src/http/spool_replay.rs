@@ -107,12 +107,21 @@ async fn step(state: &AppState, spool: &Arc<Spool>, known: &mut Known) -> Result
     if !known.mark_read {
         // What a replay before this one committed (another life of this broker, or a
         // batch whose commit answer was lost).
-        let mark = state.db.conn().await?.spool_mark(spool.id()).await?;
+        let db = state.db.conn().await?;
+        let mark = db.spool_mark(spool.id()).await?;
         let s = spool.clone();
-        tokio::task::spawn_blocking(move || s.skip_through(mark))
+        let left = tokio::task::spawn_blocking(move || s.adopt_mark(mark))
             .await
             .map_err(|e| ApiError::Internal(format!("spool task: {e}")))?
             .map_err(ApiError::Internal)?;
+        if let Some(old) = left {
+            // The spool took a new id (its directory lost its history): the old id's
+            // purge hold has no records left to protect.
+            if let Err(e) = db.spool_hold(old, None).await {
+                tracing::warn!(spool = %old, "push spool: cannot release the old id's purge hold: {e}");
+            }
+            known.hold = None;
+        }
         known.mark_read = true;
     }
     // Before pushing a record that may be a duplicate, the purge is held back to it.

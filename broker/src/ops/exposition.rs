@@ -329,7 +329,8 @@ fn render_availability(out: &mut String, spool: Option<&Spool>, modes: &SharedMo
         "queen_spool_records_total",
         "counter",
         "Push spool records by event: spooled, replayed (into their queue), deduplicated \
-         (replayed and found there already), refused (to refused.jsonl), torn (cut at open).",
+         (replayed and found there already), refused (to refused.jsonl), torn (unreadable bytes at a file's end, cut at open), \
+         damaged (unreadable bytes mid-file, skipped at open: the records after them kept).",
     );
     for (event, v) in [
         ("spooled", load(&c.spooled_records)),
@@ -337,6 +338,7 @@ fn render_availability(out: &mut String, spool: Option<&Spool>, modes: &SharedMo
         ("deduplicated", load(&c.deduplicated_records)),
         ("refused", load(&c.refused_records)),
         ("torn", load(&c.torn_cuts)),
+        ("damaged", load(&c.damaged)),
     ] {
         let _ = writeln!(out, "queen_spool_records_total{{event=\"{event}\"}} {v}");
     }

@@ -118,6 +118,7 @@ pub async fn buffers(State(state): State<AppState>) -> Json<Value> {
         "deduplicated": l(&c.deduplicated_records),
         "refused": l(&c.refused_records),
         "tornCuts": l(&c.torn_cuts),
+        "damaged": l(&c.damaged),
         "maintenanceMode": state.modes.push_maintenance(),
     }))
 }
