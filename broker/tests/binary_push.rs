@@ -321,7 +321,10 @@ async fn a_broker_without_the_key_refuses_a_binary_push_into_a_queue_that_encryp
         .configure(&q, json!({"encryptionEnabled": true}))
         .await;
     let bodies = [
-        ("plain", plain(FLAG_TXN, &[(&q, "Default", vec![("t1", "1")])])),
+        (
+            "plain",
+            plain(FLAG_TXN, &[(&q, "Default", vec![("t1", "1")])]),
+        ),
         (
             "framed",
             framed(0, &[(&q, "Default", &[frame("t2", r#"{"s":2}"#)])]).0,

@@ -8,13 +8,13 @@
 
 mod common;
 
+use base64::Engine;
 use common::{acks_for, admin, metric, metrics, snapshot, start, start_with, unique, Broker};
 use queen_broker::config::EncryptionKey;
 use queen_log::encryption::{is_envelope, parse_key, Cipher, Envelope};
 use queen_log::segment::decode_segment;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use base64::Engine;
 use uuid::Uuid;
 
 /// Some tests compare whole-database snapshots: the tests of this file run one at a time.
@@ -197,7 +197,11 @@ async fn a_broker_without_the_key_neither_writes_plaintext_nor_serves_garbage() 
             &json!({"items": [{"queue": q, "transactionId": "y", "payload": 2}]}),
         )
         .await;
-    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "a refusal, not a failure: {v}");
+    assert_eq!(
+        s,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a refusal, not a failure: {v}"
+    );
     assert_eq!(v["code"], "encryption_key_missing", "{v}");
     assert!(
         v["error"]
@@ -335,7 +339,10 @@ async fn one_cycle(b: &Broker) -> impl Fn(Value) -> Value {
     let query_id = v["query_id"].as_str().unwrap().to_string();
     let group = format!("streams.{query_id}");
     let pop = b
-        .pop(&source, &format!("batch=1&wait=false&consumerGroup={group}"))
+        .pop(
+            &source,
+            &format!("batch=1&wait=false&consumerGroup={group}"),
+        )
         .await
         .expect("the source message");
     let m = pop["messages"][0].clone();
@@ -377,7 +384,10 @@ async fn a_client_cannot_say_its_payload_is_sealed() {
     // Without the flag the same payload is the client's data, sealed by the broker.
     let body = one_cycle(&keyed).await;
     let (s, v) = keyed
-        .post("/streams/v1/cycle", &body(json!([{"queue": q, "payload": fake}])))
+        .post(
+            "/streams/v1/cycle",
+            &body(json!([{"queue": q, "payload": fake}])),
+        )
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["success"], true, "{v}");

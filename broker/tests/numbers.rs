@@ -173,6 +173,20 @@ async fn every_push_path_keeps_numbers_exactly() {
     let q = unique("num-frm");
     send_binary(&b, binary_framed(&q, PAYLOAD)).await;
     assert_kept("framed binary push", &data_of(&b, &q, wait).await).await;
+    // An ephemeral queue (held in the broker's memory).
+    let q = unique("num-eph");
+    let (s, v) = b
+        .post(
+            "/api/v1/ephemeral/push",
+            &json!({"queue": q, "messages": [{"payload": payload()}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, v) = b
+        .get(&format!("/api/v1/ephemeral/pop?queue={q}&batch=1"))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_kept("ephemeral push", &v["messages"][0]["payload"]).await;
     // A transaction's push.
     let q = unique("num-txn");
     let (s, v) = b
@@ -232,8 +246,7 @@ async fn kv_and_its_rider_keep_numbers_exactly() {
 async fn timers_and_their_rider_keep_numbers_exactly() {
     let b = start().await;
     let q = unique("num-tmr");
-    let schedule =
-        |key: &str, delay: i64| json!({"op": "schedule", "queue": q, "timerKey": key, "payload": b64(PAYLOAD), "delayMs": delay});
+    let schedule = |key: &str, delay: i64| json!({"op": "schedule", "queue": q, "timerKey": key, "payload": b64(PAYLOAD), "delayMs": delay});
     let (s, v) = b
         .post(
             "/api/v1/timers",
@@ -289,7 +302,10 @@ async fn stream_state_and_sinks_keep_numbers_exactly() {
     let query_id = v["query_id"].as_str().unwrap().to_string();
     let group = format!("streams.{query_id}");
     let pop = b
-        .pop(&source, &format!("batch=1&wait=false&consumerGroup={group}"))
+        .pop(
+            &source,
+            &format!("batch=1&wait=false&consumerGroup={group}"),
+        )
         .await
         .unwrap();
     let m = &pop["messages"][0];
