@@ -9,7 +9,9 @@
 mod common;
 
 use base64::Engine;
-use common::{acks_for, admin, metric, metrics, snapshot, start, start_with, unique, Broker};
+use common::{
+    acks_for, admin, leased_stream, metric, metrics, snapshot, start, start_with, unique, Broker,
+};
 use queen_broker::config::EncryptionKey;
 use queen_log::encryption::{is_envelope, parse_key, Cipher, Envelope};
 use queen_log::segment::decode_segment;
@@ -323,35 +325,10 @@ async fn turning_encryption_off_keeps_old_messages_readable_and_new_ones_plain()
     assert_eq!(data, [&json!("sealed"), &json!("clear")]);
 }
 
-/// A registered stream query over a fresh source queue holding one message, that message
-/// leased by the query's group: a cycle body acking it, with `items` as its sink pushes.
+/// A cycle body over a fresh leased stream, with `items` as its sink pushes.
 async fn one_cycle(b: &Broker) -> impl Fn(Value) -> Value {
-    let source = unique("enc-src");
-    b.push(json!([{"queue": source, "transactionId": "m0", "payload": {"n": 0}}]))
-        .await;
-    let (s, v) = b
-        .post(
-            "/streams/v1/queries",
-            &json!({"name": unique("enc-q"), "source_queue": source, "config_hash": "h"}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
-    let query_id = v["query_id"].as_str().unwrap().to_string();
-    let group = format!("streams.{query_id}");
-    let pop = b
-        .pop(
-            &source,
-            &format!("batch=1&wait=false&consumerGroup={group}"),
-        )
-        .await
-        .expect("the source message");
-    let m = pop["messages"][0].clone();
-    move |items: Value| {
-        json!({"query_id": query_id, "partition_id": m["partitionId"], "consumer_group": group,
-               "push_items": items,
-               "ack": {"transactionId": m["transactionId"], "leaseId": pop["leaseId"],
-                       "status": "completed", "count": 1}})
-    }
+    let st = leased_stream(b, "enc").await;
+    move |items: Value| st.cycle(json!({ "push_items": items }))
 }
 
 /// The forgery of a sealed payload by a stream sink: `is_encrypted` is the broker's word

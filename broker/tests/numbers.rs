@@ -8,7 +8,7 @@
 mod common;
 
 use base64::Engine;
-use common::{admin, start, start_with, unique, Broker};
+use common::{admin, leased_stream, start, start_with, unique, Broker};
 use queen_log::frame::Frame;
 use queen_log::segment::encode_segment;
 use reqwest::StatusCode;
@@ -338,37 +338,15 @@ async fn timers_and_their_rider_keep_numbers_exactly() {
 #[tokio::test]
 async fn stream_state_and_sinks_keep_numbers_exactly() {
     let b = start().await;
-    let source = unique("num-src");
     let sink = unique("num-sink");
-    b.push(json!([{"queue": source, "transactionId": "m0", "payload": 1}]))
-        .await;
-    let (s, v) = b
-        .post(
-            "/streams/v1/queries",
-            &json!({"name": unique("num-q"), "source_queue": source, "sink_queue": sink,
-                    "config_hash": "h"}),
-        )
-        .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
-    let query_id = v["query_id"].as_str().unwrap().to_string();
-    let group = format!("streams.{query_id}");
-    let pop = b
-        .pop(
-            &source,
-            &format!("batch=1&wait=false&consumerGroup={group}"),
-        )
-        .await
-        .unwrap();
-    let m = &pop["messages"][0];
+    let st = leased_stream(&b, "num").await;
     let (s, text) = post(
         &b,
         "/streams/v1/cycle",
-        json!({"query_id": query_id, "partition_id": m["partitionId"],
-               "consumer_group": group,
-               "state_ops": [{"type": "upsert", "key": "acc", "value": "P"}],
-               "push_items": [{"queue": sink, "payload": "P"}],
-               "ack": {"transactionId": m["transactionId"], "leaseId": pop["leaseId"],
-                       "status": "completed", "count": 1}}),
+        st.cycle(
+            json!({"state_ops": [{"type": "upsert", "key": "acc", "value": "P"}],
+                        "push_items": [{"queue": sink, "payload": "P"}]}),
+        ),
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{text}");
@@ -378,7 +356,7 @@ async fn stream_state_and_sinks_keep_numbers_exactly() {
         reqwest::Method::POST,
         "/streams/v1/state/get",
         Some(
-            json!({"query_id": query_id, "partition_id": m["partitionId"], "keys": ["acc"]})
+            json!({"query_id": st.query_id, "partition_id": st.partition_id(), "keys": ["acc"]})
                 .to_string(),
         ),
     )
