@@ -136,6 +136,25 @@ impl std::fmt::Display for ApiError {
     }
 }
 
+/// A queue that encrypts, and this broker without the key (crate::engine::sealing): 503
+/// `encryption_key_missing`, nothing written. Not a 4xx: the request is right and a broker
+/// that holds the key takes it; not a 500: nothing failed, this broker refuses by design
+/// (docs/security.md, "Only the broker seals").
+impl From<crate::engine::sealing::NoKey> for ApiError {
+    fn from(e: crate::engine::sealing::NoKey) -> Self {
+        ApiError::Coded {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "encryption_key_missing",
+            message: format!(
+                "queue {} encrypts payloads (encryptionEnabled) but this broker has no \
+                 QUEEN_ENCRYPTION_KEY, and only a broker that holds it may seal them; \
+                 nothing was written (send it through a broker with the key)",
+                e.queue
+            ),
+        }
+    }
+}
+
 impl From<queen_log::frame::CodecError> for ApiError {
     fn from(e: queen_log::frame::CodecError) -> Self {
         ApiError::Internal(e.to_string())

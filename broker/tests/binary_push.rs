@@ -306,6 +306,38 @@ async fn a_queue_that_encrypts_seals_a_framed_push() {
     assert_eq!(pop["messages"][0]["data"], json!({"secret": 1}));
 }
 
+/// Only the broker seals (docs/security.md): a broker without the key refuses a binary
+/// push into a queue that encrypts, plain or framed, with 503 `encryption_key_missing`
+/// (never a 500), and writes nothing; a frame flagged encrypted by the client is a 400
+/// (a_malformed_binary_body_is_a_400_that_writes_nothing).
+#[tokio::test]
+async fn a_broker_without_the_key_refuses_a_binary_push_into_a_queue_that_encrypts() {
+    let key = "8f3c1d2e4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
+    let key = parse_key(key).unwrap();
+    let keyed = start_with(|c| c.encryption_key = Some(EncryptionKey(key))).await;
+    let keyless = start().await;
+    let q = unique("bin-nokey");
+    keyed
+        .configure(&q, json!({"encryptionEnabled": true}))
+        .await;
+    let bodies = [
+        (
+            "plain",
+            plain(FLAG_TXN, &[(&q, "Default", vec![("t1", "1")])]),
+        ),
+        (
+            "framed",
+            framed(0, &[(&q, "Default", &[frame("t2", r#"{"s":2}"#)])]).0,
+        ),
+    ];
+    for (name, body) in bodies {
+        let (s, v) = send(&keyless, "/api/v1/push", body).await;
+        assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{name}: {v}");
+        assert_eq!(v["code"], "encryption_key_missing", "{name}: {v}");
+    }
+    assert!(blobs_of(&q, "Default").await.is_empty(), "nothing written");
+}
+
 /// `QTB1`: the JSON head (here an ack) and the framed pushes, one transaction.
 fn txn_body(flags: u8, head: &Value, groups: &[(&str, &str, &[Frame])]) -> Vec<u8> {
     let head = serde_json::to_vec(head).unwrap();

@@ -361,3 +361,42 @@ async fn with_tokens_the_console_signs_in_and_shows_one_tenant() {
         "another tenant's row is not deleted"
     );
 }
+
+/// The sign-in form takes the origin check every console form takes (docs/console.md): a
+/// page of another site posting a valid token would sign the browser into that token's
+/// tenant (login CSRF). Refused with 403 and no cookie, by `Origin` or by `Referer`; the
+/// broker's own origin signs in.
+#[tokio::test]
+async fn a_sign_in_from_another_origin_sets_no_cookie() {
+    let b = start_with(|c| c.auth = Some(queen_broker::config::AuthConfig::hs256(SECRET))).await;
+    let valid = token(Uuid::new_v4(), "admin");
+    let url = format!("{}/console/login", b.base);
+    for (h, v) in [
+        ("origin", "http://evil.example"),
+        ("origin", "null"),
+        ("referer", "http://evil.example/page"),
+    ] {
+        let r = client(None)
+            .post(&url)
+            .header(h, v)
+            .form(&[("token", valid.as_str())])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{h}: {v}");
+        assert!(r.headers().get("set-cookie").is_none(), "{h}: {v}");
+    }
+    let own = b.base.trim_start_matches("http://").to_string();
+    let r = client(None)
+        .post(&url)
+        .header("origin", format!("http://{own}"))
+        .form(&[("token", valid.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .starts_with("queen_token="));
+}

@@ -2,11 +2,16 @@
 //! with `QUEEN_ENCRYPTION_KEY` in Queen's envelope, opened for this broker's readers (pop,
 //! DLQ, message by address), refused where they cannot be honoured (configure without a
 //! key, a push through a broker without one, a plaintext frame from psql), and served as
-//! the envelope, counted, where they cannot be opened.
+//! the envelope, counted, where they cannot be opened. Only the broker seals: no request
+//! can say its payload is sealed already, and a broker without the key refuses every write
+//! into an encrypting queue with 503 `encryption_key_missing` (docs/security.md).
 
 mod common;
 
-use common::{acks_for, admin, metric, metrics, snapshot, start, start_with, unique, Broker};
+use base64::Engine;
+use common::{
+    acks_for, admin, leased_stream, metric, metrics, snapshot, start, start_with, unique, Broker,
+};
 use queen_broker::config::EncryptionKey;
 use queen_log::encryption::{is_envelope, parse_key, Cipher, Envelope};
 use queen_log::segment::decode_segment;
@@ -194,7 +199,12 @@ async fn a_broker_without_the_key_neither_writes_plaintext_nor_serves_garbage() 
             &json!({"items": [{"queue": q, "transactionId": "y", "payload": 2}]}),
         )
         .await;
-    assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR, "{v}");
+    assert_eq!(
+        s,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a refusal, not a failure: {v}"
+    );
+    assert_eq!(v["code"], "encryption_key_missing", "{v}");
     assert!(
         v["error"]
             .as_str()
@@ -313,4 +323,124 @@ async fn turning_encryption_off_keeps_old_messages_readable_and_new_ones_plain()
         .map(|m| &m["data"])
         .collect();
     assert_eq!(data, [&json!("sealed"), &json!("clear")]);
+}
+
+/// A cycle body over a fresh leased stream, with `items` as its sink pushes.
+async fn one_cycle(b: &Broker) -> impl Fn(Value) -> Value {
+    let st = leased_stream(b, "enc").await;
+    move |items: Value| st.cycle(json!({ "push_items": items }))
+}
+
+/// The forgery of a sealed payload by a stream sink: `is_encrypted` is the broker's word
+/// to the extension; a client that sends it is refused naming it, on a keyed broker and
+/// on one without the key, and nothing is written. An envelope-shaped payload without
+/// the flag is the client's data: sealed like any other and read back as sent.
+#[tokio::test]
+async fn a_client_cannot_say_its_payload_is_sealed() {
+    let _serial = SERIAL.lock().await;
+    let keyed = with_key(KEY).await;
+    let keyless = start().await;
+    let db = admin().await;
+    let q = unique("enc-forge");
+    keyed
+        .configure(&q, json!({"encryptionEnabled": true}))
+        .await;
+    let clear = base64::engine::general_purpose::STANDARD.encode(r#"{"clear":"text"}"#);
+    let fake = json!({"encrypted": clear, "iv": "AAAAAAAAAAAAAAAA", "authTag": "AAAAAAAAAAAAAAAAAAAAAA=="});
+    for (b, name) in [(&keyed, "keyed"), (&keyless, "keyless")] {
+        let body = one_cycle(&keyed).await;
+        for flag in [json!(true), json!(false)] {
+            let before = snapshot(&db).await;
+            let forged = body(json!([{"queue": q, "payload": fake, "is_encrypted": flag}]));
+            let (s, v) = b.post("/streams/v1/cycle", &forged).await;
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{name} {flag}: {v}");
+            assert_eq!(v["field"], "push_items[0].is_encrypted", "{name}: {v}");
+            assert_eq!(snapshot(&db).await, before, "{name}: nothing written");
+        }
+    }
+    // Without the flag the same payload is the client's data, sealed by the broker.
+    let body = one_cycle(&keyed).await;
+    let (s, v) = keyed
+        .post(
+            "/streams/v1/cycle",
+            &body(json!([{"queue": q, "payload": fake}])),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["success"], true, "{v}");
+    let at_rest = stored(&q).await;
+    assert_eq!(at_rest.len(), 1);
+    let (text, flagged) = &at_rest[0];
+    assert!(*flagged);
+    let opened = Cipher::new(&parse_key(KEY).unwrap())
+        .open(text.as_bytes())
+        .expect("sealed with this broker's key");
+    assert_eq!(serde_json::from_str::<Value>(&opened).unwrap(), fake);
+    let pop = keyed.pop(&q, "batch=1").await.unwrap();
+    assert_eq!(pop["messages"][0]["data"], fake, "read back as sent");
+}
+
+/// A broker without the key refuses every path that writes into a queue that encrypts:
+/// push, transaction, stream sink, timers; 503 `encryption_key_missing` with
+/// `Retry-After` (a broker that holds the key takes the same request), never a 500, and
+/// nothing written. (The binary push: tests/binary_push.rs.)
+#[tokio::test]
+async fn a_broker_without_the_key_refuses_every_write_path_with_a_503() {
+    let _serial = SERIAL.lock().await;
+    let keyed = with_key(KEY).await;
+    let keyless = start().await;
+    let db = admin().await;
+    let q = unique("enc-nokey");
+    keyed
+        .configure(&q, json!({"encryptionEnabled": true}))
+        .await;
+    let cycle = one_cycle(&keyed).await;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(r#"{"t":1}"#);
+    let paths: Vec<(&str, &str, Value)> = vec![
+        (
+            "push",
+            "/api/v1/push",
+            json!({"items": [{"queue": q, "transactionId": "p", "payload": 1}]}),
+        ),
+        (
+            "transaction",
+            "/api/v1/transaction",
+            json!({"operations": [{"type": "push", "items": [{"queue": q, "payload": 2}]}]}),
+        ),
+        (
+            "stream sink",
+            "/streams/v1/cycle",
+            cycle(json!([{"queue": q, "payload": 3}])),
+        ),
+        (
+            "timers",
+            "/api/v1/timers",
+            json!({"operations": [{"op": "schedule", "queue": q, "timerKey": "k",
+                                   "payload": b64, "delayMs": 0}]}),
+        ),
+    ];
+    for (name, path, body) in paths {
+        let before = snapshot(&db).await;
+        let r = keyless
+            .http
+            .post(format!("{}{path}", keyless.base))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let s = r.status();
+        assert!(r.headers().contains_key("retry-after"), "{name}");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{name}: {v}");
+        assert_eq!(v["code"], "encryption_key_missing", "{name}: {v}");
+        assert!(v["error"].as_str().unwrap().contains(&q), "{name}: {v}");
+        assert_eq!(snapshot(&db).await, before, "{name}: nothing written");
+        // The same request through the broker with the key is sealed and stored.
+        let (s, v) = keyed.post(path, &body).await;
+        assert!(s.is_success(), "{name} keyed: {v}");
+    }
+    assert!(stored(&q)
+        .await
+        .iter()
+        .all(|(t, f)| *f && is_envelope(t.as_bytes())));
 }

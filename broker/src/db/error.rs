@@ -16,6 +16,7 @@
 //! transactionIds. The unreachable cases are what the push spool takes over
 //! (docs/availability.md).
 
+use axum::http::StatusCode;
 use queen_log::sqlstate::{classify, connection_lost, wire_refusal, ErrorClass, WireRefusal};
 
 use crate::error::ApiError;
@@ -134,10 +135,17 @@ impl From<DbError> for ApiError {
 
 /// The answer to a server error with this SQLSTATE and message.
 fn of_sqlstate(code: &str, msg: &str) -> ApiError {
-    // A plaintext frame into an encrypting queue (55000 QENC): a refusal of this push,
-    // not the database's state; a spool replay must not wait on it forever.
+    // A plaintext frame into an encrypting queue (55000 QENC): the queue began encrypting
+    // after this broker looked it up. A refusal, not a failure (docs/security.md): 503
+    // `encryption_required`, so a client retries and is sealed on the retry; coded, so a
+    // spool replay takes it as this record's refusal and pushes it alone, looked up again,
+    // rather than waiting on it as on a database that is down.
     if code == "55000" && msg.starts_with("QENC") {
-        return ApiError::Internal(format!("database error {code}: {msg}"));
+        return ApiError::Coded {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "encryption_required",
+            message: format!("database refused ({code}): {msg}"),
+        };
     }
     match classify(code) {
         // The session terminated under the statement (57P01 admin shutdown, 57P02 crash
@@ -211,9 +219,15 @@ mod tests {
         for code in ["57014", "40001", "40P01", "22023"] {
             assert_eq!(unreachable(code), None, "{code}");
         }
+        // A refusal of this request, not a failure, and not a database that is down.
+        let qenc = of_sqlstate("55000", "QENC plaintext frame into an encrypting queue");
+        assert_eq!(qenc.status().as_u16(), 503);
         assert!(matches!(
-            of_sqlstate("55000", "QENC plaintext frame into an encrypting queue"),
-            ApiError::Internal(_)
+            qenc,
+            ApiError::Coded {
+                code: "encryption_required",
+                ..
+            }
         ));
     }
 

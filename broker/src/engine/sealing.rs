@@ -4,6 +4,12 @@
 //! get them back decrypted. The key lives in this process only: the database stores
 //! ciphertext and refuses a plaintext frame into such a queue, so a broker without the
 //! key cannot write one in clear either.
+//!
+//! Only this broker seals (docs/security.md, "Only the broker seals"): no request may say
+//! that its payload is sealed already. Every write path (push, binary push, transaction,
+//! stream sink, timers) reads items without such a flag, and seals with [`Sealer::seal_for`]
+//! every item whose queue encrypts; without a key that is a refusal ([`NoKey`], 503 with
+//! code `encryption_key_missing`), never a 500 and never a plaintext or forged frame.
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +26,13 @@ pub struct Sealer {
     sealed: AtomicU64,
     opened: AtomicU64,
     unopened: AtomicU64,
+}
+
+/// An item for a queue that encrypts reached a broker without `QUEEN_ENCRYPTION_KEY`:
+/// refused (crate::error turns it into a 503 naming the queue and the missing key).
+#[derive(Debug)]
+pub struct NoKey {
+    pub queue: String,
 }
 
 /// Payloads sealed on push, opened for a reader, and served unopened.
@@ -60,6 +73,14 @@ impl Sealer {
         let text: &[u8] = if payload.is_empty() { b"null" } else { payload };
         self.sealed.fetch_add(1, Ordering::Relaxed);
         Some(c.seal(text))
+    }
+
+    /// The payload of an item bound for `queue`, which encrypts, sealed; [`NoKey`] when
+    /// this broker cannot (nothing may be written then).
+    pub fn seal_for(&self, queue: &str, payload: &[u8]) -> Result<Vec<u8>, NoKey> {
+        self.seal(payload).ok_or_else(|| NoKey {
+            queue: queue.to_string(),
+        })
     }
 
     /// What a reader gets for a stored payload flagged encrypted: its JSON decrypted, or,

@@ -161,21 +161,15 @@ pub fn read_push_item(i: usize, v: &RawValue) -> ApiResult<PushItem> {
 
 /// `encryptionEnabled` (crate::engine::sealing): every item whose queue encrypts is sealed
 /// once, before it is encoded. A broker without `QUEEN_ENCRYPTION_KEY` refuses such a push
-/// (500, nothing written): the database would refuse the plaintext anyway.
+/// (503 `encryption_key_missing`, nothing written): the database would refuse the
+/// plaintext anyway.
 pub fn seal_items(
     state: &AppState,
     items: &mut [PushItem],
     encrypts: impl Fn(&PushItem) -> bool,
 ) -> ApiResult<()> {
     for it in items.iter_mut().filter(|it| encrypts(it)) {
-        let Some(sealed) = state.sealer.seal(&it.payload) else {
-            return Err(ApiError::Internal(format!(
-                "queue {} encrypts payloads (encryptionEnabled) but this broker has no \
-                 QUEEN_ENCRYPTION_KEY; nothing was written",
-                it.queue
-            )));
-        };
-        it.payload = sealed;
+        it.payload = state.sealer.seal_for(&it.queue, &it.payload)?;
         it.encrypted = true;
     }
     Ok(())

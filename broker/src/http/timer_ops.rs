@@ -141,13 +141,7 @@ pub async fn seal_ops(state: &AppState, tenant: Uuid, ops: &mut [TimerOp]) -> Ap
     for i in sealed {
         let op = &mut ops[i];
         let plain = op.payload.as_ref().map_or("null", |p| p.get());
-        let sealed = state.sealer.seal(plain.as_bytes()).ok_or_else(|| {
-            ApiError::Internal(format!(
-                "queue {} encrypts payloads (encryptionEnabled) but this broker has no \
-                 QUEEN_ENCRYPTION_KEY; nothing was written",
-                op.queue
-            ))
-        })?;
+        let sealed = state.sealer.seal_for(&op.queue, plain.as_bytes())?;
         let text = String::from_utf8(sealed)
             .map_err(|_| ApiError::Internal("a sealed envelope is JSON text".into()))?;
         op.payload = Some(

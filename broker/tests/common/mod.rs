@@ -391,3 +391,60 @@ pub fn acks_for(pop: &Value, status: &str, error: Option<&str>) -> Value {
         .collect();
     serde_json::json!({ "acknowledgments": acks })
 }
+
+/// A registered stream query (docs/decisions.md, "Streams") over a fresh source queue
+/// holding one message, that message leased by the query's group.
+pub struct LeasedStream {
+    pub query_id: String,
+    pub group: String,
+    pub pop: Value,
+}
+
+pub async fn leased_stream(b: &Broker, prefix: &str) -> LeasedStream {
+    let source = unique(&format!("{prefix}-src"));
+    b.push(serde_json::json!([{"queue": source, "transactionId": "m0", "payload": 0}]))
+        .await;
+    let (s, v) = b
+        .post(
+            "/streams/v1/queries",
+            &serde_json::json!({"name": unique(prefix), "source_queue": source,
+                                "config_hash": "h"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let query_id = v["query_id"].as_str().unwrap().to_string();
+    let group = format!("streams.{query_id}");
+    let pop = b
+        .pop(
+            &source,
+            &format!("batch=1&wait=false&consumerGroup={group}"),
+        )
+        .await
+        .expect("the source message");
+    LeasedStream {
+        query_id,
+        group,
+        pop,
+    }
+}
+
+impl LeasedStream {
+    /// A cycle body that acks the leased message, with `fields` (`state_ops`,
+    /// `push_items`) added.
+    pub fn cycle(&self, fields: Value) -> Value {
+        let m = &self.pop["messages"][0];
+        let mut body = serde_json::json!({
+            "query_id": self.query_id, "partition_id": m["partitionId"],
+            "consumer_group": self.group,
+            "ack": {"transactionId": m["transactionId"], "leaseId": self.pop["leaseId"],
+                    "status": "completed", "count": 1}});
+        for (k, v) in fields.as_object().expect("an object of fields") {
+            body[k] = v.clone();
+        }
+        body
+    }
+
+    pub fn partition_id(&self) -> &Value {
+        &self.pop["messages"][0]["partitionId"]
+    }
+}

@@ -17,7 +17,7 @@ mod pages;
 use std::collections::{BTreeMap, HashMap};
 
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -126,11 +126,8 @@ fn or_page<T>(r: Result<T, impl Into<ApiError>>) -> Result<T, Failed> {
 /// authentication. A page asked for without a valid token goes to the sign-in form; a
 /// form posted from another origin is refused.
 async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    if req.method() == Method::POST && !same_origin(&req) {
-        return page(
-            StatusCode::FORBIDDEN,
-            pages::error_page(403, "a form posted from another origin"),
-        );
+    if req.method() == Method::POST && !same_origin(req.headers()) {
+        return foreign_form();
     }
     if !req.headers().contains_key(header::AUTHORIZATION) {
         if let Some(token) = cookie(&req, COOKIE) {
@@ -154,17 +151,23 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
     }
 }
 
+/// The answer to a form posted from another origin: 403, nothing run.
+fn foreign_form() -> Response {
+    page(
+        StatusCode::FORBIDDEN,
+        pages::error_page(403, "a form posted from another origin"),
+    )
+}
+
 /// A POST whose `Origin` (or, without one, `Referer`) names this host; a request with
-/// neither is a client's own (curl), not a browser's cross-site form.
-fn same_origin(req: &Request) -> bool {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok());
-    let from = req
-        .headers()
+/// neither is a client's own (curl), not a browser's cross-site form. Every console form
+/// takes it, the sign-in form included (docs/console.md): a page of another site that
+/// signs a browser in would sign it into the attacker's tenant.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let from = headers
         .get(header::ORIGIN)
-        .or_else(|| req.headers().get(header::REFERER))
+        .or_else(|| headers.get(header::REFERER))
         .and_then(|h| h.to_str().ok());
     match (from, host) {
         (None, _) => true,
@@ -203,7 +206,15 @@ struct LoginIn {
 }
 
 /// Checks the token as the API would, then keeps it in the console's cookie.
-async fn login(State(state): State<AppState>, Form(f): Form<LoginIn>) -> Response {
+/// A form from another origin is refused first, as every console form is.
+async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(f): Form<LoginIn>,
+) -> Response {
+    if !same_origin(&headers) {
+        return foreign_form();
+    }
     let token = f.token.trim();
     let ok = match (&state.config.auth, &state.keys) {
         (Some(cfg), Some(keys)) => auth::verify(cfg, keys, token).await.is_ok(),

@@ -124,8 +124,19 @@ fn count(m: &Metrics, answer: &Value) {
 }
 
 /// The sink items bound for queues that encrypt (`encryptionEnabled`), sealed as a push
-/// seals them: the payload becomes the envelope and `is_encrypted` is set.
+/// seals them: the payload becomes the envelope and `is_encrypted` is set. The flag is the
+/// broker's word to the extension, never a client's (docs/security.md, "Only the broker
+/// seals"): a cycle that carries it is refused naming it, before anything is looked up.
 async fn seal_sink(state: &AppState, tenant: uuid::Uuid, items: &mut [SinkItem]) -> ApiResult<()> {
+    if let Some(i) = items.iter().position(|it| it.is_encrypted.is_some()) {
+        return Err(ApiError::field(
+            format!("push_items[{i}].is_encrypted"),
+            format!(
+                "push_items[{i}].is_encrypted is set by the broker only: a payload for a \
+                 queue that encrypts is sealed here, never taken as sealed; nothing was written"
+            ),
+        ));
+    }
     if items.is_empty() {
         return Ok(());
     }
@@ -137,17 +148,9 @@ async fn seal_sink(state: &AppState, tenant: uuid::Uuid, items: &mut [SinkItem])
     let sealed = encrypting(state, tenant, &qs, &ps).await?;
     for i in sealed {
         let it = &mut items[i];
-        if it.is_encrypted == Some(true) {
-            continue;
-        }
         let plain = it.payload.clone().unwrap_or_else(|| json!({})).to_string();
-        let envelope = state.sealer.seal(plain.as_bytes()).ok_or_else(|| {
-            ApiError::Internal(format!(
-                "queue {} encrypts payloads (encryptionEnabled) but this broker has no \
-                 QUEEN_ENCRYPTION_KEY; nothing was written",
-                it.queue.as_deref().unwrap_or_default()
-            ))
-        })?;
+        let queue = it.queue.as_deref().unwrap_or_default();
+        let envelope = state.sealer.seal_for(queue, plain.as_bytes())?;
         it.payload = Some(
             serde_json::from_slice(&envelope)
                 .map_err(|e| ApiError::Internal(format!("sealed envelope: {e}")))?,
