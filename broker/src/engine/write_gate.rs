@@ -56,9 +56,7 @@ impl Targets<'_> {
             Targets::Partitions(keys) => keys
                 .iter()
                 .any(|(kt, kq, kp)| kt == t && *kq == q.as_str() && *kp == p.as_str()),
-            Targets::Queues(tenant, queues) => {
-                tenant == t && queues.iter().any(|kq| *kq == q.as_str())
-            }
+            Targets::Queues(tenant, queues) => tenant == t && queues.contains(&q.as_str()),
             Targets::Tenant(tenant) => tenant == t,
             Targets::Any => true,
         }
