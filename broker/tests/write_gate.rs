@@ -11,11 +11,10 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::{acks_for, admin, start_with, unique, Broker};
+use common::{acks_for, admin, modes_off, spool_dir, start_with, timers_pending, unique, Broker};
 use queen_broker::engine::spool::{Record, Spool};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -24,21 +23,6 @@ use uuid::Uuid;
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TENANT: &str = "00000000-0000-0000-0000-000000000001";
-
-fn spool_dir() -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("gate-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-async fn modes_off() {
-    let db = admin().await;
-    for mode in ["push", "pop"] {
-        db.execute("SELECT queen.system_state_set_v1($1, false)", &[&mode])
-            .await
-            .unwrap();
-    }
-}
 
 /// A broker with a spool, its timer sweeper every 100 ms.
 async fn spooling_broker(dir: &std::path::Path) -> Broker {
@@ -269,19 +253,6 @@ async fn a_stream_cycle_with_sinks_in_push_maintenance_is_refused_whole() {
     assert_eq!((s, &v["success"]), (StatusCode::OK, &json!(true)), "{v}");
     assert_eq!(stored(&sink).await, ["0", "7"], "the spooled push first");
     modes_off().await;
-}
-
-async fn timers_pending(q: &str) -> i64 {
-    admin()
-        .await
-        .query_one(
-            "SELECT count(*) FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
-              WHERE q.name = $1",
-            &[&q],
-        )
-        .await
-        .unwrap()
-        .get(0)
 }
 
 /// write_gate::a_due_timer_waits_out_push_maintenance_and_lands_after_the_spool
