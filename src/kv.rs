@@ -11,8 +11,8 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::kv::{
-    decide, get_result, next_version, read_ops, write_result, Decision, Expiry, KvOp, Precondition,
-    RawOp, Row, Shown, Write, QKV_PRECONDITION,
+    check_writable, decide, get_result, next_version, read_ops, write_result, Decision, Expiry,
+    KvOp, Precondition, RawOp, Row, Shown, Write, HIGH_WATER_NS, QKV_PRECONDITION,
 };
 use serde_json::{json, Value};
 
@@ -39,8 +39,41 @@ pub(crate) fn shown(key: &str, r: &pgrx::spi::SpiHeapTupleData<'_>) -> Shown {
     }
 }
 
-/// The row under (tenant, ns, key), locked when `lock`; `now` decides liveness.
+/// The row under (tenant, ns, key); `now` decides liveness.
 pub(crate) fn find(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    ns: &str,
+    key: &str,
+    now: TimestampWithTimeZone,
+) -> Option<Found> {
+    select(client, tenant, ns, key, now, false)
+}
+
+/// What a write of (tenant, ns, key) starts with: the key's lock, held to the commit;
+/// the clock, read under that lock (so it is later than every write of the key that
+/// committed before: their writers held the lock until their commit); and the row,
+/// locked. Every writer of a key takes the lock before it looks, so an absent key has
+/// one inserter at a time (an INSERT never meets a concurrent one: on Citus an insert
+/// that loses ON CONFLICT breaks SPI's row count). The broker and psql reach kv through
+/// the coordinator, so the lock is cluster-wide.
+pub(crate) fn find_locked(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    ns: &str,
+    key: &str,
+) -> (Option<Found>, TimestampWithTimeZone) {
+    q(
+        client,
+        "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3, 7))",
+        &[tenant.to_string().as_str().into(), ns.into(), key.into()],
+    )
+    .or_raise();
+    let now = clock_plus(client, 0.0).0;
+    (select(client, tenant, ns, key, now, true), now)
+}
+
+fn select(
     client: &SpiClient<'_>,
     tenant: Uuid,
     ns: &str,
@@ -55,18 +88,6 @@ pub(crate) fn find(
         "SELECT value::text, version, expires_at, updated_at, (expires_at IS NULL OR expires_at > $4)
            FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3"
     };
-    if lock {
-        // Every writer of a key takes this lock before it looks, so an absent key has one
-        // inserter at a time (an INSERT never meets a concurrent one: on Citus an insert
-        // that loses ON CONFLICT breaks SPI's row count). The broker and psql reach kv
-        // through the coordinator, so the lock is cluster-wide.
-        q(
-            client,
-            "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2 || chr(31) || $3, 7))",
-            &[tenant.to_string().as_str().into(), ns.into(), key.into()],
-        )
-        .or_raise();
-    }
     q(
         client,
         sql,
@@ -78,6 +99,70 @@ pub(crate) fn find(
         shown: shown(key, &r),
         live: col(&r, 5, "live"),
     })
+}
+
+/// The highest version a removed row of (tenant, ns) had (kv_expire_step_v1 folds each
+/// row it removes into it): a row written where none is starts above it, so a key's
+/// versions only grow even across its removal (docs/decisions.md, "Locks": fencing
+/// tokens). Read, not locked: the step that removes a row and raises the mark commits
+/// both at once, and a writer that waited for that row reads the mark after it.
+fn high_water(client: &SpiClient<'_>, tenant: Uuid, ns: &str) -> Option<i64> {
+    q(
+        client,
+        "SELECT version FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3",
+        &[tenant.into(), HIGH_WATER_NS.into(), ns.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| col(&r, 1, "kv.version"))
+}
+
+/// Raises (tenant, ns)'s high-water mark to `version` (never lowers it).
+fn raise_high_water(client: &SpiClient<'_>, tenant: Uuid, ns: &str, version: i64) {
+    let (found, now) = find_locked(client, tenant, HIGH_WATER_NS, ns);
+    let sql: &'static str = match &found {
+        Some(f) if f.shown.version >= version => return,
+        Some(_) => {
+            "UPDATE queen.kv SET version = $4, updated_at = $5
+              WHERE tenant_id = $1 AND ns = $2 AND key = $3"
+        }
+        None => {
+            "INSERT INTO queen.kv (tenant_id, ns, key, value, version, expires_at, updated_at)
+             SELECT $1, $2, $3, 'null'::jsonb, $4, NULL, $5"
+        }
+    };
+    q(
+        client,
+        sql,
+        &[
+            tenant.into(),
+            HIGH_WATER_NS.into(),
+            ns.into(),
+            version.into(),
+            now.into(),
+        ],
+    )
+    .or_raise();
+}
+
+/// Removes a key's value for every reader, keeping its row (and so its version) until
+/// maintenance removes it and folds the version into the namespace's high-water mark:
+/// the value is dropped and the row expires now. The next write of the key continues
+/// from its version (a released lock's next token is higher).
+pub(crate) fn tombstone(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    ns: &str,
+    key: &str,
+    now: TimestampWithTimeZone,
+) {
+    q(
+        client,
+        "UPDATE queen.kv SET value = 'null'::jsonb, expires_at = $4, updated_at = $4
+          WHERE tenant_id = $1 AND ns = $2 AND key = $3",
+        &[tenant.into(), ns.into(), key.into(), now.into()],
+    )
+    .or_raise();
 }
 
 fn live(f: Option<Found>) -> Option<Shown> {
@@ -92,7 +177,7 @@ fn expiry_at(client: &SpiClient<'_>, e: Expiry) -> Option<TimestampWithTimeZone>
 }
 
 /// Carries out an upsert: UPDATE of the row there, else INSERT (the key's advisory lock,
-/// taken by [`find`], makes this insert the only one).
+/// taken by [`find_locked`] with `now` read under it, makes this insert the only one).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn upsert(
     client: &SpiClient<'_>,
@@ -104,7 +189,13 @@ pub(crate) fn upsert(
     expiry: Option<Expiry>,
     now: TimestampWithTimeZone,
 ) -> Option<Shown> {
-    let version = next_version(old.map(|f| f.shown.version), micros(now));
+    // Under the key's lock (find_locked): one past the row's version, or past the
+    // namespace's high-water mark when there is no row; never below the clock.
+    let previous = match old {
+        Some(f) => Some(f.shown.version),
+        None => high_water(client, tenant, ns),
+    };
+    let version = next_version(previous, micros(now));
     let set_expiry = expiry.is_some();
     let at = expiry.and_then(|e| expiry_at(client, e));
     let text = value.to_string();
@@ -148,9 +239,8 @@ fn key_of(op: &KvOp) -> (&str, &str) {
 /// A write op (put, delete, incr, check): its decision and answer.
 fn write(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> (Decision, Value) {
     let (ns, key) = key_of(op);
-    // The key's lock is held from the look to the commit (see [`find`]).
-    let now = clock_plus(client, 0.0).0;
-    let found = find(client, tenant, ns, key, now, true);
+    // The key's lock is held from the look to the commit, the clock read under it.
+    let (found, now) = find_locked(client, tenant, ns, key);
     let current = found.as_ref().filter(|f| f.live).map(|f| Row {
         value: f.shown.value.clone(),
         version: f.shown.version,
@@ -161,12 +251,7 @@ fn write(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> (Decision
     let after = match &d.write {
         Write::Nothing => live(found),
         Write::Delete => {
-            q(
-                client,
-                "DELETE FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3",
-                &[tenant.into(), ns.into(), key.into()],
-            )
-            .or_raise();
+            tombstone(client, tenant, ns, key, now);
             found.map(|f| Shown {
                 value: Value::Null,
                 ..f.shown
@@ -186,16 +271,14 @@ fn write(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> (Decision
 fn read(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> Value {
     let now = clock_plus(client, 0.0).0;
     match op {
-        KvOp::Get { ns, key } => get_result(
-            i,
-            key,
-            live(find(client, tenant, ns, key, now, false)).as_ref(),
-        ),
+        KvOp::Get { ns, key } => {
+            get_result(i, key, live(find(client, tenant, ns, key, now)).as_ref())
+        }
         KvOp::GetMany { ns, keys } => {
             let mut rows = Vec::new();
             let mut missing = Vec::new();
             for k in keys {
-                match live(find(client, tenant, ns, k, now, false)) {
+                match live(find(client, tenant, ns, k, now)) {
                     Some(s) => rows.push(s.row(false)),
                     None => missing.push(k.clone()),
                 }
@@ -266,6 +349,13 @@ fn prefix_page(
 /// Runs ops in order; a `required` op that did not apply raises (nothing commits), its
 /// index shifted by `index_base` (the rider's place in the transaction's results).
 pub fn apply(client: &SpiClient<'_>, tenant: Uuid, ops: &[KvOp]) -> Vec<Value> {
+    // The lock namespace is written by the lock ops only (queen_log::kv::check_writable),
+    // whichever way the ops came (kv_apply_v1, or a transaction wire's kv rider).
+    for (i, op) in ops.iter().enumerate() {
+        if let Err(e) = check_writable(op) {
+            bad_param(format!("QKV {}: op {i}: {}", e.reason, e.detail));
+        }
+    }
     let mut out = Vec::with_capacity(ops.len());
     for (i, op) in ops.iter().enumerate() {
         let result = match op {
@@ -334,12 +424,16 @@ fn kv_expire_step_v1(p_max_rows: default!(Option<i32>, "1000")) -> JsonB {
         .map(|r| (col(&r, 1, "tenant_id"), col(&r, 2, "ns"), col(&r, 3, "key")))
         .collect();
         let mut removed = 0i64;
+        // The highest version removed per (tenant, ns), raised into its high-water mark
+        // in this same transaction, after the rows (so a writer waiting on a removed
+        // row reads the raised mark).
+        let mut highest: std::collections::HashMap<(Uuid, &str), i64> = Default::default();
         // By key, re-checked: a row renewed since the scan stays.
         for (t, ns, key) in &doomed {
-            removed += q(
+            let gone: Vec<i64> = q(
                 client,
                 "DELETE FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3
-                   AND expires_at <= $4 RETURNING 1",
+                   AND expires_at <= $4 RETURNING version",
                 &[
                     (*t).into(),
                     ns.as_str().into(),
@@ -348,7 +442,19 @@ fn kv_expire_step_v1(p_max_rows: default!(Option<i32>, "1000")) -> JsonB {
                 ],
             )
             .or_raise()
-            .len() as i64;
+            .map(|r| col(&r, 1, "kv.version"))
+            .collect();
+            for v in gone {
+                removed += 1;
+                let h = highest.entry((*t, ns.as_str())).or_insert(v);
+                *h = (*h).max(v);
+            }
+        }
+        // In one order, so two steps never wait on each other's marks.
+        let mut marks: Vec<((Uuid, &str), i64)> = highest.into_iter().collect();
+        marks.sort_by_key(|((t, ns), _)| (t.to_string(), *ns));
+        for ((t, ns), v) in marks {
+            raise_high_water(client, t, ns, v);
         }
         jsonb(&json!({"removed": removed, "done": (doomed.len() as i32) < max}))
     })

@@ -2,7 +2,11 @@
 //! queen_log::locks): `queen.locks_apply_v1(ops, tenant)`. A permit is a key/value row
 //! (namespace `queen-locks`, key `<name>#<slot>`) written through src/kv.rs, so its
 //! token is the row's version and a transaction guards with a plain kv `check`. Each op
-//! answers on its own; they commit together.
+//! answers on its own; they commit together. Tokens only grow, by construction: a new
+//! token is computed under the permit's lock from the one before (a released permit's
+//! row stays, expired, with its token; one maintenance removed is remembered by the
+//! namespace's high-water mark), never from a clock read before the lock. The kv ops
+//! cannot write this namespace (queen_log::kv::check_writable).
 
 use pgrx::datum::{TimestampWithTimeZone, Uuid};
 use pgrx::prelude::*;
@@ -16,7 +20,7 @@ use queen_log::locks::{
 use serde_json::{json, Value};
 
 use crate::db::{bad_param, clock_plus, col, default_tenant, iso_ms, jsonb, q, required, OrRaise};
-use crate::kv::{find, shown, upsert, Found};
+use crate::kv::{find_locked, shown, tombstone, upsert, Found};
 
 fn holder(slot: i64, s: &Shown) -> Holder {
     Holder {
@@ -63,18 +67,15 @@ fn holders_json(hs: &[Holder]) -> Vec<Value> {
     hs.iter().map(Holder::json).collect()
 }
 
-/// The permit's row under `slot`, locked.
+/// The permit's row under `slot`, locked, and the clock read under its lock (so a new
+/// token is computed from the previous one under the lock: crate::kv::find_locked).
 fn permit(
     client: &SpiClient<'_>,
     tenant: Uuid,
     name: &str,
     slot: i64,
 ) -> (Option<Found>, TimestampWithTimeZone) {
-    let now = clock_plus(client, 0.0).0;
-    (
-        find(client, tenant, NAMESPACE, &slot_key(name, slot), now, true),
-        now,
-    )
+    find_locked(client, tenant, NAMESPACE, &slot_key(name, slot))
 }
 
 /// Writes the permit: a new token (version) and lifetime, the owner and since kept.
@@ -209,19 +210,11 @@ fn release(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &LockOp) -> Value
     let LockOp::Release { name, token, slot } = op else {
         unreachable!()
     };
-    let (row, _) = permit(client, tenant, name, *slot);
+    let (row, now) = permit(client, tenant, name, *slot);
     match row.filter(|f| f.live && f.shown.version == *token) {
         Some(_) => {
-            q(
-                client,
-                "DELETE FROM queen.kv WHERE tenant_id = $1 AND ns = $2 AND key = $3",
-                &[
-                    tenant.into(),
-                    NAMESPACE.into(),
-                    slot_key(name, *slot).as_str().into(),
-                ],
-            )
-            .or_raise();
+            // The row stays (expired) with its token: the next holder's is higher.
+            tombstone(client, tenant, NAMESPACE, &slot_key(name, *slot), now);
             json!({"index": i, "released": true})
         }
         None => json!({"index": i, "released": false, "reason": "lost"}),

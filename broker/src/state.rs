@@ -21,6 +21,7 @@ use crate::engine::push_fusion::PushFusion;
 use crate::engine::registry::Registry;
 use crate::engine::sealing::Sealer;
 use crate::engine::spool::Spool;
+use crate::engine::write_gate::WriteGate;
 use crate::keys::Keys;
 use crate::ops::exposition::Sources;
 use crate::ops::maintenance::MaintenanceStats;
@@ -63,6 +64,8 @@ pub struct Inner {
     pub spool: Option<Arc<Spool>>,
     /// The maintenance modes shared by every broker (crate::ops::shared_state).
     pub modes: Arc<SharedModes>,
+    /// What every append asks before it writes (crate::engine::write_gate).
+    pub gate: Arc<WriteGate>,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
     /// Whose turn it is among the queues of a namespace pop (http/routes/pop.rs).
@@ -123,6 +126,8 @@ impl AppState {
             Some(dir) => Some(Arc::new(Spool::open(dir, config.spool_max_bytes)?)),
             None => None,
         };
+        let modes: Arc<SharedModes> = Arc::default();
+        let gate = Arc::new(WriteGate::new(modes.clone(), spool.clone()));
         let ephemeral = Arc::new(Store::new(
             config.ephemeral_max_bytes,
             config.ephemeral_max_queues,
@@ -142,7 +147,8 @@ impl AppState {
             ephemeral,
             peers,
             spool,
-            modes: Arc::default(),
+            modes,
+            gate,
             wakers: Mutex::new(HashMap::new()),
             pop_turn: std::sync::atomic::AtomicUsize::new(0),
             stopping: tokio::sync::watch::Sender::new(false),

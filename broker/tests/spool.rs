@@ -13,12 +13,11 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{admin, broker_url, start_with, Broker};
+use common::{admin, broker_url, modes_off, spool_dir, start_with, Broker};
 use queen_broker::engine::spool::{Record, Spool};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -26,22 +25,6 @@ use tokio::net::{TcpListener, TcpStream};
 use uuid::Uuid;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// A fresh spool directory under target/.
-fn spool_dir() -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("spool-{}", Uuid::new_v4()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-async fn modes_off() {
-    let db = admin().await;
-    for mode in ["push", "pop"] {
-        db.execute("SELECT queen.system_state_set_v1($1, false)", &[&mode])
-            .await
-            .unwrap();
-    }
-}
 
 async fn spooling_broker(dir: &std::path::Path, url: Option<String>) -> Broker {
     let dir = dir.to_path_buf();

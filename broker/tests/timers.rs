@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::{admin, start, unique, Broker};
+use common::{admin, start, timers_pending, unique, Broker};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -40,19 +40,6 @@ async fn pop_within(b: &Broker, q: &str, within: Duration) -> Option<(Value, Ins
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     None
-}
-
-async fn pending(q: &str) -> i64 {
-    admin()
-        .await
-        .query_one(
-            "SELECT count(*) FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
-              WHERE q.name = $1",
-            &[&q],
-        )
-        .await
-        .unwrap()
-        .get(0)
 }
 
 async fn messages_with_txn(q: &str, txn: &str) -> i64 {
@@ -145,7 +132,7 @@ async fn reschedule_moves_it_and_cancel_answers_cancelled_then_absent() {
         (StatusCode::OK, json!("absent"), json!(false))
     );
     assert_eq!(r["txn"], old, "absent echoes the txn asked");
-    assert_eq!(pending(&q).await, 1);
+    assert_eq!(timers_pending(&q).await, 1);
 
     let (_, r) = b.delete(&format!("/api/v1/timers/{q}/k?txn={txn}")).await;
     assert_eq!(
@@ -154,7 +141,7 @@ async fn reschedule_moves_it_and_cancel_answers_cancelled_then_absent() {
     );
     let (_, r) = b.delete(&format!("/api/v1/timers/{q}/k")).await;
     assert_eq!(r["status"], "absent");
-    assert_eq!(pending(&q).await, 0);
+    assert_eq!(timers_pending(&q).await, 0);
 }
 
 #[tokio::test]
@@ -202,7 +189,7 @@ async fn a_list_is_keyset_paged_and_its_limit_clamped() {
         let (_, r) = b.delete(&format!("/api/v1/timers/{q}/list:{i}")).await;
         assert_eq!(r["status"], "cancelled", "{r}");
     }
-    assert_eq!(pending(&q).await, 0);
+    assert_eq!(timers_pending(&q).await, 0);
 }
 
 #[tokio::test]
@@ -233,7 +220,7 @@ async fn a_bad_op_is_the_sdks_refusal_and_writes_nothing() {
         assert!(v["detail"].as_str().unwrap().contains(says), "{v}");
     }
     assert_eq!(
-        pending(&q).await,
+        timers_pending(&q).await,
         0,
         "nothing of a refused call was written"
     );
@@ -249,10 +236,10 @@ async fn a_timer_whose_txn_the_queue_already_holds_is_not_delivered_twice() {
     op["txn"] = json!("once");
     timers(&b, json!([op])).await;
     let until = Instant::now() + Duration::from_secs(10);
-    while pending(&q).await > 0 && Instant::now() < until {
+    while timers_pending(&q).await > 0 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(pending(&q).await, 0, "the sweeper took it");
+    assert_eq!(timers_pending(&q).await, 0, "the sweeper took it");
     assert_eq!(
         messages_with_txn(&q, "once").await,
         1,
@@ -286,7 +273,7 @@ async fn timers_ride_a_transaction_and_share_its_fate() {
         ),
         (json!("timer"), json!(1), json!("scheduled"))
     );
-    assert_eq!(pending(&q).await, 1);
+    assert_eq!(timers_pending(&q).await, 1);
 
     // A cancel rides too.
     let (_, v) = b
@@ -300,7 +287,7 @@ async fn timers_ride_a_transaction_and_share_its_fate() {
         (json!(true), json!("cancelled")),
         "{v}"
     );
-    assert_eq!(pending(&q).await, 0);
+    assert_eq!(timers_pending(&q).await, 0);
 
     // A bogus ack rolls the bundle back, the timer with it.
     let popped = b.pop(&q, "batch=1").await.expect("the pushed message");
@@ -314,7 +301,11 @@ async fn timers_ride_a_transaction_and_share_its_fate() {
         )
         .await;
     assert_eq!(v["success"], false, "{v}");
-    assert_eq!(pending(&q).await, 0, "the failed bundle scheduled nothing");
+    assert_eq!(
+        timers_pending(&q).await,
+        0,
+        "the failed bundle scheduled nothing"
+    );
 
     // A bad rider op refuses the whole transaction before anything is written.
     let (s, v) = b

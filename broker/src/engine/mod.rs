@@ -12,7 +12,9 @@
 //! - `sealing.rs`: payload encryption with `QUEEN_ENCRYPTION_KEY`, which only the broker
 //!   holds (the extension refuses plaintext into an encrypting queue);
 //! - `spool.rs`: the push spool, local durable files for pushes the database cannot take
-//!   now (docs/availability.md), replayed by crate::http::spool_replay.
+//!   now (docs/availability.md), replayed by crate::http::spool_replay;
+//! - `write_gate.rs`: the one rule every append obeys (push maintenance, spooled records
+//!   of a partition first), asked by every path that appends messages.
 
 pub mod dedup;
 pub mod ephemeral;
@@ -22,3 +24,4 @@ pub mod push_fusion;
 pub mod registry;
 pub mod sealing;
 pub mod spool;
+pub mod write_gate;

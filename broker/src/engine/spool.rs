@@ -377,6 +377,22 @@ impl Spool {
         keys: &[(Uuid, &str, &str)],
         bound: std::time::Duration,
     ) -> bool {
+        self.wait_clear_where(|| self.ahead(keys.iter().copied()), bound)
+            .await
+    }
+
+    /// [`Spool::wait_clear`] for the partitions `covers` accepts (a write whose
+    /// partitions the database picks: crate::engine::write_gate).
+    pub async fn wait_clear_of(
+        &self,
+        covers: impl Fn(&PartitionKey) -> bool,
+        bound: std::time::Duration,
+    ) -> bool {
+        self.wait_clear_where(|| self.pending_where(&covers), bound)
+            .await
+    }
+
+    async fn wait_clear_where(&self, ahead: impl Fn() -> bool, bound: std::time::Duration) -> bool {
         let deadline = tokio::time::Instant::now() + bound;
         loop {
             let advanced = self.advanced.notified();
@@ -385,7 +401,7 @@ impl Spool {
             if self.db_down.load(Ordering::Relaxed) {
                 return false;
             }
-            if !self.ahead(keys.iter().copied()) {
+            if !ahead() {
                 return true;
             }
             if tokio::time::timeout_at(deadline, advanced).await.is_err() {
@@ -404,6 +420,12 @@ impl Spool {
             st.partitions
                 .contains_key(&(t, q.to_string(), p.to_string()))
         })
+    }
+
+    /// Whether a partition `covers` accepts has spooled records not yet replayed.
+    pub fn pending_where(&self, covers: impl Fn(&PartitionKey) -> bool) -> bool {
+        let st = self.state.lock().expect("spool state");
+        st.partitions.keys().any(covers)
     }
 
     /// A push found the database unreachable.

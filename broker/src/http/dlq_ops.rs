@@ -9,13 +9,20 @@ use queen_log::wire::{DlqDeleted, RedriveResult, RedriveRow, Redriven};
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::engine::write_gate::Targets;
 use crate::error::ApiResult;
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
 /// `queen.dlq_redrive_v1` for the tenant's rows `ids`; wakes the long-polls of every
-/// partition a message went back into.
+/// partition a message went back into. A redrive appends and cannot be spooled: the
+/// write gate admits it (any partition of the tenant: the rows name them) or it is a 503
+/// that moved nothing (crate::engine::write_gate).
 pub async fn redrive(state: &AppState, tenant: Uuid, ids: &[Uuid]) -> ApiResult<Redriven> {
+    state
+        .gate
+        .admit("a DLQ redrive", Targets::Tenant(tenant))
+        .await?;
     let r = state.db.conn().await?.dlq_redrive(ids, tenant).await?;
     redriven(state, tenant, &r);
     Ok(r)

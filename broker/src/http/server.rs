@@ -52,6 +52,7 @@ pub async fn serve(
         &cfg.database_url,
         cfg.timer_sweep_ms,
         state.timers.clone(),
+        state.gate.clone(),
         move |d| waking.wake_queue(d.tenant, &d.queue),
         async move { stopping.stopping().await },
     );

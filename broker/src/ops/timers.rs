@@ -8,6 +8,11 @@
 //! the planned wake-up wakes it at once ([`TimerSweeper::scheduled`]), so the lateness a
 //! timer sees is one sweep, not one sleep. A timer scheduled through another broker (or
 //! from SQL) is picked up within `QUEEN_TIMER_SWEEP_MS`.
+//!
+//! A delivery appends messages, so it asks the write gate first
+//! (crate::engine::write_gate): while push maintenance is on or this broker's spool holds
+//! records not yet replayed, the loop does not sweep; the due timers stay due (not lost)
+//! and are delivered in due order once the gate opens (after the spooled records).
 
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -18,6 +23,10 @@ use queen_log::timers::{DeliveredTo, SweepReport, SWEEP_MAX};
 use tokio::sync::Notify;
 
 use crate::db::timers::SweepConn;
+use crate::engine::write_gate::{Targets, WriteGate};
+
+/// How often a sweep held back by the write gate looks again.
+const GATE_RETRY: Duration = Duration::from_millis(100);
 
 /// What the sweeper has done (for `/metrics`), and its wake-up.
 #[derive(Default)]
@@ -71,6 +80,7 @@ pub fn start(
     url: &str,
     sweep_ms: u64,
     sweeper: Arc<TimerSweeper>,
+    gate: Arc<WriteGate>,
     delivered: impl Fn(&DeliveredTo) + Send + Sync + 'static,
     stop: impl Future<Output = ()> + Send + 'static,
 ) {
@@ -81,7 +91,7 @@ pub fn start(
     let longest = Duration::from_millis(sweep_ms);
     tokio::spawn(async move {
         tokio::select! {
-            _ = run_forever(conn, &sweeper, &delivered, longest) => {}
+            _ = run_forever(conn, &sweeper, &gate, &delivered, longest) => {}
             _ = stop => {}
         }
     });
@@ -90,10 +100,16 @@ pub fn start(
 async fn run_forever(
     mut conn: SweepConn,
     sweeper: &TimerSweeper,
+    gate: &WriteGate,
     delivered: &(impl Fn(&DeliveredTo) + Sync),
     longest: Duration,
 ) {
     loop {
+        // A delivery may go to any partition of any tenant.
+        if !gate.open_for(Targets::Any) {
+            tokio::time::sleep(GATE_RETRY).await;
+            continue;
+        }
         // Set before the sweep: a schedule committed during it must still wake the loop.
         sweeper
             .next_sweep_ms

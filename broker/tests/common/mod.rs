@@ -111,6 +111,39 @@ pub async fn admin() -> tokio_postgres::Client {
     client
 }
 
+/// A fresh push spool directory under target/ (broker/tests/spool.rs, write_gate.rs).
+pub fn spool_dir() -> std::path::PathBuf {
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("spool-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Both maintenance modes off (they are database-wide: the suites that switch them run
+/// their tests one at a time and call this before and after).
+pub async fn modes_off() {
+    let db = admin().await;
+    for mode in ["push", "pop"] {
+        db.execute("SELECT queen.system_state_set_v1($1, false)", &[&mode])
+            .await
+            .unwrap();
+    }
+}
+
+/// Timers of queue `q` not yet delivered (or cancelled).
+pub async fn timers_pending(q: &str) -> i64 {
+    admin()
+        .await
+        .query_one(
+            "SELECT count(*) FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
+              WHERE q.name = $1",
+            &[&q],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// Pids (on the node `db` is connected to) of the backends running a statement that
 /// starts with `prefix` and waits on a lock. On a Citus coordinator a delegated or
 /// multi-shard call waits on a worker while its coordinator backend waits for the answer,

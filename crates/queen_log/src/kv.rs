@@ -4,9 +4,11 @@
 //! the row, writes what the decision says and renders the answer ([`Outcome::render`]).
 //!
 //! A row past its expiry is absent to every op, whether or not maintenance has removed
-//! it yet. Versions only grow: a write's version is one past the row's, and never below
-//! the write's clock in microseconds, so a version is not reused after a row expires and
-//! is removed.
+//! it yet. Versions only grow, by construction: a write's version is one past the row's
+//! (a deleted row stays, expired, until maintenance removes it), or, where there is no
+//! row, one past the namespace's high-water mark (the highest version maintenance
+//! removed, [`HIGH_WATER_NS`]); and never below the write's clock in microseconds, read
+//! under the key's lock.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -260,7 +262,7 @@ pub fn read_op(raw: &RawOp, in_transaction: bool) -> Result<KvOp, BadOp> {
         Ok(k)
     };
     let required = raw.required.unwrap_or(false);
-    Ok(match op {
+    let checked = match op {
         "get" => {
             only(raw, op, &["key"])?;
             KvOp::Get { ns, key: key()? }
@@ -374,7 +376,45 @@ pub fn read_op(raw: &RawOp, in_transaction: bool) -> Result<KvOp, BadOp> {
                 format!("unknown op {other:?}: get, getMany, getPrefix, put, putIfAbsent, delete, incr or check"),
             ))
         }
-    })
+    };
+    check_writable(&checked)?;
+    Ok(checked)
+}
+
+/// Namespaces whose rows only their own ops write: `queen-locks` holds the lock permits
+/// (crate::locks), whose owner and token a kv put or delete would rewrite behind the
+/// holder's back; [`HIGH_WATER_NS`] the version marks. Read and `check` them (a
+/// transaction's fencing guard is a `check`), never write them through kv
+/// (docs/decisions.md, "Locks"). [`check_writable`] names each.
+pub const RESERVED_NAMESPACES: &[&str] = &[crate::locks::NAMESPACE, HIGH_WATER_NS];
+
+/// Where the extension keeps each namespace's high-water mark (a row per (tenant,
+/// namespace), keyed by the namespace's name): the highest version of a row that
+/// maintenance removed, above which a new row's version starts. Written by the
+/// extension only.
+pub const HIGH_WATER_NS: &str = "queen-kv-high-water";
+
+/// A write op (put, putIfAbsent, delete, incr) into a reserved namespace is refused:
+/// `kv_namespace_reserved`. Both halves ask: the broker when it reads a request, the
+/// extension before it applies any op (a kv rider reaching it by another path included).
+pub fn check_writable(op: &KvOp) -> Result<(), BadOp> {
+    let ns = match op {
+        KvOp::Put { ns, .. } | KvOp::Delete { ns, .. } | KvOp::Incr { ns, .. } => ns,
+        KvOp::Get { .. } | KvOp::GetMany { .. } | KvOp::GetPrefix { .. } | KvOp::Check { .. } => {
+            return Ok(())
+        }
+    };
+    let whose = match ns.as_str() {
+        crate::locks::NAMESPACE => {
+            "its rows are the lock permits, written only by the lock ops (POST /api/v1/locks)"
+        }
+        HIGH_WATER_NS => "its rows are the namespaces' version marks, written only by the database",
+        _ => return Ok(()),
+    };
+    Err(bad(
+        "kv_namespace_reserved",
+        format!("namespace {ns:?} is reserved: {whose}; kv may read and check it, not write it"),
+    ))
 }
 
 /// Reads a call's ops; the first refusal names its index.
@@ -637,6 +677,33 @@ mod tests {
 
     fn row(v: Value, version: i64) -> Row {
         Row { value: v, version }
+    }
+
+    #[test]
+    fn the_lock_namespace_is_read_and_checked_never_written_through_kv() {
+        let ns = crate::locks::NAMESPACE;
+        for op in [
+            json!({"op":"put","ns":ns,"key":"L#0","value":{"owner":"x"},"ttlSeconds":60}),
+            json!({"op":"putIfAbsent","ns":ns,"key":"L#0","value":1,"forever":true}),
+            json!({"op":"delete","ns":ns,"key":"L#0"}),
+            json!({"op":"incr","ns":ns,"key":"L#0","forever":true}),
+        ] {
+            for in_transaction in [false, true] {
+                let e = read_op(&raw(op.clone()), in_transaction).unwrap_err();
+                assert_eq!(e.reason, "kv_namespace_reserved", "{op}");
+            }
+        }
+        for op in [
+            json!({"op":"get","ns":ns,"key":"L#0"}),
+            json!({"op":"getMany","ns":ns,"keys":["L#0"]}),
+            json!({"op":"getPrefix","ns":ns,"prefix":"L#"}),
+            json!({"op":"check","ns":ns,"key":"L#0","expect":7}),
+        ] {
+            assert!(read_op(&raw(op.clone()), false).is_ok(), "{op}");
+        }
+        // A namespace that only looks like it is an ordinary one.
+        let op = json!({"op":"put","ns":"queen-locks2","key":"a","value":1,"forever":true});
+        assert!(read_op(&raw(op), false).is_ok());
     }
 
     #[test]

@@ -88,3 +88,28 @@ SELECT :'row_version' = :'token' AS token_is_the_rows_version;
 SELECT queen.locks_apply_v1(format('[{"op":"release","name":"daily","token":%s},{"op":"get","name":"daily"}]',
          :'token')::jsonb)->'results' AS released;
 SELECT queen.locks_apply_v1('[{"op":"acquire","name":"a#b","ttlSeconds":30}]');
+
+-- locks::a_released_permit_keeps_its_token: the row stays (expired, no value), and the
+-- next holder's token is higher than the released one.
+SELECT count(*) AS released_rows, bool_and(expires_at <= clock_timestamp()) AS expired,
+       bool_and(value = 'null'::jsonb) AS value_dropped
+  FROM queen.kv WHERE ns = 'queen-locks' AND key = 'daily#0';
+SELECT (queen.locks_apply_v1('[{"op":"acquire","name":"daily","ttlSeconds":30,"owner":"c"}]')
+          ->'results'->0->>'token')::bigint > :'token'::bigint AS next_token_higher;
+
+-- kv::reserved_namespaces: the lock permits and the version marks are read and checked
+-- through kv, never written (22023 kv_namespace_reserved); the permit is unchanged.
+SELECT queen.kv_apply_v1('[{"op":"put","ns":"queen-locks","key":"daily#0","value":{"owner":"x"},"ttlSeconds":60}]');
+SELECT queen.kv_apply_v1('[{"op":"delete","ns":"queen-locks","key":"daily#0"}]');
+SELECT queen.kv_apply_v1('[{"op":"put","ns":"queen-kv-high-water","key":"app","value":1,"forever":true}]');
+SELECT queen.kv_apply_v1('[{"op":"get","ns":"queen-locks","key":"daily#0"}]')->'results'->0->'value'->>'owner' AS owner_still;
+
+-- kv::removed_versions_are_remembered: maintenance removes expired rows and keeps the
+-- highest version per namespace as its mark; a new row starts above it.
+UPDATE queen.kv SET version = version + 1000000000000, expires_at = now() - interval '1 second'
+ WHERE ns = 'app' AND key = 'nil' RETURNING version AS pushed_ahead \gset
+SELECT queen.kv_expire_step_v1(1000)->'removed' AS removed;
+SELECT version = :'pushed_ahead' AS mark_is_the_removed_version
+  FROM queen.kv WHERE ns = 'queen-kv-high-water' AND key = 'app';
+SELECT (queen.kv_apply_v1('[{"op":"put","ns":"app","key":"nil","value":1,"forever":true}]')
+          ->'results'->0->>'version')::bigint > :'pushed_ahead'::bigint AS new_row_above_the_mark;

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::engine::write_gate::Targets;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::dlq_ops::{delete, redrive, redriven, replay_answer};
@@ -122,6 +123,11 @@ async fn redrive_queue(
     group: Option<&str>,
     limit: i64,
 ) -> ApiResult<Redriven> {
+    // As crate::http::dlq_ops::redrive: the write gate first (any partition of the queue).
+    state
+        .gate
+        .admit("a DLQ redrive", Targets::Queues(tenant, &[queue]))
+        .await?;
     let r = state
         .db
         .conn()

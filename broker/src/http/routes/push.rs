@@ -35,6 +35,7 @@ use crate::db::{Conn, PushSegment as Segment};
 use crate::engine::dedup::DedupCache;
 use crate::engine::push_fusion::PushFusion;
 use crate::engine::spool::{Record as SpoolRecord, Spool};
+use crate::engine::write_gate::PushRoute;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::binary_body::{is_binary, read_push, take_ready, BinaryPush, PUSH_MAGIC};
@@ -154,29 +155,15 @@ struct OnConn<'a> {
     window: Option<i32>,
 }
 
-/// Whether this push goes to the spool without trying the database: push maintenance
-/// mode, the database known down, or a partition of it with spooled items still to be
-/// replayed (they go first: per-partition order).
-///
-/// Behind records of its partitions only (the database is up), a push first waits up to
-/// [`CATCH_UP_WAIT`] for the replay to pass them, then is written directly: that is how a
-/// partition under steady load leaves the spool again.
+/// Whether this push goes to the spool without trying the database: the write gate's
+/// answer (crate::engine::write_gate, the one owner of that rule).
 async fn spool_first(state: &AppState, tenant: Uuid, groups: &[Group]) -> bool {
-    let Some(spool) = &state.spool else {
-        return false;
-    };
-    if state.modes.push_maintenance() || spool.db_down() {
-        return true;
-    }
     let keys: Vec<(Uuid, &str, &str)> = groups
         .iter()
         .map(|g| (tenant, g.queue.as_str(), g.partition.as_str()))
         .collect();
-    spool.must_take(keys.iter().copied()) && !spool.wait_clear(&keys, CATCH_UP_WAIT).await
+    state.gate.push(&keys).await == PushRoute::Spool
 }
-
-/// How long a push behind spooled records waits for the replay before it is spooled too.
-const CATCH_UP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The items still pending, appended to the spool (fsynced) and answered `buffered`.
 /// A spool that is full or cannot write answers 503: nothing is promised that is not

@@ -6,7 +6,8 @@
 //! - `POST /streams/v1/state/get`: a (query, partition)'s state rows.
 //! - `POST /streams/v1/cycle`: state ops, sink pushes and the source ack in one database
 //!   transaction; a refused cycle is 200 `{success: false, error}` with nothing written
-//!   (Queen's answer), a database that is down is 503 with nothing written.
+//!   (Queen's answer), a database that is down is 503 with nothing written, and so is a
+//!   cycle with sink items while the write gate is closed (crate::engine::write_gate).
 //! - `DELETE /streams/v1/queries/{name}` (ours): the query with its state.
 //!
 //! Input is checked here as the extension checks it (queen_log::streams), so a bad
@@ -23,7 +24,9 @@ use axum::Json;
 use queen_log::streams::{check_cycle, CycleRequest, RegisterRequest, SinkItem, StateGetRequest};
 use serde_json::{json, Value};
 use std::sync::atomic::AtomicU64;
+use uuid::Uuid;
 
+use crate::engine::write_gate::Targets;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::input::parse_json;
@@ -75,6 +78,26 @@ pub async fn cycle(
     if let Some(items) = r.push_items.as_mut() {
         seal_sink(&state, tenant, items).await?;
     }
+    // Sinks cannot be spooled (the cycle commits its state, sinks and ack together): the
+    // write gate admits the cycle or it is a 503 that wrote nothing (write_gate).
+    let targets: Vec<(Uuid, &str, &str)> = r
+        .items()
+        .iter()
+        .map(|i| {
+            (
+                tenant,
+                i.queue.as_deref().unwrap_or_default(),
+                i.partition_name(),
+            )
+        })
+        .collect();
+    state
+        .gate
+        .admit(
+            "a stream cycle with sink items",
+            Targets::Partitions(&targets),
+        )
+        .await?;
     let answer = state.db.conn().await?.streams_cycle(&r, tenant).await?;
     count(&state.metrics, &answer);
     if refused(&answer) {

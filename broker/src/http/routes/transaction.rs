@@ -9,6 +9,9 @@
 //! transaction too, its results right after the operations'.
 //! The body may be the SDK's binary one (`QTB1`, crate::http::binary_body): a JSON head
 //! and the pushes as framed groups, each answered as one push operation after the head's.
+//! A transaction that pushes asks the write gate first (crate::engine::write_gate): it
+//! cannot be spooled, so push maintenance or spooled records of its partitions make it
+//! a 503 that wrote nothing.
 
 use std::collections::HashSet;
 
@@ -31,6 +34,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::db::Conn;
+use crate::engine::write_gate::Targets;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::{owned_partitions, Tenant};
 use crate::http::binary_body::{is_binary, read_transaction, take_ready, ReadySegment, TXN_MAGIC};
@@ -197,6 +201,17 @@ pub async fn transaction(
     // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
     // wire itself then refuses it exactly like a nonexistent one (docs/contract.md §9 step 1).
     let owned = owned_partitions(&state, tenant, p.acks.iter().map(|a| a.pid)).await?;
+    // Its pushes cannot be spooled: while push maintenance is on or a partition it pushes
+    // to has spooled records pending, it is a 503 that wrote nothing (write_gate).
+    let targets: Vec<(Uuid, &str, &str)> = p
+        .pushes
+        .iter()
+        .map(|i| (tenant, i.queue.as_str(), i.partition.as_str()))
+        .collect();
+    state
+        .gate
+        .admit("a transaction that pushes", Targets::Partitions(&targets))
+        .await?;
     let db = state.db.conn().await?;
     let mut acks = Vec::new();
     for g in ack_groups(&p.acks) {
