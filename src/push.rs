@@ -55,10 +55,7 @@ pub fn check_segment(msg_count: i32, hashes: &[u8], blob: &[u8]) -> Checked {
                 Unstorable::Number { .. } => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
                 _ => PgSqlErrorCode::ERRCODE_UNTRANSLATABLE_CHARACTER,
             };
-            crate::db::raise(
-                code,
-                format!("QPUSH frame {i}: {u}. Nothing was written"),
-            );
+            crate::db::raise(code, format!("QPUSH frame {i}: {u}. Nothing was written"));
         }
     }
     if let Some(i) = frames

@@ -63,7 +63,9 @@ async fn json_writes_of_what_postgres_cannot_hold_are_400_and_write_nothing() {
         let (s, v) = post_text(
             &b,
             "/api/v1/push",
-            format!(r#"{{"items":[{{"queue":"{q}","payload":1}},{{"queue":"{q}","payload":{p}}}]}}"#),
+            format!(
+                r#"{{"items":[{{"queue":"{q}","payload":1}},{{"queue":"{q}","payload":{p}}}]}}"#
+            ),
         )
         .await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "push {p}: {v}");
@@ -146,7 +148,10 @@ async fn json_writes_of_what_postgres_cannot_hold_are_400_and_write_nothing() {
     let query_id = v["query_id"].as_str().unwrap().to_string();
     let group = format!("streams.{query_id}");
     let pop = b
-        .pop(&source, &format!("batch=10&wait=false&consumerGroup={group}"))
+        .pop(
+            &source,
+            &format!("batch=10&wait=false&consumerGroup={group}"),
+        )
         .await
         .unwrap();
     let (s, v) = b
@@ -239,7 +244,12 @@ async fn a_binary_push_refuses_what_the_json_push_refuses() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(stored(&q).await, 0);
     // What does round-trip is still stored.
-    let (s, v) = post_bytes(&b, "/api/v1/push", plain_body(&q, "t", "\"\u{e9}\"".as_bytes())).await;
+    let (s, v) = post_bytes(
+        &b,
+        "/api/v1/push",
+        plain_body(&q, "t", "\"\u{e9}\"".as_bytes()),
+    )
+    .await;
     assert_eq!(s, StatusCode::CREATED, "{v}");
     let pop = b.pop(&q, "batch=1&wait=false").await.unwrap();
     assert_eq!(pop["messages"][0]["data"], "\u{e9}");
@@ -298,9 +308,11 @@ async fn an_old_poison_message_reads_degraded_and_is_dead_lettered() {
     b.configure(&q, json!({"retryLimit": 0, "deadLetterQueue": true}))
         .await;
     let pushed = b
-        .push(json!([{"queue": q, "transactionId": "a", "payload": {"n": 1}},
+        .push(
+            json!([{"queue": q, "transactionId": "a", "payload": {"n": 1}},
                      {"queue": q, "transactionId": "p", "payload": {"n": 2}},
-                     {"queue": q, "transactionId": "c", "payload": {"n": 3}}]))
+                     {"queue": q, "transactionId": "c", "payload": {"n": 3}}]),
+        )
         .await;
     let pid = pushed[0]["partition_id"].as_str().unwrap().to_string();
     let poison = POISON[0];
@@ -317,7 +329,11 @@ async fn an_old_poison_message_reads_degraded_and_is_dead_lettered() {
     assert_eq!(s, StatusCode::OK, "fetch: {v}");
     let records = v["entries"][0]["records"].as_array().unwrap();
     let payloads: Vec<&Value> = records.iter().map(|r| &r["payload"]).collect();
-    assert_eq!(payloads, [&json!({"n": 1}), &json!(poison), &json!({"n": 3})], "{v}");
+    assert_eq!(
+        payloads,
+        [&json!({"n": 1}), &json!(poison), &json!({"n": 3})],
+        "{v}"
+    );
     // One message.
     let (s, v) = b.get(&format!("/api/v1/messages/{pid}/p")).await;
     assert_eq!(s, StatusCode::OK, "message: {v}");
@@ -340,8 +356,14 @@ async fn an_old_poison_message_reads_degraded_and_is_dead_lettered() {
         let pop = b.pop(&q, "batch=1&wait=false").await.expect("a message");
         let m = &pop["messages"][0];
         seen.push((m["transactionId"].clone(), m["data"].clone()));
-        let status = if m["transactionId"] == "p" { "failed" } else { "completed" };
-        let (s, v) = b.ack_batch(common::acks_for(&pop, status, Some("poison"))).await;
+        let status = if m["transactionId"] == "p" {
+            "failed"
+        } else {
+            "completed"
+        };
+        let (s, v) = b
+            .ack_batch(common::acks_for(&pop, status, Some("poison")))
+            .await;
         assert_eq!(s, StatusCode::OK, "ack {status}: {v}");
         assert_eq!(v[0]["success"], true, "{v}");
     }
@@ -353,7 +375,10 @@ async fn an_old_poison_message_reads_degraded_and_is_dead_lettered() {
             (json!("c"), json!({"n": 3}))
         ]
     );
-    assert!(b.pop(&q, "batch=1&wait=false").await.is_none(), "never redelivered");
+    assert!(
+        b.pop(&q, "batch=1&wait=false").await.is_none(),
+        "never redelivered"
+    );
     let (_, list) = b.get(&format!("/api/v1/dlq?queue={q}")).await;
     assert_eq!(list["pagination"]["total"], 1, "{list}");
     assert_eq!(list["messages"][0]["transactionId"], "p");

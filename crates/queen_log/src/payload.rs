@@ -127,7 +127,8 @@ pub fn jsonb_unstorable(json: &str) -> Option<Unstorable> {
             },
             b'-' | b'0'..=b'9' => {
                 let start = i;
-                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
                     i += 1;
                 }
                 if !number_fits_numeric(&b[start..i]) {
@@ -325,11 +326,17 @@ mod tests {
     #[test]
     fn json_jsonb_cannot_hold_becomes_a_json_string_of_its_text() {
         let nul = r#"{"payload":"a\u0000b"}"#;
-        assert_eq!(json_text_of(nul.as_bytes()), r#""{\"payload\":\"a\\u0000b\"}""#);
+        assert_eq!(
+            json_text_of(nul.as_bytes()),
+            r#""{\"payload\":\"a\\u0000b\"}""#
+        );
         assert_eq!(json_text_of(br#""\ud800""#), r#""\"\\ud800\"""#);
         assert_eq!(json_text_of(b"1e200000"), r#""1e200000""#);
         // What jsonb holds stays verbatim.
-        assert_eq!(json_text_of(br#""\ud83d\ude00 \u0001""#), r#""\ud83d\ude00 \u0001""#);
+        assert_eq!(
+            json_text_of(br#""\ud83d\ude00 \u0001""#),
+            r#""\ud83d\ude00 \u0001""#
+        );
     }
 
     /// Each case as PostgreSQL 15 answers `'<case>'::jsonb` (checked by hand).
@@ -338,24 +345,58 @@ mod tests {
         let u = |s: &str| jsonb_unstorable(s);
         assert_eq!(u(r#""a\u0000b""#), Some(Unstorable::Nul { at: 2 }));
         assert_eq!(u(r#"{"k\u0000":1}"#), Some(Unstorable::Nul { at: 3 }));
-        assert_eq!(u(r#"[{"a":["\\u0000"]}]"#), None, "an escaped backslash, then text");
-        assert_eq!(u(r#"[{"a":["x\\\u0000"]}]"#), Some(Unstorable::Nul { at: 11 }));
+        assert_eq!(
+            u(r#"[{"a":["\\u0000"]}]"#),
+            None,
+            "an escaped backslash, then text"
+        );
+        assert_eq!(
+            u(r#"[{"a":["x\\\u0000"]}]"#),
+            Some(Unstorable::Nul { at: 11 })
+        );
         assert_eq!(u(r#""\ud800""#), Some(Unstorable::LoneSurrogate { at: 1 }));
         assert_eq!(u(r#""\udc00""#), Some(Unstorable::LoneSurrogate { at: 1 }));
-        assert_eq!(u(r#""\ud800\ud800""#), Some(Unstorable::LoneSurrogate { at: 1 }));
+        assert_eq!(
+            u(r#""\ud800\ud800""#),
+            Some(Unstorable::LoneSurrogate { at: 1 })
+        );
         assert_eq!(u(r#""\ud800x""#), Some(Unstorable::LoneSurrogate { at: 1 }));
         assert_eq!(u(r#""\uD83D\uDE00""#), None);
         assert_eq!(u(r#""\u0000"#), Some(Unstorable::Nul { at: 1 }));
         for ok in [
-            "0", "-0", "-0.0", "1e400", "1E-16383", "123456789012345678901234567890",
-            "1e131071", "9.99e131071", "0e999999999", "0.5e-16382", "1.5e-16382",
-            "-12.5E+3", "true", "null", r#""1e999999""#, "0e1073741822", "10e131070",
-            "9999e131068", "0.1e131072",
+            "0",
+            "-0",
+            "-0.0",
+            "1e400",
+            "1E-16383",
+            "123456789012345678901234567890",
+            "1e131071",
+            "9.99e131071",
+            "0e999999999",
+            "0.5e-16382",
+            "1.5e-16382",
+            "-12.5E+3",
+            "true",
+            "null",
+            r#""1e999999""#,
+            "0e1073741822",
+            "10e131070",
+            "9999e131068",
+            "0.1e131072",
         ] {
             assert_eq!(u(ok), None, "{ok}");
         }
-        for bad in ["1e131072", "1e-16384", "0e-16384", "0.5e-16383", "1e1073741823",
-                    "1e99999999999999999999", "-1e-1073741823", "0.0e-16383", "99999e131068"] {
+        for bad in [
+            "1e131072",
+            "1e-16384",
+            "0e-16384",
+            "0.5e-16383",
+            "1e1073741823",
+            "1e99999999999999999999",
+            "-1e-1073741823",
+            "0.0e-16383",
+            "99999e131068",
+        ] {
             assert_eq!(u(bad), Some(Unstorable::Number { at: 0 }), "{bad}");
         }
         let long_frac = format!("0.{}", "1".repeat(16384));
@@ -367,9 +408,15 @@ mod tests {
     fn check_write_refuses_what_does_not_round_trip() {
         assert_eq!(check_write(b""), Ok(()));
         assert_eq!(check_write(br#"{"a":[1,"\u00e9"]}"#), Ok(()));
-        assert_eq!(check_write(b"\"\xff\xfe\""), Err(Refusal::NotUtf8 { valid_up_to: 1 }));
+        assert_eq!(
+            check_write(b"\"\xff\xfe\""),
+            Err(Refusal::NotUtf8 { valid_up_to: 1 })
+        );
         assert!(matches!(check_write(b"nope"), Err(Refusal::NotJson(_))));
-        assert!(matches!(check_write(br#"{"p":"\u0000"}"#), Err(Refusal::Unstorable(_))));
+        assert!(matches!(
+            check_write(br#"{"p":"\u0000"}"#),
+            Err(Refusal::Unstorable(_))
+        ));
     }
 
     #[test]
@@ -384,7 +431,10 @@ mod tests {
         };
         assert_eq!(check_frame(&f("t", b"not json \\u0000")), Ok(()));
         assert_eq!(check_frame(&f("t", &[0xff, 0])), Ok(()));
-        assert_eq!(check_frame(&f("t", br#""\u0000""#)), Err(Unstorable::Nul { at: 1 }));
+        assert_eq!(
+            check_frame(&f("t", br#""\u0000""#)),
+            Err(Unstorable::Nul { at: 1 })
+        );
         assert_eq!(check_frame(&f("t\0", b"1")), Err(Unstorable::NulInText));
     }
 
