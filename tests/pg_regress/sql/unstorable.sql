@@ -47,7 +47,7 @@ BEGIN
                   ARRAY[CASE m.r_transaction_id WHEN 'p' THEN 'failed' ELSE 'completed' END]));
 END $$;
 SELECT pg_temp.consume_one(), pg_temp.consume_one(), pg_temp.consume_one();
-SELECT txn, payload, answer->'results'->0->'ok' AS ok FROM got ORDER BY txn;
+SELECT txn, payload, answer->'ok' AS ok, answer->'acked' AS acked, answer->'dlq' AS dlq FROM got ORDER BY txn;
 SELECT count(*) AS left_to_pop FROM queen.pop('poison', p_batch => 10);
 SELECT transaction_id, payload, error FROM queen.log_dlq;
 
