@@ -165,10 +165,22 @@ async fn json_writes_of_what_postgres_cannot_hold_are_400_and_write_nothing() {
                     "release_lease": true}),
         )
         .await;
-    assert!(
-        s == StatusCode::BAD_REQUEST || v["success"] == false,
-        "cycle: {s} {v}"
-    );
+    assert_eq!(s, StatusCode::BAD_REQUEST, "cycle: {v}");
+    assert!(v.to_string().contains("push_items[0]"), "{v}");
+    // A state value: the same.
+    let (s, v) = b
+        .post(
+            "/streams/v1/cycle",
+            &json!({"query_id": query_id, "partition_id": pop["partitionId"],
+                    "consumer_group": group,
+                    "state_ops": [{"type": "upsert", "key": "k", "value": {"s": "a\u{0}b"}}],
+                    "ack": {"transactionId": "m", "leaseId": pop["leaseId"],
+                            "status": "completed", "count": 1},
+                    "release_lease": true}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "cycle: {v}");
+    assert!(v.to_string().contains("state_ops[0].value"), "{v}");
     assert_eq!(stored(&sink).await, 0, "no sink message");
 }
 
