@@ -11,6 +11,7 @@ use queen_log::frame::Frame;
 use queen_log::hash::split_hashes;
 use queen_log::names::NameKind;
 use queen_log::order::partition_lock_order;
+use queen_log::payload::{check_frame, Unstorable};
 use queen_log::segment::{decode_segment, verify_segment};
 use queen_log::wire::{Duplicate, PushVerdict};
 
@@ -45,6 +46,18 @@ pub fn check_segment(msg_count: i32, hashes: &[u8], blob: &[u8]) -> Checked {
     }
     let frames = verify_segment(blob, hashes)
         .unwrap_or_else(|e| bad_param(format!("QPUSH bad segment blob: {e}")));
+    // What PostgreSQL cannot hold (queen_log::payload::check_frame) is never stored: a
+    // frame holding it could be written but not read, failed or dead-lettered
+    // (docs/decisions.md, "Payloads and names").
+    for (i, f) in frames.iter().enumerate() {
+        if let Err(u) = check_frame(f) {
+            let code = match u {
+                Unstorable::Number { .. } => PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                _ => PgSqlErrorCode::ERRCODE_UNTRANSLATABLE_CHARACTER,
+            };
+            crate::db::raise(code, format!("QPUSH frame {i}: {u}. Nothing was written"));
+        }
+    }
     if let Some(i) = frames
         .iter()
         .position(|f| f.encrypted && !is_envelope(&f.payload))

@@ -11,7 +11,6 @@
 use queen_log::frame::Frame;
 use queen_log::names::NameKind;
 use queen_log::segment::decode_segment;
-use serde::de::IgnoredAny;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
@@ -162,7 +161,9 @@ fn read_plain_group(r: &mut Reader<'_>, with_txn: bool, out: &mut BinaryPush) ->
         let txn = if with_txn { r.text()? } else { String::new() };
         let len = r.u32()? as usize;
         let payload = r.take(len)?.to_vec();
-        check_payload(&payload).map_err(|m| r.bad(format!("item {}: {m}", out.items.len())))?;
+        check_payload(&payload)
+            .and_then(|()| check_txn(&txn))
+            .map_err(|m| r.bad(format!("item {}: {m}", out.items.len())))?;
         out.items.push(PushItem {
             queue: queue.clone(),
             partition: partition.clone(),
@@ -229,6 +230,7 @@ fn frame_item(
         return Err(format!("message id {message_id} is not a version-7 UUID"));
     }
     check_payload(&f.payload)?;
+    check_txn(&f.transaction_id)?;
     let txn = if f.transaction_id.is_empty() {
         *as_sent = false;
         message_id.to_string()
@@ -247,14 +249,18 @@ fn frame_item(
     })
 }
 
-/// A payload is one JSON document (empty reads as JSON null, as in a stored frame).
+/// A payload is one JSON document in UTF-8 that PostgreSQL can hold (empty reads as JSON
+/// null, as in a stored frame): the JSON push's rule, so that a binary push stores only
+/// what every reader gets back byte for byte (docs/http-api.md, "Binary bodies").
+/// (serde's `IgnoredAny` skipped strings unchecked: bytes that are not UTF-8 inside
+/// quotes passed and read back as base64.)
 fn check_payload(payload: &[u8]) -> Result<(), String> {
-    if payload.is_empty() {
-        return Ok(());
-    }
-    serde_json::from_slice::<IgnoredAny>(payload)
-        .map(|_| ())
-        .map_err(|e| format!("payload is not one JSON document: {e}"))
+    queen_log::payload::check_write(payload).map_err(|e| e.to_string())
+}
+
+/// A transactionId holds no NUL (PostgreSQL text cannot).
+fn check_txn(txn: &str) -> Result<(), String> {
+    queen_log::payload::check_text(txn).map_err(|e| format!("transactionId: {e}"))
 }
 
 /// Little-endian fields off a body; reading past its end is a 400.

@@ -117,6 +117,10 @@ pub fn read_push_item(i: usize, v: &RawValue) -> ApiResult<PushItem> {
         (None, Some(d)) => d.get(),
         (None, None) => "null",
     };
+    // What PostgreSQL cannot hold (a \u0000, a lone surrogate, a number outside numeric)
+    // could be stored as bytes but never read back: refused here (docs/http-api.md,
+    // "Payloads PostgreSQL cannot hold").
+    queen_log::payload::check_write(payload.as_bytes()).map_err(|e| bad(&e.to_string()))?;
     let queue = match Field::of(raw.queue) {
         Field::Str(s) => s.into_owned(),
         _ => return Err(bad("queue must be a non-empty string")),
@@ -133,6 +137,12 @@ pub fn read_push_item(i: usize, v: &RawValue) -> ApiResult<PushItem> {
     let txn = match Field::of(raw.transaction_id) {
         Field::Absent => message_id.to_string(),
         Field::Str(s) if s.is_empty() => message_id.to_string(),
+        Field::Str(s) if s.contains('\0') => {
+            return Err(bad(&format!(
+                "transactionId: {}",
+                queen_log::payload::Unstorable::NulInText
+            )))
+        }
         Field::Str(s) if s.len() <= usize::from(u16::MAX) => s.into_owned(),
         Field::Str(_) => return Err(bad("transactionId longer than 65535 bytes")),
         Field::Other => return Err(bad("transactionId must be a string")),

@@ -119,6 +119,8 @@ fn decode_payload(b64: &str, zstd: bool, max: usize) -> Result<Box<RawValue>, St
     } else {
         bytes
     };
+    // The push's rule (queen_log::payload::check_write): a timer delivers what it holds.
+    queen_log::payload::check_write(&bytes).map_err(|e| e.to_string())?;
     let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
     RawValue::from_string(text).map_err(|e| format!("not one JSON document: {e}"))
 }

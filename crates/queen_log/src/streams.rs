@@ -324,12 +324,19 @@ fn check_op(op: &StateOp) -> Result<(), String> {
             key.len()
         ));
     }
+    crate::payload::check_text(key).map_err(|e| format!("key: {e}"))?;
     if kind == StateOpKind::Upsert {
-        let n = op.value.as_ref().map_or(2, |v| v.to_string().len());
+        let text = op.value.as_ref().map(Value::to_string);
+        let n = text.as_ref().map_or(2, String::len);
         if n > MAX_VALUE_BYTES {
             return Err(format!(
                 "value: {n} bytes of JSON is over the {MAX_VALUE_BYTES}-byte limit"
             ));
+        }
+        // What PostgreSQL's jsonb cannot hold is refused before anything is written
+        // (queen_log::payload; docs/http-api.md "Payloads PostgreSQL cannot hold").
+        if let Some(text) = &text {
+            crate::payload::check_write(text.as_bytes()).map_err(|e| format!("value: {e}"))?;
         }
     } else if op.value.is_some() {
         return Err("value: a delete takes no value".into());
@@ -350,6 +357,12 @@ fn check_item(it: &SinkItem) -> Result<(), String> {
     }
     if it.transaction_id.as_deref() == Some("") {
         return Err("transactionId: must not be empty".into());
+    }
+    if let Some(t) = &it.transaction_id {
+        crate::payload::check_text(t).map_err(|e| format!("transactionId: {e}"))?;
+    }
+    if let Some(p) = &it.payload {
+        crate::payload::check_write(p.to_string().as_bytes()).map_err(|e| format!("{e}"))?;
     }
     Ok(())
 }
