@@ -67,7 +67,10 @@ mod module_list {
         for line in lib.lines() {
             if let Some(m) = line.strip_prefix("pub mod ") {
                 let m = m.trim_end_matches(';');
-                assert!(doc.contains(&format!("[`{m}`]")), "lib.rs's list misses `{m}`");
+                assert!(
+                    doc.contains(&format!("[`{m}`]")),
+                    "lib.rs's list misses `{m}`"
+                );
             }
         }
     }
