@@ -50,7 +50,7 @@ run: WARNING: database queen's queen_ack differs from a fresh install of this bu
      unreleased development version changed its SQL after this database was created).
      Your data is kept and the database keeps its SQL. What differs (- fresh, + queen):
 $(diff "$ROOT/target/qa-cluster.catalog.fresh" "$ROOT/target/qa-cluster.catalog" | grep '^[<>]' | head -20 | sed 's/^</     -/; s/^>/     +/')
-     To take this build's SQL, write the step into the upgrade script, or, DROPPING every
+     To take this build's SQL, write the step into sql/updates/ (docs/operations.md), or, DROPPING every
      queue and message: DROP EXTENSION queen_ack CASCADE; CREATE EXTENSION queen_ack;
 WARN
 fi

@@ -7,7 +7,7 @@
 -- of queue p_queue (NULL group = every group), oldest failure first, at most p_limit
 -- (NULL = all). One selection for both. PL/pgSQL: Citus plans no multi-shard join with
 -- parameters inside a LANGUAGE sql function.
-CREATE FUNCTION queen.dlq_queue_ids(p_queue text, p_group text, p_limit int, p_tenant uuid)
+CREATE OR REPLACE FUNCTION queen.dlq_queue_ids(p_queue text, p_group text, p_limit int, p_tenant uuid)
 RETURNS uuid[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -24,7 +24,7 @@ END $$;
 
 -- Redrive up to p_limit DLQ rows of a queue (NULL group = every group), oldest failure
 -- first, through queen.dlq_redrive_v1.
-CREATE FUNCTION queen.dlq_redrive_queue_v1(p_queue text, p_group text, p_limit int,
+CREATE OR REPLACE FUNCTION queen.dlq_redrive_queue_v1(p_queue text, p_group text, p_limit int,
                                            p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -45,7 +45,7 @@ END $$;
 -- The DLQ rows of one message address (partition id, transactionId), newest failure
 -- first: one per consumer group that dead-lettered it (Queen's /messages/:pid/:txn).
 -- PL/pgSQL, as Citus needs for a join with parameters.
-CREATE FUNCTION queen.dlq_ids_at_v1(p_partition_id uuid, p_transaction_id text,
+CREATE OR REPLACE FUNCTION queen.dlq_ids_at_v1(p_partition_id uuid, p_transaction_id text,
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS uuid[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -63,7 +63,7 @@ END $$;
 
 -- Delete the tenant's DLQ rows p_ids; returns {"deleted": n, "ids": [...]}. PL/pgSQL:
 -- Citus plans no multi-shard DELETE with parameters inside a LANGUAGE sql function.
-CREATE FUNCTION queen.dlq_delete_v1(p_ids uuid[],
+CREATE OR REPLACE FUNCTION queen.dlq_delete_v1(p_ids uuid[],
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -86,7 +86,7 @@ END $$;
 
 -- Delete up to p_limit DLQ rows of a queue (NULL group = every group; NULL limit = all),
 -- oldest failure first.
-CREATE FUNCTION queen.dlq_delete_queue_v1(p_queue text, p_group text, p_limit int,
+CREATE OR REPLACE FUNCTION queen.dlq_delete_queue_v1(p_queue text, p_group text, p_limit int,
                                           p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -107,7 +107,7 @@ END $$;
 -- The tenant's queues (all, or one by name) with their settings, newest first. A NULL
 -- tenant lists every tenant's (the operator's view: the broker's /metrics); the broker
 -- passes the caller's tenant on every API route.
-CREATE FUNCTION queen.queue_list_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
+CREATE OR REPLACE FUNCTION queen.queue_list_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
                                     p_queue text DEFAULT NULL)
 RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_namespace text, r_task text,
               r_created_at timestamptz,
@@ -141,7 +141,7 @@ $$;
 -- of the call): ORDER BY what you need. One statement whose distributed tables all join on
 -- the partition id (the DLQ count and the segment probe as LATERAL subqueries), so that
 -- Citus runs it on every shard at once; PL/pgSQL, as Citus needs for its parameters.
-CREATE FUNCTION queen.queue_stats_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
+CREATE OR REPLACE FUNCTION queen.queue_stats_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
                                      p_queue text DEFAULT NULL)
 RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_partition_id uuid, r_partition text,
               r_partition_created_at timestamptz, r_log_start bigint, r_last_offset bigint,
@@ -198,7 +198,7 @@ END $$;
 -- partition: on Citus a row lock names one partition), as every ack path takes them
 -- before the cursor row, then the cursors (their lease rows go with them, by cascade). A
 -- lease voided this way answers a late ack "consumer not found".
-CREATE FUNCTION queen.delete_consumer_group_v1(p_group text, p_queue text DEFAULT NULL,
+CREATE OR REPLACE FUNCTION queen.delete_consumer_group_v1(p_group text, p_queue text DEFAULT NULL,
                                                p_delete_metadata boolean DEFAULT true,
                                                p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
@@ -252,7 +252,7 @@ END $$;
 -- partition the group has no cursor on gets one, counted from where its subscription
 -- would have started it (mode 'all' or none: the log start; otherwise the first message
 -- since its instant: queen.seed_offset, as the pop seeds).
-CREATE FUNCTION queen.seek_cursors(p_group text, p_queue_id uuid, p_tenant uuid, p_pids uuid[],
+CREATE OR REPLACE FUNCTION queen.seek_cursors(p_group text, p_queue_id uuid, p_tenant uuid, p_pids uuid[],
                                    p_ts timestamptz, p_to_end boolean)
 RETURNS TABLE (r_partition_id uuid, r_from bigint, r_to bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -315,7 +315,7 @@ END $$;
 -- group known there (a cursor on one of its partitions or a subscription record; else
 -- P0002: a seek of a mistyped group must not create one), a target that is exactly one
 -- of p_ts / p_to_end and not in the future. Returns the queue's id.
-CREATE FUNCTION queen.seek_target_queue(p_fn text, p_group text, p_queue text, p_ts timestamptz,
+CREATE OR REPLACE FUNCTION queen.seek_target_queue(p_fn text, p_group text, p_queue text, p_ts timestamptz,
                                         p_to_end boolean, p_tenant uuid)
 RETURNS uuid
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -360,7 +360,7 @@ END $$;
 -- queue, to the end or to the first message created at or after p_timestamp. Answer:
 -- {success, consumerGroup, queueName, seekToEnd, targetTimestamp, partitionsUpdated,
 -- skipped (messages passed over forwards), replayed (messages to be delivered again)}.
-CREATE FUNCTION queen.seek_consumer_group_v1(p_group text, p_queue text,
+CREATE OR REPLACE FUNCTION queen.seek_consumer_group_v1(p_group text, p_queue text,
                                              p_timestamp timestamptz DEFAULT NULL,
                                              p_to_end boolean DEFAULT false,
                                              p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
@@ -390,7 +390,7 @@ END $$;
 -- form), or to p_timestamp. Answer: {success, consumerGroup, queueName, partitionName,
 -- updated, cursorMovedTo (creation time of the last message now behind the cursor, or
 -- null), offset (the cursor), skipped, replayed}. An unknown partition is P0002.
-CREATE FUNCTION queen.seek_partition_v1(p_group text, p_queue text, p_partition text,
+CREATE OR REPLACE FUNCTION queen.seek_partition_v1(p_group text, p_queue text, p_partition text,
                                         p_timestamp timestamptz DEFAULT NULL,
                                         p_to_end boolean DEFAULT NULL,
                                         p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
@@ -428,7 +428,7 @@ END $$;
 -- 'timestamp': Queen reads the instant whatever the mode. A group without a record is
 -- P0002; an instant in the future is 22023. Answer: {success, consumerGroup, newTimestamp,
 -- rowsUpdated}.
-CREATE FUNCTION queen.update_consumer_group_subscription_v1(p_group text, p_timestamp timestamptz,
+CREATE OR REPLACE FUNCTION queen.update_consumer_group_subscription_v1(p_group text, p_timestamp timestamptz,
                                                             p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -465,7 +465,7 @@ BEGIN
 END $$;
 -- A trace as Queen's trace reads show it (sql/admin.sql's trace functions). Columns,
 -- not the row: on Citus the row type of a shard is not queen.log_traces.
-CREATE FUNCTION queen.trace_json(p_id uuid, p_event_type text, p_data jsonb, p_group text,
+CREATE OR REPLACE FUNCTION queen.trace_json(p_id uuid, p_event_type text, p_data jsonb, p_group text,
                                  p_worker text, p_created timestamptz, p_names text[])
 RETURNS jsonb
 LANGUAGE sql STABLE
@@ -477,7 +477,7 @@ AS $$
                               'trace_names', to_jsonb(ARRAY(SELECT n FROM unnest(p_names) n ORDER BY n)))
 $$;
 -- A page's limit and offset (the trace reads): limit 1 to 1,000, offset >= 0; 22023 else.
-CREATE FUNCTION queen.check_page(p_fn text, p_limit int, p_offset int) RETURNS void
+CREATE OR REPLACE FUNCTION queen.check_page(p_fn text, p_limit int, p_offset int) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -489,7 +489,7 @@ BEGIN
 END $$;
 -- Queen's traces of one message (docs/sql-api.md), oldest first: {traces: [...]}. Another
 -- tenant's message, or an address nobody has, has none.
-CREATE FUNCTION queen.get_message_traces_v1(p_partition_id uuid, p_transaction_id text,
+CREATE OR REPLACE FUNCTION queen.get_message_traces_v1(p_partition_id uuid, p_transaction_id text,
                                             p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -507,7 +507,7 @@ END $$;
 -- Queen's traces carrying a name (docs/sql-api.md), oldest first, one page, with the
 -- message's queue and partition: {traces, total, pagination: {limit, offset}}.
 -- message_payload is null: the payload stays in its segment (get_message_v1 reads it).
-CREATE FUNCTION queen.get_traces_by_name_v1(p_name text, p_limit int DEFAULT 100, p_offset int DEFAULT 0,
+CREATE OR REPLACE FUNCTION queen.get_traces_by_name_v1(p_name text, p_limit int DEFAULT 100, p_offset int DEFAULT 0,
                                             p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -539,7 +539,7 @@ BEGIN
 END $$;
 -- Queen's trace names (docs/sql-api.md), most recently seen first: {trace_names:
 -- [{trace_name, trace_count, message_count, last_seen}], total, pagination}.
-CREATE FUNCTION queen.get_available_trace_names_v1(p_limit int DEFAULT 50, p_offset int DEFAULT 0,
+CREATE OR REPLACE FUNCTION queen.get_available_trace_names_v1(p_limit int DEFAULT 50, p_offset int DEFAULT 0,
                                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -567,7 +567,7 @@ BEGIN
 END $$;
 -- The tenant's subscription records (docs/sql-api.md): per (queue, group) the mode and
 -- instant its first contact with a partition starts from (the consumer-group views).
-CREATE FUNCTION queen.subscriptions_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+CREATE OR REPLACE FUNCTION queen.subscriptions_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS TABLE(r_queue text, r_consumer_group text, r_mode text, r_timestamp timestamptz,
               r_created_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -588,7 +588,7 @@ END $$;
 -- transaction began, so safeTime is the earlier of the clock, read first, and the start
 -- of the oldest transaction then in progress; the partitions are read after both, in a
 -- later snapshot (hence VOLATILE and READ COMMITTED only).
-CREATE FUNCTION queen.partitions_changed_v1(p_entries jsonb,
+CREATE OR REPLACE FUNCTION queen.partitions_changed_v1(p_entries jsonb,
                                             p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER

@@ -272,3 +272,113 @@ CREATE TABLE queen.stream_shards (
     updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     CONSTRAINT stream_shards_pkey PRIMARY KEY (query_id, partition_id)
 );
+
+-- Maintenance and the sampled history (sql/lifecycle.sql, sql/history.sql use them).
+-- Log lifecycle (docs/contract.md §10, §13): sidecar purge on the queue's clock, orphan cleanup,
+-- the plan of due work, and the one driver, CALL queen.run_maintenance(). Retention's
+-- step is Rust (src/lifecycle.rs); every step is bounded by p_max_rows, touches one
+-- partition (or one batch of orphans) and writes nothing when there is nothing to do, so
+-- an idle run costs no WAL.
+
+-- Where the orphan sweep stopped (it walks partition ids in order and wraps around).
+CREATE TABLE queen.maintenance_state (
+    key text PRIMARY KEY,
+    value jsonb NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- The sampled history behind the status and analytics routes (docs/observability.md).
+-- Brokers write it from their own counters, off the hot path: every broker adds its
+-- counters' growth into its row of the current minute (history_record_v1), the first
+-- broker of a minute files a snapshot of every queue (history_queues_v1), and
+-- run_maintenance files its own report (history_lifecycle_v1) and trims what is older
+-- than the GUC queen.history_retention (default 7 days). No push, pop or ack statement
+-- reads or writes these tables. On Citus they stay local tables of the coordinator,
+-- where the brokers connect: they are small and only ever read there.
+
+-- One row per broker and minute. Counters are what happened in that minute; gauges are
+-- summed over the samples taken in it (average = sum / samples) with their extreme.
+CREATE TABLE queen.history_brokers (
+    bucket timestamptz NOT NULL,
+    broker text NOT NULL,
+    hostname text NOT NULL,
+    port int NOT NULL,
+    pid int NOT NULL,
+    samples int NOT NULL DEFAULT 0,
+    push_requests bigint NOT NULL DEFAULT 0,
+    push_messages bigint NOT NULL DEFAULT 0,
+    pop_requests bigint NOT NULL DEFAULT 0,
+    pop_messages bigint NOT NULL DEFAULT 0,
+    pop_empty bigint NOT NULL DEFAULT 0,
+    ack_requests bigint NOT NULL DEFAULT 0,
+    ack_messages bigint NOT NULL DEFAULT 0,
+    ack_failed bigint NOT NULL DEFAULT 0,
+    transactions bigint NOT NULL DEFAULT 0,
+    dlq bigint NOT NULL DEFAULT 0,
+    server_errors bigint NOT NULL DEFAULT 0,
+    db_errors bigint NOT NULL DEFAULT 0,
+    cpu_user_us bigint NOT NULL DEFAULT 0,
+    cpu_system_us bigint NOT NULL DEFAULT 0,
+    rss_bytes_sum bigint NOT NULL DEFAULT 0,
+    rss_bytes_max bigint NOT NULL DEFAULT 0,
+    pool_size_sum bigint NOT NULL DEFAULT 0,
+    pool_idle_sum bigint NOT NULL DEFAULT 0,
+    pool_idle_min int,
+    parked_sum bigint NOT NULL DEFAULT 0,
+    parked_max int NOT NULL DEFAULT 0,
+    PRIMARY KEY (bucket, broker)
+);
+
+-- One row per queue and minute: a snapshot of what the database holds. `pushed` and
+-- `consumed` only grow (offsets ever assigned; messages consumed over every group), so a
+-- minute's traffic is the difference from the snapshot before it.
+CREATE TABLE queen.history_queues (
+    bucket timestamptz NOT NULL,
+    queue_id uuid NOT NULL,
+    tenant_id uuid,
+    queue text NOT NULL,
+    namespace text,
+    task text,
+    partitions int NOT NULL,
+    groups int NOT NULL,
+    messages bigint NOT NULL,
+    pushed bigint NOT NULL,
+    consumed bigint NOT NULL,
+    lag bigint NOT NULL,
+    oldest_age_s bigint,
+    dlq bigint NOT NULL,
+    dlq_partitions int NOT NULL DEFAULT 0,
+    leases int NOT NULL DEFAULT 0,
+    leased_partitions int NOT NULL DEFAULT 0,
+    leased_messages bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (bucket, queue_id)
+);
+
+CREATE INDEX history_queues_queue ON queen.history_queues (queue_id, bucket);
+
+-- One row per run_maintenance that ran: what retention removed, by cause.
+CREATE TABLE queen.history_lifecycle (
+    at timestamptz NOT NULL,
+    messages bigint NOT NULL,
+    expired_messages bigint NOT NULL,
+    evicted bigint NOT NULL,
+    segments bigint NOT NULL,
+    sidecar_rows bigint NOT NULL,
+    duration_ms numeric NOT NULL
+);
+
+CREATE INDEX history_lifecycle_at ON queen.history_lifecycle (at);
+
+-- One row per broker, minute and queue with long-polls parked on it in that minute's
+-- samples: the parked count summed over the samples (average = sum / the broker row's
+-- samples: a sample without the queue counted 0) with its extreme. Only queues with a
+-- parked long-poll get a row, so its size is bounded by the parked long-polls.
+CREATE TABLE queen.history_parked (
+    bucket timestamptz NOT NULL,
+    broker text NOT NULL,
+    tenant_id uuid NOT NULL,
+    queue text NOT NULL,
+    parked_sum bigint NOT NULL,
+    parked_max int NOT NULL,
+    PRIMARY KEY (bucket, broker, tenant_id, queue)
+);

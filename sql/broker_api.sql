@@ -1,12 +1,12 @@
 -- Functions the broker (or any client) calls besides the log contract: queue
 -- configuration, deletion, DLQ listing, tenancy gates. With these, a broker role needs
--- EXECUTE only: no direct table writes (see grants.sql).
+-- EXECUTE only: no direct table writes (see sql/finalize.sql).
 
 -- Create or reconfigure a queue from the HTTP configure options; the "Default" partition
 -- always exists afterwards. Every option key is checked by queen.check_queue_options_v1
 -- (an unknown key or a non-neutral value of an unimplemented one is 22023) and kept
 -- verbatim in `options`.
-CREATE FUNCTION queen.configure_queue_v1(p_queue text, p_namespace text, p_task text,
+CREATE OR REPLACE FUNCTION queen.configure_queue_v1(p_queue text, p_namespace text, p_task text,
                                          p_options jsonb,
                                          p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
@@ -74,7 +74,7 @@ END $$;
 -- on Citus a row lock names one partition.
 -- The FK-less rows go AFTER the cascade: it waits for a DLQ filing that holds a cursor
 -- row, so a row that filing inserted is committed and visible by then.
-CREATE FUNCTION queen.delete_queue_v1(p_queue text,
+CREATE OR REPLACE FUNCTION queen.delete_queue_v1(p_queue text,
                                       p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -108,7 +108,7 @@ END $$;
 -- Queue settings the broker needs at pop time; NULL when the queue does not exist.
 -- leaseTime is the lease a pop grants when asked for none, by the extension's one rule
 -- (queen.effective_lease_time: NULL means 60, at least 1).
-CREATE FUNCTION queen.queue_info_v1(p_queue text,
+CREATE OR REPLACE FUNCTION queen.queue_info_v1(p_queue text,
                                     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -120,7 +120,7 @@ AS $$
 $$;
 
 -- Partition ids of the given set that belong to the tenant (the tenancy gate for acks).
-CREATE FUNCTION queen.owned_partitions_v1(p_pids uuid[], p_tenant uuid)
+CREATE OR REPLACE FUNCTION queen.owned_partitions_v1(p_pids uuid[], p_tenant uuid)
 RETURNS SETOF uuid
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -136,7 +136,7 @@ END $$;
 -- lease answers exactly like an unknown one. The tenancy proof is a statement of its own
 -- (Citus plans no subquery over distributed tables inside a multi-shard UPDATE); the
 -- instant is a value, as in log_renew_lease_v1.
-CREATE FUNCTION queen.log_renew_lease_tenant_v1(p_worker text, p_seconds int, p_tenant uuid)
+CREATE OR REPLACE FUNCTION queen.log_renew_lease_tenant_v1(p_worker text, p_seconds int, p_tenant uuid)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -158,7 +158,7 @@ END $$;
 -- when its segment still exists. Timestamps in milliseconds (the HTTP wire's form). The
 -- page is chosen first, then each of its rows looks up its segment. PL/pgSQL: Citus
 -- plans no multi-shard query with parameters inside a LANGUAGE sql function.
-CREATE FUNCTION queen.dlq_list_v1(p_queue text, p_group text, p_limit int, p_offset int,
+CREATE OR REPLACE FUNCTION queen.dlq_list_v1(p_queue text, p_group text, p_limit int, p_offset int,
                                   p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -202,7 +202,7 @@ END $$;
 -- PL/pgSQL, not SQL: a SQL function that is not inlined (SECURITY DEFINER, SET) is parsed
 -- and planned on every call; PL/pgSQL keeps its plan for the session (126 against 14 us
 -- a call, measured: docs/benchmarks.md, "One message at a time").
-CREATE FUNCTION queen.partitions_lookup_v1(p_tenant uuid, p_queues text[], p_partitions text[])
+CREATE OR REPLACE FUNCTION queen.partitions_lookup_v1(p_tenant uuid, p_queues text[], p_partitions text[])
 RETURNS TABLE(r_index int, r_partition_id uuid, r_dedup_window int, r_encrypted bool)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -217,7 +217,7 @@ END $$;
 
 -- The worker holding the (partition, group) cursor's lease, NULL when none (or no such
 -- cursor): the transaction wire's fallback worker for an ack sent without a leaseId.
-CREATE FUNCTION queen.cursor_worker_v1(p_partition_id uuid, p_group text)
+CREATE OR REPLACE FUNCTION queen.cursor_worker_v1(p_partition_id uuid, p_group text)
 RETURNS text
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -233,7 +233,7 @@ END $$;
 -- when the partition does not exist). PL/pgSQL with the instant as a value: Citus plans
 -- neither a join with parameters inside a LANGUAGE sql function nor a volatile call on
 -- its rows. On Citus it runs on the partition's worker (queen.distribute()).
-CREATE FUNCTION queen.dedup_window_v1(p_partition_id uuid)
+CREATE OR REPLACE FUNCTION queen.dedup_window_v1(p_partition_id uuid)
 RETURNS TABLE(r_last_offset bigint, r_window int, r_base bigint, r_hashes bytea)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

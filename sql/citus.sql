@@ -8,28 +8,15 @@
 -- on the worker holding that partition. Nothing here runs without Citus: on one node the
 -- function refuses with 55000 and the schema is used as it is.
 
--- The per-partition functions and the argument naming their partition.
-CREATE FUNCTION queen.distributed_functions()
+-- The per-partition functions and the argument naming their partition (sql/traits.sql).
+CREATE OR REPLACE FUNCTION queen.distributed_functions()
 RETURNS TABLE(r_function regprocedure, r_argument text)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT f::regprocedure, a FROM (VALUES
-        ('queen.log_ack_by_hash_v1(uuid, text, text, bytea[], text[])', 'p_partition_id'),
-        ('queen.log_ack_by_hash_delay_v1(uuid, text, text, bytea[], text[], int)', 'p_partition_id'),
-        ('queen.log_ack_by_hash_v2(uuid, text, text, bytea[], text[], text[], int)', 'p_partition_id'),
-        ('queen.log_ack_at_v1(uuid, text, text, bigint, bool, int)', 'p_partition_id'),
-        ('queen.log_dlq_head_v1(uuid, text, text, bigint, uuid, text, jsonb, text)', 'p_partition_id'),
-        ('queen.log_pop_at_v1(uuid, text, int, int, text, bool, text, text, uuid)', 'p_partition_id'),
-        ('queen.log_push_at_v1(uuid, int, bytea, bigint, bytea, int, uuid)', 'p_partition_id'),
-        ('queen.ack(uuid, text, text[], text[], text, text[])', 'p_partition_id'),
-        ('queen.cursor_worker_v1(uuid, text)', 'p_partition_id'),
-        ('queen.dedup_window_v1(uuid)', 'p_partition_id'),
-        ('queen.dlq_ids_at_v1(uuid, text, uuid)', 'p_partition_id'),
-        ('queen.log_segment_at_v1(uuid, bigint)', 'p_pid'),
-        ('queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int)', 'p_pid'),
-        ('queen.log_txns_purge_step_v1(uuid, timestamptz, int)', 'p_pid'),
-        ('queen.fetch_partition_v1(uuid, bigint, bigint, bool)', 'p_partition_id')) AS t(f, a)
+    SELECT r_function, r_distribution_argument FROM queen.function_traits_v1()
+     WHERE r_distribution_argument IS NOT NULL
+     ORDER BY r_function::text
 $$;
 
 -- Distribute this database over the Citus cluster it is the coordinator of (run it once,
@@ -38,7 +25,7 @@ $$;
 -- the step to run after an upgrade that added a function. Rows already there move into
 -- the shards. p_shard_count (default: citus.shard_count) is the shard count of the
 -- partition tables. Returns what it did.
-CREATE FUNCTION queen.distribute(p_shard_count int DEFAULT NULL) RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.distribute(p_shard_count int DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -52,8 +39,9 @@ DECLARE
                                   'queen.log_traces', 'queen.timers', 'queen.kv',
                                   'queen.stream_state', 'queen.stream_shards'];
     -- Called from inside another function (fetch_v1 calls fetch_partition_v1): Citus
-    -- delegates such a nested call only when told to.
-    v_forced regprocedure[] := ARRAY['queen.fetch_partition_v1(uuid, bigint, bigint, bool)'::regprocedure];
+    -- delegates such a nested call only when told to (sql/traits.sql).
+    v_forced regprocedure[] := ARRAY(SELECT r_function FROM queen.function_traits_v1()
+                                      WHERE r_force_delegation);
     v_table text;
     v_new_ref text[] := '{}';
     v_new_dist text[] := '{}';

@@ -2,7 +2,7 @@
 -- "Ephemeral queues"). The contents are the owning broker's and never touch the database.
 
 -- Deletes the declaration of one queue; whether there was one.
-CREATE FUNCTION queen.ephemeral_delete_v1(
+CREATE OR REPLACE FUNCTION queen.ephemeral_delete_v1(
     p_queue text,
     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
 ) RETURNS boolean
@@ -16,7 +16,7 @@ END $$;
 
 -- Every declaration of every tenant, as a broker loads them at start:
 -- [{tenant, queue, options}], by tenant and name.
-CREATE FUNCTION queen.ephemeral_declared_v1() RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.ephemeral_declared_v1() RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$

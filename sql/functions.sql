@@ -2,20 +2,20 @@
 -- Everything with a decision in it lives in Rust (src/, crates/queen_log).
 
 -- UTC with microseconds, the timestamp form of every JSON result (contract conventions).
-CREATE FUNCTION queen.iso_utc(ts timestamptz) RETURNS text
+CREATE OR REPLACE FUNCTION queen.iso_utc(ts timestamptz) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
 
 -- UTC with milliseconds: the timestamp form of Queen's answers (its routes' to_char), as
 -- the broker's own HTTP timestamps (broker/src/util.rs iso_ms).
-CREATE FUNCTION queen.iso_ms(ts timestamptz) RETURNS text
+CREATE OR REPLACE FUNCTION queen.iso_ms(ts timestamptz) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') $$;
 
 -- Parse a subscription timestamp; NULL when it is not one (pop must never fail on it).
-CREATE FUNCTION queen.try_timestamptz(p text) RETURNS timestamptz
+CREATE OR REPLACE FUNCTION queen.try_timestamptz(p text) RETURNS timestamptz
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -31,7 +31,7 @@ END $$;
 -- Where a new cursor starts (docs/contract.md §5): mode 'all' at log_start - 1; 'new' and
 -- 'timestamp' just before the first segment created at or after p_ts, else at the end.
 -- PL/pgSQL: Citus plans no join or subquery with parameters inside a LANGUAGE sql function.
-CREATE FUNCTION queen.seed_offset(p_pid uuid, p_mode text, p_ts timestamptz) RETURNS bigint
+CREATE OR REPLACE FUNCTION queen.seed_offset(p_pid uuid, p_mode text, p_ts timestamptz) RETURNS bigint
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -55,7 +55,7 @@ BEGIN
 END $$;
 
 -- The segment covering an offset, if any (docs/contract.md §4).
-CREATE FUNCTION queen.log_segment_at_v1(p_pid uuid, p_off bigint)
+CREATE OR REPLACE FUNCTION queen.log_segment_at_v1(p_pid uuid, p_off bigint)
 RETURNS TABLE(r_base bigint, r_end bigint, r_created timestamptz, r_blob bytea)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -69,7 +69,7 @@ $$;
 -- Lease renewal (docs/contract.md §8): extends live leases only, never shortens, never revives.
 -- The instant is taken once and passed as a value: Citus refuses a volatile function in
 -- an UPDATE of a distributed table (and plans a multi-shard UPDATE only from PL/pgSQL).
-CREATE FUNCTION queen.log_renew_lease_v1(p_worker text, p_seconds int) RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.log_renew_lease_v1(p_worker text, p_seconds int) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -94,7 +94,7 @@ END $$;
 -- the second waits for the first and then finds its row, read by a statement of its own
 -- so that it sees what the first committed), then the log_partitions row with that id.
 -- The caller holds the queue row (FOR KEY SHARE) so a concurrent DELETE cannot interfere.
-CREATE FUNCTION queen.provision_partition(p_queue_id uuid, p_name text) RETURNS uuid
+CREATE OR REPLACE FUNCTION queen.provision_partition(p_queue_id uuid, p_name text) RETURNS uuid
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$

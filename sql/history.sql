@@ -1,100 +1,8 @@
--- The sampled history behind the status and analytics routes (docs/observability.md).
--- Brokers write it from their own counters, off the hot path: every broker adds its
--- counters' growth into its row of the current minute (history_record_v1), the first
--- broker of a minute files a snapshot of every queue (history_queues_v1), and
--- run_maintenance files its own report (history_lifecycle_v1) and trims what is older
--- than the GUC queen.history_retention (default 7 days). No push, pop or ack statement
--- reads or writes these tables. On Citus they stay local tables of the coordinator,
--- where the brokers connect: they are small and only ever read there.
 
--- One row per broker and minute. Counters are what happened in that minute; gauges are
--- summed over the samples taken in it (average = sum / samples) with their extreme.
-CREATE TABLE queen.history_brokers (
-    bucket timestamptz NOT NULL,
-    broker text NOT NULL,
-    hostname text NOT NULL,
-    port int NOT NULL,
-    pid int NOT NULL,
-    samples int NOT NULL DEFAULT 0,
-    push_requests bigint NOT NULL DEFAULT 0,
-    push_messages bigint NOT NULL DEFAULT 0,
-    pop_requests bigint NOT NULL DEFAULT 0,
-    pop_messages bigint NOT NULL DEFAULT 0,
-    pop_empty bigint NOT NULL DEFAULT 0,
-    ack_requests bigint NOT NULL DEFAULT 0,
-    ack_messages bigint NOT NULL DEFAULT 0,
-    ack_failed bigint NOT NULL DEFAULT 0,
-    transactions bigint NOT NULL DEFAULT 0,
-    dlq bigint NOT NULL DEFAULT 0,
-    server_errors bigint NOT NULL DEFAULT 0,
-    db_errors bigint NOT NULL DEFAULT 0,
-    cpu_user_us bigint NOT NULL DEFAULT 0,
-    cpu_system_us bigint NOT NULL DEFAULT 0,
-    rss_bytes_sum bigint NOT NULL DEFAULT 0,
-    rss_bytes_max bigint NOT NULL DEFAULT 0,
-    pool_size_sum bigint NOT NULL DEFAULT 0,
-    pool_idle_sum bigint NOT NULL DEFAULT 0,
-    pool_idle_min int,
-    parked_sum bigint NOT NULL DEFAULT 0,
-    parked_max int NOT NULL DEFAULT 0,
-    PRIMARY KEY (bucket, broker)
-);
-
--- One row per queue and minute: a snapshot of what the database holds. `pushed` and
--- `consumed` only grow (offsets ever assigned; messages consumed over every group), so a
--- minute's traffic is the difference from the snapshot before it.
-CREATE TABLE queen.history_queues (
-    bucket timestamptz NOT NULL,
-    queue_id uuid NOT NULL,
-    tenant_id uuid,
-    queue text NOT NULL,
-    namespace text,
-    task text,
-    partitions int NOT NULL,
-    groups int NOT NULL,
-    messages bigint NOT NULL,
-    pushed bigint NOT NULL,
-    consumed bigint NOT NULL,
-    lag bigint NOT NULL,
-    oldest_age_s bigint,
-    dlq bigint NOT NULL,
-    dlq_partitions int NOT NULL DEFAULT 0,
-    leases int NOT NULL DEFAULT 0,
-    leased_partitions int NOT NULL DEFAULT 0,
-    leased_messages bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (bucket, queue_id)
-);
-CREATE INDEX history_queues_queue ON queen.history_queues (queue_id, bucket);
-
--- One row per run_maintenance that ran: what retention removed, by cause.
-CREATE TABLE queen.history_lifecycle (
-    at timestamptz NOT NULL,
-    messages bigint NOT NULL,
-    expired_messages bigint NOT NULL,
-    evicted bigint NOT NULL,
-    segments bigint NOT NULL,
-    sidecar_rows bigint NOT NULL,
-    duration_ms numeric NOT NULL
-);
-CREATE INDEX history_lifecycle_at ON queen.history_lifecycle (at);
-
--- One row per broker, minute and queue with long-polls parked on it in that minute's
--- samples: the parked count summed over the samples (average = sum / the broker row's
--- samples: a sample without the queue counted 0) with its extreme. Only queues with a
--- parked long-poll get a row, so its size is bounded by the parked long-polls.
-CREATE TABLE queen.history_parked (
-    bucket timestamptz NOT NULL,
-    broker text NOT NULL,
-    tenant_id uuid NOT NULL,
-    queue text NOT NULL,
-    parked_sum bigint NOT NULL,
-    parked_max int NOT NULL,
-    PRIMARY KEY (bucket, broker, tenant_id, queue)
-);
 
 -- How long the history is kept: the GUC queen.history_retention (an interval), 7 days
 -- when unset or unreadable.
-CREATE FUNCTION queen.history_retention() RETURNS interval
+CREATE OR REPLACE FUNCTION queen.history_retention() RETURNS interval
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -107,7 +15,7 @@ END $$;
 
 -- Adds one broker's sample to its row of p_now's minute: p_sample holds the counters'
 -- growth since its last sample and the gauges now (keys as the columns, camelCase).
-CREATE FUNCTION queen.history_record_v1(p_broker text, p_hostname text, p_port int, p_pid int,
+CREATE OR REPLACE FUNCTION queen.history_record_v1(p_broker text, p_hostname text, p_port int, p_pid int,
                                         p_sample jsonb, p_now timestamptz DEFAULT now())
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -189,7 +97,7 @@ END $$;
 -- Files p_now's minute snapshot of the queues (p_rows: one object per queue, keys as the
 -- columns, camelCase), unless a broker already filed that minute; p_replace files it over
 -- what was filed (a refresh asked for). Returns whether it filed.
-CREATE FUNCTION queen.history_queues_v1(p_rows jsonb, p_now timestamptz DEFAULT now(),
+CREATE OR REPLACE FUNCTION queen.history_queues_v1(p_rows jsonb, p_now timestamptz DEFAULT now(),
                                         p_replace bool DEFAULT false)
 RETURNS bool
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -229,7 +137,7 @@ END $$;
 
 -- run_maintenance's report into the history, and the trim of everything older than the
 -- history's retention. Called by run_maintenance when it ran.
-CREATE FUNCTION queen.history_lifecycle_v1(p_report jsonb, p_now timestamptz DEFAULT now())
+CREATE OR REPLACE FUNCTION queen.history_lifecycle_v1(p_report jsonb, p_now timestamptz DEFAULT now())
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -252,7 +160,7 @@ BEGIN
 END $$;
 
 -- The brokers' rows of [p_from, p_to], rolled up into p_bucket wide buckets per broker.
-CREATE FUNCTION queen.history_brokers_v1(p_from timestamptz, p_to timestamptz, p_bucket interval)
+CREATE OR REPLACE FUNCTION queen.history_brokers_v1(p_from timestamptz, p_to timestamptz, p_bucket interval)
 RETURNS TABLE(r_bucket timestamptz, r_broker text, r_hostname text, r_port int,
               r_samples bigint, r_push_requests bigint, r_push_messages bigint,
               r_pop_requests bigint, r_pop_messages bigint, r_pop_empty bigint,
@@ -285,7 +193,7 @@ $$;
 -- The long-polls parked per queue and broker over [p_from, p_to] in p_bucket wide
 -- buckets: the average over the broker's samples of the bucket (Queen's
 -- queue-parked-replicas) and the extreme. p_tenant and p_queue narrow it (NULL: all).
-CREATE FUNCTION queen.history_parked_series_v1(p_from timestamptz, p_to timestamptz,
+CREATE OR REPLACE FUNCTION queen.history_parked_series_v1(p_from timestamptz, p_to timestamptz,
                                                p_bucket interval, p_tenant uuid, p_queue text)
 RETURNS TABLE(r_bucket timestamptz, r_queue text, r_broker text, r_hostname text,
               r_parked_avg numeric, r_parked_max int)
@@ -320,7 +228,7 @@ $$;
 -- removed, count 0, never negative); lag, age, DLQ and the running totals are the
 -- bucket's last snapshot.
 -- p_tenant and p_queue narrow it (NULL: all).
-CREATE FUNCTION queen.history_queues_series_v1(p_from timestamptz, p_to timestamptz,
+CREATE OR REPLACE FUNCTION queen.history_queues_series_v1(p_from timestamptz, p_to timestamptz,
                                                p_bucket interval, p_tenant uuid, p_queue text)
 RETURNS TABLE(r_bucket timestamptz, r_queue text, r_namespace text, r_task text,
               r_pushed bigint, r_consumed bigint, r_partitions int, r_groups int,
@@ -380,7 +288,7 @@ $$;
 -- The age of the oldest unconsumed message over every queue (p_tenant's, or all) in
 -- p_bucket wide buckets of [p_from, p_to]: one pass, no per-queue ordering, for the whole
 -- system's throughput series.
-CREATE FUNCTION queen.history_lag_series_v1(p_from timestamptz, p_to timestamptz,
+CREATE OR REPLACE FUNCTION queen.history_lag_series_v1(p_from timestamptz, p_to timestamptz,
                                             p_bucket interval, p_tenant uuid)
 RETURNS TABLE(r_bucket timestamptz, r_max_age_s bigint)
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -397,7 +305,7 @@ $$;
 -- snapshot's totals less those of the snapshot before the range, or of its first in it:
 -- a partition removed in between lowers it, where history_queues_series_v1 counts the
 -- buckets before the removal), and the oldest age seen. One pass, no per-row ordering.
-CREATE FUNCTION queen.history_queue_totals_v1(p_from timestamptz, p_to timestamptz,
+CREATE OR REPLACE FUNCTION queen.history_queue_totals_v1(p_from timestamptz, p_to timestamptz,
                                               p_tenant uuid)
 RETURNS TABLE(r_queue text, r_pushed bigint, r_consumed bigint, r_max_age_s bigint)
 LANGUAGE sql STABLE SECURITY DEFINER
@@ -429,7 +337,7 @@ $$;
 -- Messages pushed per minute into each of p_queues over [p_from, p_to] (the growth between
 -- a queue's consecutive snapshots, never negative), for the console's sparklines: one
 -- index range and one probe per queue.
-CREATE FUNCTION queen.history_pushed_v1(p_from timestamptz, p_to timestamptz, p_queues uuid[])
+CREATE OR REPLACE FUNCTION queen.history_pushed_v1(p_from timestamptz, p_to timestamptz, p_queues uuid[])
 RETURNS TABLE(r_queue_id uuid, r_bucket timestamptz, r_pushed bigint)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -452,7 +360,7 @@ AS $$
 $$;
 
 -- What retention removed in [p_from, p_to], in p_bucket wide buckets.
-CREATE FUNCTION queen.history_lifecycle_series_v1(p_from timestamptz, p_to timestamptz,
+CREATE OR REPLACE FUNCTION queen.history_lifecycle_series_v1(p_from timestamptz, p_to timestamptz,
                                                   p_bucket interval)
 RETURNS TABLE(r_bucket timestamptz, r_runs bigint, r_messages bigint,
               r_expired_messages bigint, r_evicted bigint, r_segments bigint,
@@ -474,7 +382,7 @@ $$;
 -- sizes of every table of the schema (a fixed set, largest first: a top 20 left out
 -- log_segments once the schema had more tables). Bounded: catalog and statistics views
 -- only. pg_buffercache is not read (bufferUsage is always empty).
-CREATE FUNCTION queen.postgres_stats_v1() RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.postgres_stats_v1() RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$

@@ -1,22 +1,11 @@
--- Log lifecycle (docs/contract.md §10, §13): sidecar purge on the queue's clock, orphan cleanup,
--- the plan of due work, and the one driver, CALL queen.run_maintenance(). Retention's
--- step is Rust (src/lifecycle.rs); every step is bounded by p_max_rows, touches one
--- partition (or one batch of orphans) and writes nothing when there is nothing to do, so
--- an idle run costs no WAL.
 
--- Where the orphan sweep stopped (it walks partition ids in order and wraps around).
-CREATE TABLE queen.maintenance_state (
-    key text PRIMARY KEY,
-    value jsonb NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now()
-);
 
 -- One purge step for one partition (docs/contract.md §10, §13): whole sidecar rows older than the
 -- cutoff, from the low end, at most p_max_rows; txns_start moves past them. The cutoff is
 -- clamped to now - GREATEST(dedup window, completed retention, 900 s) of the partition's
 -- queue: hashes inside the window are what dedup and acks by id need; and to the oldest
 -- push spool hold.
-CREATE FUNCTION queen.log_txns_purge_step_v1(p_pid uuid, p_cutoff timestamptz, p_max_rows int)
+CREATE OR REPLACE FUNCTION queen.log_txns_purge_step_v1(p_pid uuid, p_cutoff timestamptz, p_max_rows int)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -74,7 +63,7 @@ END $$;
 
 -- The purge for every partition, each on its queue's clock, in ONE transaction (kept
 -- from 0.1.0; run_maintenance does the same work in short transactions).
-CREATE FUNCTION queen.log_txns_purge_all_v1(p_max_rows int DEFAULT 10000) RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.log_txns_purge_all_v1(p_max_rows int DEFAULT 10000) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -96,7 +85,7 @@ BEGIN
 END $$;
 
 -- Whether a table is distributed by Citus in this database (false without Citus).
-CREATE FUNCTION queen.is_distributed(p_table regclass) RETURNS bool
+CREATE OR REPLACE FUNCTION queen.is_distributed(p_table regclass) RETURNS bool
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -116,7 +105,7 @@ END $$;
 -- id), so the cost grows with partitions, not rows. Citus refuses a recursive CTE over a
 -- distributed table, so there the same scan runs on every shard (run_command_on_shards,
 -- in parallel) and the lists are merged.
-CREATE FUNCTION queen.partition_ids_after(p_table regclass, p_from uuid, p_limit int) RETURNS uuid[]
+CREATE OR REPLACE FUNCTION queen.partition_ids_after(p_table regclass, p_from uuid, p_limit int) RETURNS uuid[]
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -153,7 +142,7 @@ END $$;
 -- It walks the distinct partition ids of both tables in order from where the last step
 -- stopped (queen.partition_ids_after: cost grows with partitions, not rows), removes at
 -- most p_max_rows rows, partition by partition, and wraps around at the end.
-CREATE FUNCTION queen.log_orphans_step_v1(p_max_rows int) RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.log_orphans_step_v1(p_max_rows int) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -218,7 +207,7 @@ END $$;
 -- The partitions with lifecycle work due now, with the cutoffs of their queue: retention
 -- when the oldest segment is older than a retention cutoff, purge when the oldest sidecar
 -- row is older than the purge clock. One index probe per partition and table.
-CREATE FUNCTION queen.maintenance_plan_v1()
+CREATE OR REPLACE FUNCTION queen.maintenance_plan_v1()
 RETURNS TABLE(r_partition_id uuid, r_all_cutoff timestamptz, r_completed_cutoff timestamptz,
               r_purge_cutoff timestamptz, r_retention_due bool, r_purge_due bool)
 LANGUAGE sql VOLATILE SECURITY DEFINER
@@ -252,7 +241,7 @@ $$;
 -- (ran: false). A run stops after p_time_budget_ms (more: true says work is left).
 -- SECURITY INVOKER and without SET on purpose: PostgreSQL allows COMMIT only there; the
 -- steps it calls are SECURITY DEFINER. Reports in p_report (INOUT jsonb).
-CREATE PROCEDURE queen.run_maintenance(p_time_budget_ms int DEFAULT 10000,
+CREATE OR REPLACE PROCEDURE queen.run_maintenance(p_time_budget_ms int DEFAULT 10000,
                                        p_max_rows int DEFAULT 1000,
                                        INOUT p_report jsonb DEFAULT NULL)
 LANGUAGE plpgsql
@@ -351,7 +340,7 @@ END $$;
 
 -- What is stored and why, per partition (a psql user's first look): segments and their
 -- bytes, sidecar rows, the live offset range, the oldest live message's age.
-CREATE VIEW queen.partition_storage AS
+CREATE OR REPLACE VIEW queen.partition_storage AS
 SELECT q.tenant_id, q.name AS queue, p.name AS partition, p.id AS partition_id,
        p.log_start, p.last_offset, p.txns_start,
        s.segments, s.segment_bytes, t.sidecar_rows, t.sidecar_bytes,
@@ -367,7 +356,7 @@ SELECT q.tenant_id, q.name AS queue, p.name AS partition, p.id AS partition_id,
                        FROM queen.log_txns WHERE partition_id = p.id) t ON true;
 
 -- Per consumer group and partition: how far behind it is, and what retention took from it.
-CREATE VIEW queen.consumer_lag AS
+CREATE OR REPLACE VIEW queen.consumer_lag AS
 SELECT q.tenant_id, q.name AS queue, p.name AS partition, c.partition_id, c.consumer_group,
        c.committed, p.last_offset, GREATEST(p.last_offset - c.committed, 0) AS lag,
        c.evicted, c.total_consumed, c.batch_retry_count,

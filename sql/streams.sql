@@ -8,7 +8,7 @@
 -- {success: false, error} with nothing of it written, the others commit. A transient
 -- failure (deadlock, serialization, resources, connection, shutdown) is raised for the
 -- whole call instead: the caller retries, nothing was written.
-CREATE FUNCTION queen.streams_cycle_v1(
+CREATE OR REPLACE FUNCTION queen.streams_cycle_v1(
     p jsonb,
     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
 ) RETURNS jsonb
@@ -61,7 +61,7 @@ END $$;
 
 -- Deletes a stream query with its state and shards (ON DELETE CASCADE); whether it
 -- existed.
-CREATE FUNCTION queen.streams_delete_query_v1(
+CREATE OR REPLACE FUNCTION queen.streams_delete_query_v1(
     p_name text,
     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
 ) RETURNS boolean
@@ -76,7 +76,7 @@ END $$;
 -- One bounded step of stream cleanup for run_maintenance: the state and shard rows of
 -- source partitions that no longer exist (a deleted queue), shard by shard. The shards
 -- are few (queries × partitions), the state rows go by primary-key prefix.
-CREATE FUNCTION queen.streams_orphans_step_v1(p_max_rows int) RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.streams_orphans_step_v1(p_max_rows int) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$

@@ -6,7 +6,7 @@
 
 -- The maintenance modes: {"maintenanceMode": bool, "popMaintenanceMode": bool,
 -- "updatedAt": text|null}. A mode never set is off.
-CREATE FUNCTION queen.system_state_v1() RETURNS jsonb
+CREATE OR REPLACE FUNCTION queen.system_state_v1() RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -22,7 +22,7 @@ $$;
 
 -- Switches one mode: p_mode 'push' (Queen's maintenance mode: pushes go to the brokers'
 -- spools, the database is left alone) or 'pop' (pops answer empty). Returns the modes.
-CREATE FUNCTION queen.system_state_set_v1(p_mode text, p_enabled bool,
+CREATE OR REPLACE FUNCTION queen.system_state_set_v1(p_mode text, p_enabled bool,
                                           p_now timestamptz DEFAULT now())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -50,7 +50,7 @@ END $$;
 -- The replay mark of one broker's spool: the sequence number of the last spool record
 -- whose push committed (0: none yet). The broker moves it in the transaction that pushes
 -- the records, so a replay cut off anywhere resumes exactly after what committed.
-CREATE FUNCTION queen.spool_mark_v1(p_spool uuid) RETURNS bigint
+CREATE OR REPLACE FUNCTION queen.spool_mark_v1(p_spool uuid) RETURNS bigint
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -59,7 +59,7 @@ AS $$
 $$;
 
 -- Moves the mark forward (never back: an older value leaves it as it is). Returns the mark.
-CREATE FUNCTION queen.spool_mark_set_v1(p_spool uuid, p_seq bigint,
+CREATE OR REPLACE FUNCTION queen.spool_mark_set_v1(p_spool uuid, p_seq bigint,
                                         p_now timestamptz DEFAULT now())
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -86,7 +86,7 @@ END $$;
 -- been written before it was spooled (its connection ended under the statement), no
 -- sidecar row created after p_since is purged, so the replay finds the original however
 -- long the outage lasted. NULL releases it. Returns the hold.
-CREATE FUNCTION queen.spool_hold_v1(p_spool uuid, p_since timestamptz,
+CREATE OR REPLACE FUNCTION queen.spool_hold_v1(p_spool uuid, p_since timestamptz,
                                     p_now timestamptz DEFAULT now())
 RETURNS timestamptz
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER

@@ -2,7 +2,7 @@
 
 -- One timer of the tenant's queue, with its payload exactly as stored (base64; an
 -- envelope stays an envelope: `encrypted` says so). A miss is {"found": false}.
-CREATE FUNCTION queen.timers_get_v1(
+CREATE OR REPLACE FUNCTION queen.timers_get_v1(
     p_queue text,
     p_key text,
     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
@@ -32,7 +32,7 @@ END $$;
 -- A keyset page of one queue's pending timers, by key: `p_after` is exclusive, the
 -- limit is clamped to 1..1000 (default 100), never refused; `truncated` says whether
 -- more follow, `nextAfter` is the cursor for the next page.
-CREATE FUNCTION queen.timers_list_v1(
+CREATE OR REPLACE FUNCTION queen.timers_list_v1(
     p_queue text,
     p_after text DEFAULT NULL,
     p_limit int DEFAULT NULL,
@@ -70,7 +70,7 @@ END $$;
 
 -- The tenant's key/value and timer stores, as Queen's queue list reports them
 -- (`kvRows`, `kvBytes`, `timerRows`, `timerBytes`; bytes are the rows' stored sizes).
-CREATE FUNCTION queen.store_sizes_v1(
+CREATE OR REPLACE FUNCTION queen.store_sizes_v1(
     p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER

@@ -52,11 +52,6 @@ extension_sql_file!(
     requires = ["bootstrap"]
 );
 extension_sql_file!(
-    "../sql/library.sql",
-    name = "library",
-    requires = ["bootstrap"]
-);
-extension_sql_file!(
     "../sql/broker_api.sql",
     name = "broker_api",
     requires = ["sql_functions", broker_api::effective_lease_time]
@@ -84,35 +79,12 @@ extension_sql_file!(
     name = "history",
     requires = ["system"]
 );
-extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["history"]);
-extension_sql_file!(
-    "../sql/plan_settings.sql",
-    name = "plan_settings",
-    requires = [
-        "citus",
-        native::push,
-        native::pop,
-        native::ack,
-        push::log_push_one_v1,
-        push::log_push_at_v1,
-        push::log_push_multi_v1,
-        pop::log_pop_v1,
-        pop::log_pop_queue_v1,
-        broker_api::log_pop_at_v1,
-        broker_api::broker_pop_v1,
-        fetch::fetch_v1,
-        fetch::fetch_partition_v1,
-        ack::log_ack_v1,
-        ack::log_ack_at_v1,
-        ack::log_ack_multi_v1,
-        ack::log_ack_by_hash_v1,
-        ack::log_ack_by_hash_v2,
-        ack::log_ack_by_hash_delay_v1,
-        dlq::log_dlq_head_v1,
-        txn_wire::log_transaction_wire_v1
-    ]
-);
-extension_sql_file!("../sql/grants.sql", name = "grants", finalize);
+// One table of per-function traits (plan settings, Citus distribution, grants) that
+// sql/citus.sql and sql/finalize.sql read: a new hot-path function is one row there.
+extension_sql_file!("../sql/traits.sql", name = "traits", requires = ["history"]);
+extension_sql_file!("../sql/citus.sql", name = "citus", requires = ["traits"]);
+// Last: plan settings and grants over every function, the #[pg_extern]s included.
+extension_sql_file!("../sql/finalize.sql", name = "finalize", finalize);
 
 /// Hooks for `cargo pgrx test`: every test cluster runs with `pg_test_config`.
 #[cfg(test)]

@@ -1,5 +1,5 @@
 # Sourced by the psql suites: fresh databases on one node, or on a Citus cluster when
-# QUEEN_TEST_CITUS=1 (tests/citus_suites.sh sets it): there a database exists on every
+# QUEEN_TEST_CITUS=1 (scripts/test.sh sets it for the Citus suites): there a database exists on every
 # node with Citus and the workers added (tests/citus.sh createdb), and the extension is
 # distributed right after CREATE EXTENSION.
 testdb_create() { # admin-url name: an empty database, ready for CREATE EXTENSION

@@ -52,19 +52,27 @@ LIBDIR=$("$PG_CONFIG" --pkglibdir)
 # module_pathname is $libdir/queen_ack).
 lib_of() { [ "$1" = 0.1.0 ] && echo "$LIBDIR/queen_ack.so" || echo "$LIBDIR/queen_ack-$1.so"; }
 CURRENT_LIB=$(lib_of "$DEFAULT")
+# Where a version keeps its leases (0.1.0: on the cursor row; since 0.2.0 an unlogged table).
+leases_of() { [ "$1" = 0.1.0 ] && echo queen.log_consumers || echo queen.log_leases; }
 # The symbols a script names for library $2 ('MODULE_PATHNAME' or '<library>', 'sym')
 # that the library file $3 does not export.
 missing_symbols() { # script library-pattern library-file
     grep -o "'$2', '[a-z0-9_]*'" "$1" | sed "s/.*, '\(.*\)'/\1/" | sort -u |
         comm -23 - <(nm -D --defined-only "$3" 2>/dev/null | awk '{print $3}' | sort -u)
 }
-# --- C symbols: every upgrade step's functions exist in the library it names
-missing=$(for step in sql/queen_ack--*--*.sql; do
-    to=${step##*--}; to=${to%.sql}
-    missing_symbols "$step" "queen_ack-$to" "$(lib_of "$to")"
+EXTDIR=$("$PG_CONFIG" --sharedir)/extension
+# --- C symbols: every upgrade script to this version names its library's symbols (the
+# released steps between older versions are checked once their library is installed).
+missing=$(for step in "$EXTDIR"/queen_ack--*--"$DEFAULT".sql; do
+    missing_symbols "$step" "queen_ack-$DEFAULT" "$CURRENT_LIB"
     grep -o "'MODULE_PATHNAME'" "$step" | head -1 # an upgrade step names its library
 done)
 check c_symbols_of_every_upgrade_step_exist_in_its_library "$missing" ""
+# Every frozen release has a generated script straight to this version
+# (scripts/upgrade-scripts.py), and nothing else names this version by hand.
+check every_frozen_release_has_an_upgrade_script \
+    "$(for f in sql/install/queen_ack--*.sql; do v=${f##*--}; v=${v%.sql}
+         [ "$v" = "$DEFAULT" ] || [ -f "$EXTDIR/queen_ack--$v--$DEFAULT.sql" ] || echo "$v"; done)" ""
 
 # The workload run at the old version: only functions every frozen version has.
 workload() { # db
@@ -115,13 +123,13 @@ snapshot() { # db file
 }
 
 # The same columns after the upgrade. A table whose columns moved has a query in
-# tests/upgrade/rows/<table>.sql that reads them from where they live now; a column the
+# tests/upgrade/rows/<version>/<table>.sql that reads them from where they live now; a column the
 # upgrade dropped without such a query shows up as an error, i.e. a difference.
-snapshot_again() { # db colsfile file
+snapshot_again() { # db colsfile file version
     : >"$3"
     while read -r t cols; do
         local from="SELECT $cols FROM queen.$t"
-        [ -f "tests/upgrade/rows/$t.sql" ] && from=$(grep -v '^--' "tests/upgrade/rows/$t.sql")
+        [ -f "tests/upgrade/rows/$4/$t.sql" ] && from=$(grep -v '^--' "tests/upgrade/rows/$4/$t.sql")
         psql_db "$1" -c "SELECT '$t', t::text FROM ($from) t ORDER BY 2" >>"$3" 2>&1
     done <"$2"
 }
@@ -152,6 +160,10 @@ for script in sql/install/queen_ack--*.sql; do
     }
     # Installed as V's package installed it (a new inode: running backends keep theirs).
     cp "$old_lib" "$(lib_of "$v").new" && mv -f "$(lib_of "$v").new" "$(lib_of "$v")"
+    # The released step into V (generated from V's frozen install script) names V's library.
+    prev_step=$(ls "$EXTDIR"/queen_ack--*--"$v".sql 2>/dev/null)
+    check "${tag}_c_symbols_of_the_released_step_into_it_exist_in_its_library" \
+        "$(for step in $prev_step; do missing_symbols "$step" "queen_ack-$v" "$(lib_of "$v")"; done)" ""
     check "${tag}_c_symbols_of_its_install_script_exist_in_its_library" \
         "$(missing_symbols "$script" MODULE_PATHNAME "$(lib_of "$v")"; missing_symbols "$script" "queen_ack-$v" "$(lib_of "$v")")" ""
     recreate_db "$db"
@@ -183,10 +195,9 @@ for script in sql/install/queen_ack--*.sql; do
         "run ALTER EXTENSION queen_ack UPDATE|0"
     snapshot "$db" "$WORK/$db.before"
     check "${tag}_has_dlq_row_and_live_lease" \
-        "$(psql_db "$db" -c "SELECT (SELECT count(*) FROM queen.log_dlq), (SELECT count(*) FROM queen.log_consumers WHERE worker_id IS NOT NULL)")" \
+        "$(psql_db "$db" -c "SELECT (SELECT count(*) FROM queen.log_dlq), (SELECT count(*) FROM $(leases_of "$v") WHERE worker_id IS NOT NULL)")" \
         "1|1"
-    # (0.1.0 keeps leases in log_consumers; the lease is looked up there, before the upgrade.)
-    lease=$(psql_db "$db" -c "SELECT worker_id FROM queen.log_consumers WHERE worker_id IS NOT NULL")
+    lease=$(psql_db "$db" -c "SELECT worker_id FROM $(leases_of "$v") WHERE worker_id IS NOT NULL")
     check "${tag}_its_library_is_listed_in_use" \
         "$(bash scripts/libraries.sh "$URL" | grep -c "^$(basename "$(lib_of "$v")") $v used by: .*$db")" "1"
     if psql_db "$db" -c "ALTER EXTENSION queen_ack UPDATE" >"$WORK/$db.update" 2>&1; then
@@ -200,7 +211,7 @@ for script in sql/install/queen_ack--*.sql; do
     check "${tag}_every_c_function_runs_the_new_library_after_the_update" \
         "$(psql_db "$db" -c "SELECT DISTINCT probin FROM pg_proc WHERE pronamespace = 'queen'::regnamespace AND prolang = (SELECT oid FROM pg_language WHERE lanname = 'c')")" \
         "queen_ack-$DEFAULT"
-    snapshot_again "$db" "$WORK/$db.before.cols" "$WORK/$db.after"
+    snapshot_again "$db" "$WORK/$db.before.cols" "$WORK/$db.after" "$v"
     if diff -u "$WORK/$db.before" "$WORK/$db.after" >"$WORK/$db.rows.diff"; then
         ok "${tag}_every_row_is_still_there"
     else
@@ -261,6 +272,38 @@ for script in sql/install/queen_ack--*.sql; do
         "$(bash scripts/libraries.sh "$URL" --prune | grep -E "^queen_ack" | sed 's/ used by:.*/ used/' | sort | tr '\n' ' ')|$([ -e "$(lib_of "$v")" ] && echo kept || echo gone)" \
         "$(basename "$CURRENT_LIB") $DEFAULT used $(basename "$(lib_of "$v")") $v unused: removed |gone"
 done
+# The released path, one step at a time, each version on its own library: a database
+# created at the oldest release goes through every later release's script in turn
+# (ALTER EXTENSION ... UPDATE TO each), serving pushes and acks at each, and ends with
+# the fresh install's catalog.
+frozen=$(for f in sql/install/queen_ack--*.sql; do v=${f##*--}; echo "${v%.sql}"; done | sort -V)
+first=$(echo "$frozen" | head -1)
+if [ "$(echo "$frozen" | wc -l)" -ge 2 ]; then
+    for v in $frozen; do
+        [ "$v" = "$DEFAULT" ] && continue
+        lib=$(bash scripts/build-old-library.sh "$v" "$PG_MAJOR" 2>/dev/null) &&
+            cp "$lib" "$(lib_of "$v").new" && mv -f "$(lib_of "$v").new" "$(lib_of "$v")"
+    done
+    recreate_db queen_up_chain
+    out=$( { psql_db queen_up_chain -c "CREATE EXTENSION queen_ack VERSION '$first'" &&
+             workload queen_up_chain >/dev/null &&
+             for v in $(echo "$frozen" | tail -n +2) "$DEFAULT"; do
+                 psql_db queen_up_chain -c "ALTER EXTENSION queen_ack UPDATE TO '$v'" \
+                     -c "SELECT extversion FROM pg_extension WHERE extname = 'queen_ack'" \
+                     -c "SELECT queen.push('up.orders', '[{\"at\":\"$v\"}]', ARRAY['at-$v'])->>'status'" || exit 1
+             done; } 2>&1 | tr '\n' ' ')
+    want=$(for v in $(echo "$frozen" | tail -n +2) "$DEFAULT"; do printf '%s queued ' "$v"; done)
+    check "chain_${first//./_}_through_every_release_one_step_at_a_time" "$out" "$want"
+    psql_db queen_up_chain -f tests/upgrade/catalog.sql >"$WORK/chain.catalog"
+    if diff -u "$WORK/fresh.catalog" "$WORK/chain.catalog" >"$WORK/chain.catalog.diff"; then
+        ok chain_catalog_equals_fresh_install
+    else
+        fail chain_catalog_equals_fresh_install "(- fresh, + upgraded step by step):"
+        cat "$WORK/chain.catalog.diff"
+    fi
+    psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS queen_up_chain" >/dev/null
+    bash scripts/libraries.sh "$URL" --prune >/dev/null
+fi
 psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS queen_fresh" >/dev/null
 echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"
 [ $failed -eq 0 ]

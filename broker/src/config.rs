@@ -179,7 +179,7 @@ pub struct Config {
     pub ack_fusion_hold_ms: u64,
     /// `QUEEN_PUSH_FUSION`: concurrent push rounds fused into one `log_push_multi_v1`
     /// transaction (crate::engine::push_fusion). Off by default: measured no faster than pushes
-    /// committing side by side (broker/README.md "Push fusion").
+    /// committing side by side (docs/decisions.md, "Broker"; docs/benchmarks.md, "Push fusion").
     pub push_fusion: bool,
     /// `QUEEN_POOL_TIMEOUT_MS`: how long a request waits for a free pooled connection
     /// before it is answered 503 with `Retry-After`.

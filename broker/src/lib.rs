@@ -1,6 +1,9 @@
-//! queen_broker: a thin, Queen-compatible HTTP broker in front of the queen_ack
-//! PostgreSQL extension. It holds no durable state: every decision that must survive a
-//! crash is made by the extension (docs/broker-contract.md describes the wire).
+//! queen_broker: a Queen-compatible HTTP broker in front of the queen_ack PostgreSQL
+//! extension. Every decision that must survive a crash is made by the extension
+//! (docs/broker-contract.md describes the wire). The broker keeps in memory the ack
+//! registry, the push dedup cache, parked long-polls, ephemeral queues' contents and its
+//! counters, and on disk only the push spool (pushes answered `buffered` while the
+//! database was away, replayed in order: docs/availability.md).
 //!
 //! The rooms, each depending only on the ones listed before it:
 //! - `config.rs`, `error.rs`, `util.rs`: the knobs, the one error type, shared helpers;
@@ -9,7 +12,7 @@
 //!   passes requests on to them;
 //! - `db/`: the database client, the only place with SQL (one method per extension
 //!   function, the SQLSTATE → error rule);
-//! - `engine/`: what makes the broker fast without making it stateful: the ack registry,
+//! - `engine/`: the decisions and the in-process state: the ack registry,
 //!   ack fusion and its lanes, push fusion, the push dedup cache, payload sealing, the
 //!   rings of ephemeral queues;
 //! - `ops/`: running it: the maintenance loop, metrics and their exposition, the queue

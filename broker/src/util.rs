@@ -67,7 +67,7 @@ pub fn group_or_queue_mode(g: Option<&str>) -> &str {
 
 /// A client's consumer group as a named group: `None` for queue mode, which a client
 /// selects by omitting the group, sending "" or sending the reserved literal
-/// `__QUEUE_MODE__` itself (clients echo it back in acks; see broker/README.md).
+/// `__QUEUE_MODE__` itself (clients echo it back in acks; docs/decisions.md, "Payloads and names").
 pub fn named_group(g: Option<&str>) -> Option<&str> {
     g.filter(|g| !g.is_empty() && *g != QUEUE_MODE)
 }

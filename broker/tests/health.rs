@@ -30,8 +30,9 @@ async fn health_reports_the_broker_and_extension_versions() {
     assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(v["brokerVersion"], env!("CARGO_PKG_VERSION"));
     assert_eq!(v["extensionVersion"], installed.as_str());
-    assert_eq!(v["expectedExtensionVersion"], "0.2.0");
-    assert_eq!(v["sqlVersionMatches"], installed == "0.2.0", "{v}");
+    let expected = queen_broker::db::EXTENSION_VERSION;
+    assert_eq!(v["expectedExtensionVersion"], expected);
+    assert_eq!(v["sqlVersionMatches"], installed == expected, "{v}");
 }
 
 #[tokio::test]

@@ -64,7 +64,7 @@ pub use push::{DedupRow, PartitionFound, PushSegment};
 /// The version of the extension SQL this broker speaks: the workspace's `queen_ack`
 /// version (the root Cargo.toml; a unit test keeps the two equal). `/health` compares the
 /// database's `extversion` with it.
-pub const EXTENSION_VERSION: &str = "0.2.0";
+pub const EXTENSION_VERSION: &str = "0.3.0";
 
 /// Attempts of a statement that may lose a deadlock race and is run again.
 const LOST_RACE_ATTEMPTS: u32 = 3;

@@ -82,7 +82,7 @@ pub fn bool_param(v: Option<&str>, name: &str, default: bool) -> ApiResult<bool>
 
 /// Queue names are non-empty and at most 255 bytes (queen_log::names, the rule of every
 /// name). "" is refused although Queen's server accepts it: such a queue could never be
-/// pushed to, popped or deleted over HTTP (broker/README.md, Decisions).
+/// pushed to, popped or deleted over HTTP (docs/decisions.md, "Payloads and names").
 pub fn check_queue_name(q: &str) -> ApiResult<()> {
     check_name(NameKind::Queue, q)
 }

@@ -19,6 +19,13 @@
 //! - [`sqlstate`]: what an error's SQLSTATE means to a caller.
 //! - [`wire`]: the typed JSON results the extension returns and the broker reads.
 //! - [`names`]: the length rule of queue, partition and consumer-group names (§14).
+//! - [`browse`]: message browsing: statuses from the cursors, listings by offsets.
+//! - [`kv`]: Queen 2.x's versioned key/value: reading an op, a write's verdict.
+//! - [`locks`]: Queen 2.x's locks and semaphores, as rows of the key/value.
+//! - [`options`]: queue options: every key `configure` takes and the one check of them.
+//! - [`segment_cache`]: recently decoded segments, per thread.
+//! - [`served`]: a pop's rows turned into their messages (the one decode loop).
+//! - [`timers`]: Queen 2.x's scheduled messages: an op's shape, bounds and answers.
 //!
 //! Shared by the extension (`queen_ack`) and the broker (`queen_broker`), so that both
 //! encode, hash, decide and read results exactly alike.
@@ -49,3 +56,22 @@ pub mod stats;
 pub mod streams;
 pub mod timers;
 pub mod wire;
+
+/// The module list above names every module of the crate (a maintainer reads it first).
+#[cfg(test)]
+mod module_list {
+    #[test]
+    fn the_crate_doc_names_every_module() {
+        let lib = include_str!("lib.rs");
+        let doc: String = lib.lines().filter(|l| l.starts_with("//!")).collect();
+        for line in lib.lines() {
+            if let Some(m) = line.strip_prefix("pub mod ") {
+                let m = m.trim_end_matches(';');
+                assert!(
+                    doc.contains(&format!("[`{m}`]")),
+                    "lib.rs's list misses `{m}`"
+                );
+            }
+        }
+    }
+}

@@ -12,7 +12,7 @@
 //! Every figure comes from `queen.queue_stats_v1` (crate::ops::queue_stats) with Queen's
 //! arithmetic (`queen_log::stats`); our per-group lag figures are added under
 //! `consumerGroups`. Fields we cannot fill without scanning segments (`segments`,
-//! `retainedBytes`) are null; see broker/README.md "Queue statistics".
+//! `retainedBytes`) are null (docs/decisions.md, "Statistics").
 
 use std::collections::{BTreeMap, HashMap};
 
