@@ -37,6 +37,8 @@ struct DlqRow {
     txn: Option<String>,
     /// The payload snapshot as JSON text; None when it was not captured.
     snapshot: Option<String>,
+    /// The queue encrypts (`encryptionEnabled`): only then can a snapshot be sealed.
+    encrypts: bool,
 }
 
 /// What became of a row: its result, and the new message (id, transactionId, offset).
@@ -88,7 +90,7 @@ fn lock_partition_rows(
     q(
         client,
         "SELECT d.id, d.partition_id, q.name, p.name, q.dedup_window_seconds, d.consumer_group,
-                d.\"offset\", d.transaction_id, d.payload::text
+                d.\"offset\", d.transaction_id, d.payload::text, q.encryption_enabled
            FROM queen.log_dlq d
            JOIN queen.log_partitions p ON p.id = d.partition_id
            JOIN queen.queues q ON q.id = p.queue_id
@@ -108,6 +110,7 @@ fn lock_partition_rows(
         offset: col(&r, 7, "log_dlq.offset"),
         txn: r.get(8).or_raise(),
         snapshot: r.get(9).or_raise(),
+        encrypts: col(&r, 10, "queues.encryption_enabled"),
     })
     .collect()
 }
@@ -132,6 +135,7 @@ fn new_frames(
             let frame = redriven_frame(
                 original,
                 first.snapshot.as_deref(),
+                first.encrypts,
                 *uuid::Uuid::now_v7().as_bytes(),
                 redrive_txn(uuid::Uuid::from_bytes(*first.id.as_bytes()), txn),
             )

@@ -106,10 +106,14 @@ impl std::fmt::Display for RedriveRefusal {
 /// the exact message (payload bytes, trace id, producer subject, encryption flag); once
 /// retention took the segment, the row's payload snapshot (JSON text; JSON null is an
 /// empty payload, as a push writes it), flagged encrypted when it is an encryption
-/// envelope (the snapshot does not keep the flag; the shape is Queen's own test).
+/// envelope AND its queue encrypts (`queue_encrypts`): only the broker seals
+/// (docs/security.md), and a queue that encrypts holds nothing the broker did not seal,
+/// so an envelope-shaped snapshot of any other queue is a client's plain JSON and goes
+/// back as such, never as a forged sealed message.
 pub fn redriven_frame(
     original: Option<&Frame>,
     snapshot: Option<&str>,
+    queue_encrypts: bool,
     message_id: [u8; 16],
     transaction_id: String,
 ) -> Result<Frame, RedriveRefusal> {
@@ -127,7 +131,7 @@ pub fn redriven_frame(
             trace_id: None,
             transaction_id,
             producer_sub: None,
-            encrypted: crate::encryption::is_envelope(json.as_bytes()),
+            encrypted: queue_encrypts && crate::encryption::is_envelope(json.as_bytes()),
             payload: if json == "null" {
                 Vec::new()
             } else {
@@ -182,7 +186,7 @@ mod tests {
 
     #[test]
     fn a_redriven_frame_keeps_the_original_message_but_its_id_and_txn() {
-        let f = redriven_frame(Some(&frame()), Some("{}"), [9; 16], "dlq:x".into()).unwrap();
+        let f = redriven_frame(Some(&frame()), Some("{}"), false, [9; 16], "dlq:x".into()).unwrap();
         assert_eq!(
             f,
             Frame {
@@ -191,30 +195,41 @@ mod tests {
                 ..frame()
             }
         );
-        let s = redriven_frame(None, Some(r#"{"a": 1}"#), [9; 16], "dlq:x".into()).unwrap();
+        let s = redriven_frame(None, Some(r#"{"a": 1}"#), true, [9; 16], "dlq:x".into()).unwrap();
         assert_eq!(
             (s.payload.as_slice(), s.trace_id),
             (&br#"{"a": 1}"#[..], None)
         );
-        let n = redriven_frame(None, Some("null"), [9; 16], "dlq:x".into()).unwrap();
+        let n = redriven_frame(None, Some("null"), true, [9; 16], "dlq:x".into()).unwrap();
         assert!(n.payload.is_empty(), "JSON null is an empty payload");
         assert!(!s.encrypted);
         // A sealed message's snapshot is its envelope: it goes back flagged encrypted.
         let iv = "AAAAAAAAAAAAAAAAAAAAAA==";
         let env = format!(r#"{{"iv": "{iv}", "authTag": "{iv}", "encrypted": "YQ=="}}"#);
-        let e = redriven_frame(None, Some(&env), [9; 16], "dlq:x".into()).unwrap();
-        assert!(e.encrypted, "an envelope snapshot is redriven as sealed");
+        let e = redriven_frame(None, Some(&env), true, [9; 16], "dlq:x".into()).unwrap();
+        assert!(
+            e.encrypted,
+            "an envelope snapshot of an encrypting queue is redriven as sealed"
+        );
+        // The same shape in a queue that does not encrypt is a client's plain JSON: it
+        // must not come back as a sealed message nobody sealed.
+        let f = redriven_frame(None, Some(&env), false, [9; 16], "dlq:x".into()).unwrap();
+        assert!(
+            !f.encrypted,
+            "a plain envelope-shaped payload is not taken as sealed"
+        );
+        assert_eq!(f.payload, env.as_bytes());
     }
 
     #[test]
     fn a_row_without_frame_or_snapshot_or_with_a_huge_txn_is_refused() {
         assert_eq!(
-            redriven_frame(None, None, [9; 16], "dlq:x".into()),
+            redriven_frame(None, None, false, [9; 16], "dlq:x".into()),
             Err(RedriveRefusal::PayloadNotCaptured)
         );
         let long = "x".repeat(usize::from(u16::MAX) + 1);
         assert_eq!(
-            redriven_frame(Some(&frame()), None, [9; 16], long),
+            redriven_frame(Some(&frame()), None, false, [9; 16], long),
             Err(RedriveRefusal::TransactionIdTooLong(65536))
         );
     }
