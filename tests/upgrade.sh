@@ -269,8 +269,8 @@ for script in sql/install/queen_ack--*.sql; do
     # No database uses V's library any more: scripts/libraries.sh prunes it and keeps
     # the current one.
     check "${tag}_its_library_is_pruned_once_unused" \
-        "$(bash scripts/libraries.sh "$URL" --prune | grep -E "^queen_ack" | sed 's/ used by:.*/ used/' | sort | tr '\n' ' ')|$([ -e "$(lib_of "$v")" ] && echo kept || echo gone)" \
-        "$(basename "$CURRENT_LIB") $DEFAULT used $(basename "$(lib_of "$v")") $v unused: removed |gone"
+        "$(bash scripts/libraries.sh "$URL" --prune | grep -E "^($(basename "$CURRENT_LIB")|$(basename "$(lib_of "$v")")) " | sed 's/ used by:.*/ used/' | sort | tr '\n' ' ')|$([ -e "$(lib_of "$v")" ] && echo kept || echo gone)" \
+        "$(printf '%s\n' "$(basename "$CURRENT_LIB") $DEFAULT used" "$(basename "$(lib_of "$v")") $v unused: removed" | sort | tr '\n' ' ')|gone"
 done
 # The released path, one step at a time, each version on its own library: a database
 # created at the oldest release goes through every later release's script in turn

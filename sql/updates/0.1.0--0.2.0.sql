@@ -329,3 +329,7 @@ CREATE TABLE queen.history_parked (
     parked_max int NOT NULL,
     PRIMARY KEY (bucket, broker, tenant_id, queue)
 );
+
+-- The broker role reads no table (docs/security.md): 0.1.0 granted SELECT on every table.
+-- (The views it may read are granted again by the replayed grants.)
+REVOKE SELECT ON ALL TABLES IN SCHEMA queen FROM queen_broker;
