@@ -199,6 +199,15 @@ SET search_path TO pg_catalog, pg_temp
 LANGUAGE c
 AS 'queen_ack-0.2.0', 'log_retention_step_v1_wrapper';
 
+-- maxWaitTimeSeconds' step (src/lifecycle.rs; docs/decisions.md, "Queue options").
+CREATE FUNCTION queen.log_wait_eviction_step_v1(
+    "p_pid" uuid
+) RETURNS jsonb
+VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'queen_ack-0.2.0', 'log_wait_eviction_step_v1_wrapper';
+
 -- Where the orphan sweep stopped (it walks partition ids in order and wraps around).
 CREATE TABLE queen.maintenance_state (
     key text PRIMARY KEY,
@@ -410,6 +419,7 @@ DECLARE
     v_expired bigint := 0;
     v_expired_messages bigint := 0;
     v_evicted bigint := 0;
+    v_wait_evicted bigint := 0;
     v_traces bigint := 0;
     v_purged bigint := 0;
     v_orphans bigint := 0;
@@ -455,6 +465,15 @@ BEGIN
             IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
             IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
         END LOOP;
+        -- maxWaitTimeSeconds (docs/decisions.md, "Queue options"): groups move past the
+        -- messages that waited longer, counted; a busy partition is left for the next run.
+        FOR r IN SELECT * FROM queen.wait_eviction_plan_v1() LOOP
+            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+            v_step := queen.log_wait_eviction_step_v1(r.r_partition_id);
+            v_wait_evicted := v_wait_evicted + (v_step->>'evicted')::bigint;
+            COMMIT;
+        END LOOP;
         FOR r IN SELECT * FROM queen.maintenance_plan_v1() LOOP
             IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
             IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
@@ -484,7 +503,7 @@ BEGIN
     END steps;
     p_report := pg_catalog.jsonb_build_object(
         'ran', true, 'partitions', v_partitions, 'segments', v_segments, 'messages', v_messages,
-        'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
+        'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'waitEvicted', v_wait_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
         'orphanRows', v_orphans, 'kvExpired', v_kv, 'streamOrphans', v_streams, 'more', v_more, 'interrupted', v_interrupted,
         'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
     -- Into the sampled history (docs/observability.md): what retention removed is counted.
@@ -521,11 +540,13 @@ SELECT q.tenant_id, q.name AS queue, p.name AS partition, c.partition_id, c.cons
 
 REVOKE ALL ON FUNCTION queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int),
                        queen.log_orphans_step_v1(int),
-                       queen.maintenance_plan_v1() FROM PUBLIC;
+                       queen.maintenance_plan_v1(),
+                       queen.log_wait_eviction_step_v1(uuid) FROM PUBLIC;
 REVOKE ALL ON PROCEDURE queen.run_maintenance(int, int, jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION queen.log_retention_step_v1(uuid, timestamptz, timestamptz, int),
                           queen.log_orphans_step_v1(int),
-                          queen.maintenance_plan_v1() TO queen_broker;
+                          queen.maintenance_plan_v1(),
+                          queen.log_wait_eviction_step_v1(uuid) TO queen_broker;
 GRANT EXECUTE ON PROCEDURE queen.run_maintenance(int, int, jsonb) TO queen_broker;
 GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;
 
@@ -595,6 +616,43 @@ ALTER TABLE queen.log_consumers ADD COLUMN redeliver_at timestamptz;
 ALTER TABLE queen.log_consumers ADD COLUMN seek_skipped bigint NOT NULL DEFAULT 0;
 -- encryptionEnabled, enforced by push (docs/decisions.md, "Payload encryption").
 ALTER TABLE queen.queues ADD COLUMN encryption_enabled bool NOT NULL DEFAULT false;
+-- Queen's further options, each enforced (docs/decisions.md, "Queue options").
+ALTER TABLE queen.queues
+    ADD COLUMN priority int NOT NULL DEFAULT 0 CHECK (priority >= 0),
+    ADD COLUMN retry_delay int NOT NULL DEFAULT 0 CHECK (retry_delay >= 0),
+    ADD COLUMN max_size int NOT NULL DEFAULT 0 CHECK (max_size >= 0),
+    ADD COLUMN ttl int NOT NULL DEFAULT 0 CHECK (ttl >= 0),
+    ADD COLUMN window_buffer int NOT NULL DEFAULT 0 CHECK (window_buffer >= 0),
+    ADD COLUMN max_wait_time_seconds int NOT NULL DEFAULT 0 CHECK (max_wait_time_seconds >= 0);
+
+-- The partitions where maxWaitTimeSeconds has work (docs/decisions.md, "Queue options"):
+-- of a queue with the option set, the slowest group's next message (or, for a group
+-- registered on the queue without a cursor here, the log start's) is older than the
+-- cutoff. One index probe per such partition; queues without the option cost nothing.
+CREATE FUNCTION queen.wait_eviction_plan_v1()
+RETURNS TABLE(r_partition_id uuid)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.id
+      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id,
+           LATERAL (SELECT LEAST((SELECT min(c.committed) FROM queen.log_consumers c
+                                   WHERE c.partition_id = p.id),
+                                 CASE WHEN EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+                                                    WHERE m.queue_id = q.id
+                                                      AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c
+                                                                       WHERE c.partition_id = p.id
+                                                                         AND c.consumer_group = m.consumer_group))
+                                      THEN p.log_start - 1 END) AS slowest) s
+     WHERE q.max_wait_time_seconds > 0 AND s.slowest < p.last_offset
+       AND (SELECT g.created_at FROM queen.log_segments g
+             WHERE g.partition_id = p.id AND g.end_offset > s.slowest
+             ORDER BY g.base_offset LIMIT 1)
+           < clock_timestamp() - make_interval(secs => q.max_wait_time_seconds)
+     ORDER BY p.id
+$$;
+REVOKE ALL ON FUNCTION queen.wait_eviction_plan_v1() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION queen.wait_eviction_plan_v1() TO queen_broker;
 
 -- UTC with milliseconds: the timestamp form of Queen's answers (its routes' to_char), as
 -- the broker's own HTTP timestamps (broker/src/util.rs iso_ms).
@@ -631,7 +689,8 @@ BEGIN
     INSERT INTO queen.queues AS q (name, tenant_id, namespace, task, lease_time, retry_limit,
                                    dead_letter_queue, dlq_after_max_retries, dedup_window_seconds,
                                    retention_seconds, completed_retention_seconds, delayed_processing,
-                                   encryption_enabled, options)
+                                   encryption_enabled, priority, retry_delay, max_size, ttl,
+                                   window_buffer, max_wait_time_seconds, options)
     VALUES (p_queue, COALESCE(p_tenant, '00000000-0000-0000-0000-000000000001'),
             COALESCE(p_namespace, CASE WHEN strpos(p_queue, '.') > 0 THEN split_part(p_queue, '.', 1) ELSE p_queue END),
             COALESCE(p_task, CASE WHEN strpos(p_queue, '.') > 0 THEN substr(p_queue, strpos(p_queue, '.') + 1) ELSE '' END),
@@ -640,7 +699,10 @@ BEGIN
             COALESCE((o->>'dedupWindowSeconds')::int, 3600), COALESCE((o->>'retentionSeconds')::int, 0),
             COALESCE((o->>'completedRetentionSeconds')::int, 0),
             COALESCE((o->>'delayedProcessing')::int, 0),
-            COALESCE((o->>'encryptionEnabled')::bool, false), o)
+            COALESCE((o->>'encryptionEnabled')::bool, false),
+            COALESCE((o->>'priority')::int, 0), COALESCE((o->>'retryDelay')::int, 0),
+            COALESCE((o->>'maxSize')::int, 0), COALESCE((o->>'ttl')::int, 0),
+            COALESCE((o->>'windowBuffer')::int, 0), COALESCE((o->>'maxWaitTimeSeconds')::int, 0), o)
     ON CONFLICT (tenant_id, name) DO UPDATE SET
         namespace = COALESCE(p_namespace, q.namespace),
         task = COALESCE(p_task, q.task),
@@ -653,12 +715,35 @@ BEGIN
         completed_retention_seconds = COALESCE((o->>'completedRetentionSeconds')::int, q.completed_retention_seconds),
         delayed_processing = COALESCE((o->>'delayedProcessing')::int, q.delayed_processing),
         encryption_enabled = COALESCE((o->>'encryptionEnabled')::bool, q.encryption_enabled),
+        priority = COALESCE((o->>'priority')::int, q.priority),
+        retry_delay = COALESCE((o->>'retryDelay')::int, q.retry_delay),
+        max_size = COALESCE((o->>'maxSize')::int, q.max_size),
+        ttl = COALESCE((o->>'ttl')::int, q.ttl),
+        window_buffer = COALESCE((o->>'windowBuffer')::int, q.window_buffer),
+        max_wait_time_seconds = COALESCE((o->>'maxWaitTimeSeconds')::int, q.max_wait_time_seconds),
         options = q.options || o
     RETURNING * INTO v_queue;
     v_pid := queen.provision_partition(v_queue.id, 'Default');
-    RETURN jsonb_build_object('queueId', v_queue.id, 'partitionId', v_pid, 'queue', v_queue.name,
+    -- The queue's effective options after this call, every key of Queen's answer (its
+    -- 012_configure.sql), so a client reads back what is enforced: ttl 0 where Queen
+    -- echoes its default 3600 (docs/decisions.md, "Queue options").
+    RETURN jsonb_build_object('configured', true, 'queueId', v_queue.id, 'partitionId', v_pid,
+                              'queue', v_queue.name,
                               'namespace', v_queue.namespace, 'task', v_queue.task,
-                              'leaseTime', v_queue.lease_time, 'retryLimit', v_queue.retry_limit);
+                              'leaseTime', v_queue.lease_time, 'retryLimit', v_queue.retry_limit,
+                              'options', jsonb_build_object(
+        'priority', v_queue.priority, 'leaseTime', v_queue.lease_time,
+        'retryLimit', v_queue.retry_limit, 'retryDelay', v_queue.retry_delay,
+        'maxSize', v_queue.max_size, 'ttl', v_queue.ttl,
+        'deadLetterQueue', v_queue.dead_letter_queue,
+        'dlqAfterMaxRetries', v_queue.dlq_after_max_retries,
+        'delayedProcessing', v_queue.delayed_processing, 'windowBuffer', v_queue.window_buffer,
+        'retentionSeconds', v_queue.retention_seconds,
+        'completedRetentionSeconds', v_queue.completed_retention_seconds,
+        'retentionEnabled', COALESCE(v_queue.retention_seconds, 0) > 0
+                            OR COALESCE(v_queue.completed_retention_seconds, 0) > 0,
+        'encryptionEnabled', v_queue.encryption_enabled,
+        'maxWaitTimeSeconds', v_queue.max_wait_time_seconds));
 EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range OR check_violation THEN
     RAISE EXCEPTION 'invalid option value: %', SQLERRM USING ERRCODE = 'invalid_parameter_value';
 END $$;
@@ -2865,7 +2950,8 @@ BEGIN
                                          sidecar_rows, duration_ms)
     VALUES (p_now, COALESCE((p_report->>'messages')::bigint, 0),
             COALESCE((p_report->>'expiredMessages')::bigint, 0),
-            COALESCE((p_report->>'evicted')::bigint, 0),
+            -- lost unconsumed: to retention rule 1 and to maxWaitTimeSeconds
+            COALESCE((p_report->>'evicted')::bigint, 0) + COALESCE((p_report->>'waitEvicted')::bigint, 0),
             COALESCE((p_report->>'segments')::bigint, 0),
             COALESCE((p_report->>'sidecarRows')::bigint, 0),
             COALESCE((p_report->>'durationMs')::numeric, 0));

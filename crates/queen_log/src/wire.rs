@@ -350,6 +350,9 @@ pub struct Configured {
     pub task: Option<String>,
     pub lease_time: i32,
     pub retry_limit: i32,
+    /// The queue's effective options after the call, every key of Queen's answer.
+    #[serde(default)]
+    pub options: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `queue_info_v1` (sql/broker_api.sql); SQL NULL when the queue does not exist.

@@ -57,14 +57,15 @@ pub async fn configure(
             tenant,
         )
         .await?;
+    // Queen's answer: the queue's effective options, every key (docs/http-api.md, "Configure").
     Ok(Json(json!({
         "configured": true,
         "queueId": r.queue_id,
         "partitionId": r.partition_id,
         "queue": body.queue,
-        "namespace": body.namespace,
-        "task": body.task,
-        "options": options,
+        "namespace": r.namespace,
+        "task": r.task,
+        "options": r.options,
     })))
 }
 
