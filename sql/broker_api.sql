@@ -85,7 +85,8 @@ BEGIN
         'retentionEnabled', COALESCE(v_queue.retention_seconds, 0) > 0
                             OR COALESCE(v_queue.completed_retention_seconds, 0) > 0,
         'encryptionEnabled', v_queue.encryption_enabled,
-        'maxWaitTimeSeconds', v_queue.max_wait_time_seconds));
+        'maxWaitTimeSeconds', v_queue.max_wait_time_seconds,
+        'dedupWindowSeconds', v_queue.dedup_window_seconds));
 EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range OR check_violation THEN
     RAISE EXCEPTION 'invalid option value: %', SQLERRM USING ERRCODE = 'invalid_parameter_value';
 END $$;

@@ -494,6 +494,20 @@ pub fn hold(queue: &QueueRef) -> Option<Hold> {
     })
 }
 
+/// Whether the partition's last push is before `quiet_before` (`windowBuffer`).
+fn quiet(client: &SpiClient<'_>, pid: Uuid, quiet_before: TimestampWithTimeZone) -> bool {
+    q(
+        client,
+        "SELECT last_write_at <= $2 FROM queen.log_partitions WHERE id = $1",
+        &[pid.into(), quiet_before.into()],
+    )
+    .or_raise()
+    .first()
+    .get_one::<bool>()
+    .or_raise()
+    .unwrap_or(false)
+}
+
 /// Under `ttl` (docs/decisions.md, "Queue options"): a claimed cursor whose next messages
 /// are older than the queue's ttl moves past them before anything is served, and the
 /// group's `evicted` count says how many it lost, as retention's evictions do: an expired
@@ -630,7 +644,12 @@ fn pop_partition(
     held: &mut AscendingLocks,
 ) -> Option<Served> {
     let visible_before = visibility_deadline(queue);
-    let claim = claim(client, pid, queue, req, hold(queue), held)?;
+    let hold = hold(queue);
+    let claim = claim(client, pid, queue, req, hold, held)?;
+    // A cursor created by this pop skipped the claim's checks: windowBuffer asked again.
+    if queue.window_buffer > 0 && hold.is_some_and(|h| !quiet(client, pid, h.quiet_before)) {
+        return None;
+    }
     let expired = expire(client, pid, req.group, queue, &claim);
     let old = &expired;
     let slices = match serve(client, pid, old.committed + 1, req.budget, visible_before) {

@@ -63,8 +63,8 @@ pub async fn configure(
         "queueId": r.queue_id,
         "partitionId": r.partition_id,
         "queue": body.queue,
-        "namespace": r.namespace,
-        "task": r.task,
+        "namespace": body.namespace,
+        "task": body.task,
         "options": r.options,
     })))
 }
