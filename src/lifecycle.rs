@@ -436,7 +436,9 @@ fn wait_eviction(client: &mut SpiClient<'_>, pid: Uuid) -> WaitEviction {
     )
     .or_raise()
     .next()
-    .map_or(last_offset + 1, |r| col::<i64>(&r, 1, "log_segments.base_offset"));
+    .map_or(last_offset + 1, |r| {
+        col::<i64>(&r, 1, "log_segments.base_offset")
+    });
     let Some(behind) = lock_behind(client, pid, floor) else {
         return WaitEviction {
             evicted: 0,

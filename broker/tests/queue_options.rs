@@ -66,7 +66,12 @@ async fn queen_sdk_configure_bodies_are_accepted_and_answered_with_every_option(
     assert_eq!(s, StatusCode::OK, "{v}");
     let o = &v["options"];
     assert_eq!(
-        (&o["leaseTime"], &o["retryLimit"], &o["priority"], &o["maxSize"]),
+        (
+            &o["leaseTime"],
+            &o["retryLimit"],
+            &o["priority"],
+            &o["maxSize"]
+        ),
         (&json!(60), &json!(5), &json!(7), &json!(5000)),
         "{v}"
     );
@@ -112,7 +117,8 @@ async fn max_size_refuses_a_push_past_the_cap_with_429_and_writes_nothing() {
 async fn priority_orders_a_namespace_pop_higher_first() {
     let b = start().await;
     let ns = unique("optns");
-    let (low, high) = (format!("{ns}.low"), format!("{ns}.high"));
+    // The higher priority on the name that sorts last, so name order cannot pass for it.
+    let (low, high) = (format!("{ns}.a-low"), format!("{ns}.z-high"));
     b.configure(&low, json!({"priority": 1})).await;
     b.configure(&high, json!({"priority": 9})).await;
     b.push(items(&low, &["l1", "l2"])).await;
@@ -125,7 +131,11 @@ async fn priority_orders_a_namespace_pop_higher_first() {
         assert_eq!(s, StatusCode::OK, "{v}");
         served.extend(txns(&v));
     }
-    assert_eq!(served, ["h1", "h2", "l1", "l2"], "every turn starts at the higher priority");
+    assert_eq!(
+        served,
+        ["h1", "h2", "l1", "l2"],
+        "every turn starts at the higher priority"
+    );
 }
 
 #[tokio::test]
@@ -135,13 +145,14 @@ async fn retry_delay_holds_a_failed_message_back() {
     b.configure(&q, json!({"retryDelay": 800})).await;
     b.push(items(&q, &["r1"])).await;
     let pop = b.pop(&q, "batch=1").await.unwrap();
-    let (s, acked) = b
-        .ack_batch(acks_for(&pop, "failed", Some("boom")))
-        .await;
+    let (s, acked) = b.ack_batch(acks_for(&pop, "failed", Some("boom"))).await;
     assert_eq!(s, StatusCode::OK, "{acked}");
     assert!(b.pop(&q, "batch=1").await.is_none(), "held for retryDelay");
     tokio::time::sleep(std::time::Duration::from_millis(900)).await;
-    let again = b.pop(&q, "batch=1").await.expect("redelivered after the delay");
+    let again = b
+        .pop(&q, "batch=1")
+        .await
+        .expect("redelivered after the delay");
     assert_eq!(txns(&again), ["r1"]);
 }
 

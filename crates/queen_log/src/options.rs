@@ -197,9 +197,11 @@ mod tests {
 
     #[test]
     fn every_queen_option_is_accepted_with_any_non_negative_value() {
-        let o = check(json!({"leaseTime": 60, "maxSize": 1000, "priority": 10, "retryLimit": 5,
+        let o = check(
+            json!({"leaseTime": 60, "maxSize": 1000, "priority": 10, "retryLimit": 5,
                              "ttl": 60, "retryDelay": 1500.0, "windowBuffer": 2,
-                             "maxWaitTimeSeconds": 30}))
+                             "maxWaitTimeSeconds": 30}),
+        )
         .unwrap();
         assert_eq!(o["maxSize"], json!(1000));
         assert_eq!(o["retryDelay"], json!(1500));

@@ -110,7 +110,7 @@ SELECT queen.ack(r_partition_id, r_lease_id, array_agg(r_transaction_id))->>'ack
   FROM capped GROUP BY r_partition_id, r_lease_id;
 SELECT queen.push('cap', '[4,5]', ARRAY['c4','c5'])->>'status' AS pushed;
 -- Every partition counts toward the queue's cap: the queue holds 3, so a push into a
--- new partition is refused as well (the partition itself is provisioned, empty).
+-- new partition is refused as well (rolled back, the new partition with it).
 SELECT queen.push('cap', '[6]', ARRAY['o1'], 'other');
 
 -- options::priority: stored, read by the broker's namespace and task pops.

@@ -260,11 +260,7 @@ fn tiers(sorted: Vec<(i64, String)>) -> Vec<Vec<String>> {
 /// consumers of a namespace spread over its queues of one priority); a lower tier is
 /// served only when every queue above it had nothing. Parks until a push into any of
 /// them or the backoff.
-async fn run_across(
-    state: AppState,
-    req: PopReq,
-    tiers: Vec<Vec<String>>,
-) -> ApiResult<Response> {
+async fn run_across(state: AppState, req: PopReq, tiers: Vec<Vec<String>>) -> ApiResult<Response> {
     let deadline = Instant::now() + req.timeout;
     let wakers: Vec<_> = tiers
         .iter()
