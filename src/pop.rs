@@ -484,9 +484,11 @@ pub fn hold(queue: &QueueRef) -> Option<Hold> {
         return None;
     }
     let before = |secs: i32| {
-        (secs > 0)
-            .then(|| plus_seconds(now(), -i64::from(secs)))
-            .unwrap_or_else(TimestampWithTimeZone::positive_infinity)
+        if secs > 0 {
+            plus_seconds(now(), -i64::from(secs))
+        } else {
+            TimestampWithTimeZone::positive_infinity()
+        }
     };
     Some(Hold {
         visible_before: before(queue.delay),
