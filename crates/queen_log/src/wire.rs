@@ -343,6 +343,9 @@ pub struct Renewed {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Configured {
+    /// Always true (Queen's answer has it).
+    #[serde(default)]
+    pub configured: bool,
     pub queue_id: Uuid,
     pub partition_id: Uuid,
     pub queue: String,
