@@ -28,6 +28,20 @@ CREATE TABLE queen.queues (
     -- encryptionEnabled: every frame pushed must be sealed (flag 4, Queen's envelope);
     -- the broker seals with its key, the extension refuses plaintext (src/push.rs).
     encryption_enabled bool NOT NULL DEFAULT false,
+    -- Queen's further options, each enforced (docs/decisions.md, "Queue options"):
+    -- priority: namespace and task pops try higher-priority queues first;
+    priority int NOT NULL DEFAULT 0 CHECK (priority >= 0),
+    -- retryDelay (milliseconds): a failed ack's redelivery delay when the ack names none;
+    retry_delay int NOT NULL DEFAULT 0 CHECK (retry_delay >= 0),
+    -- maxSize: a cap on the queue's unconsumed messages, a push past it refused (0 = none);
+    max_size int NOT NULL DEFAULT 0 CHECK (max_size >= 0),
+    -- ttl (seconds): an older message is never delivered, counted as evicted (0 = none:
+    -- set only when configure names it, never from Queen's default of 3600);
+    ttl int NOT NULL DEFAULT 0 CHECK (ttl >= 0),
+    -- windowBuffer (seconds): no pop serves a partition until this long after its last push;
+    window_buffer int NOT NULL DEFAULT 0 CHECK (window_buffer >= 0),
+    -- maxWaitTimeSeconds: run_maintenance retires messages waiting longer, counted (0 = none).
+    max_wait_time_seconds int NOT NULL DEFAULT 0 CHECK (max_wait_time_seconds >= 0),
     UNIQUE (tenant_id, name)
 );
 

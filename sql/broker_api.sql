@@ -4,7 +4,7 @@
 
 -- Create or reconfigure a queue from the HTTP configure options; the "Default" partition
 -- always exists afterwards. Every option key is checked by queen.check_queue_options_v1
--- (an unknown key or a non-neutral value of an unimplemented one is 22023) and kept
+-- (an unknown key or a value out of range is 22023) and kept
 -- verbatim in `options`.
 CREATE OR REPLACE FUNCTION queen.configure_queue_v1(p_queue text, p_namespace text, p_task text,
                                          p_options jsonb,
@@ -31,7 +31,8 @@ BEGIN
     INSERT INTO queen.queues AS q (name, tenant_id, namespace, task, lease_time, retry_limit,
                                    dead_letter_queue, dlq_after_max_retries, dedup_window_seconds,
                                    retention_seconds, completed_retention_seconds, delayed_processing,
-                                   encryption_enabled, options)
+                                   encryption_enabled, priority, retry_delay, max_size, ttl,
+                                   window_buffer, max_wait_time_seconds, options)
     VALUES (p_queue, COALESCE(p_tenant, '00000000-0000-0000-0000-000000000001'),
             COALESCE(p_namespace, CASE WHEN strpos(p_queue, '.') > 0 THEN split_part(p_queue, '.', 1) ELSE p_queue END),
             COALESCE(p_task, CASE WHEN strpos(p_queue, '.') > 0 THEN substr(p_queue, strpos(p_queue, '.') + 1) ELSE '' END),
@@ -40,7 +41,10 @@ BEGIN
             COALESCE((o->>'dedupWindowSeconds')::int, 3600), COALESCE((o->>'retentionSeconds')::int, 0),
             COALESCE((o->>'completedRetentionSeconds')::int, 0),
             COALESCE((o->>'delayedProcessing')::int, 0),
-            COALESCE((o->>'encryptionEnabled')::bool, false), o)
+            COALESCE((o->>'encryptionEnabled')::bool, false),
+            COALESCE((o->>'priority')::int, 0), COALESCE((o->>'retryDelay')::int, 0),
+            COALESCE((o->>'maxSize')::int, 0), COALESCE((o->>'ttl')::int, 0),
+            COALESCE((o->>'windowBuffer')::int, 0), COALESCE((o->>'maxWaitTimeSeconds')::int, 0), o)
     ON CONFLICT (tenant_id, name) DO UPDATE SET
         namespace = COALESCE(p_namespace, q.namespace),
         task = COALESCE(p_task, q.task),
@@ -53,12 +57,36 @@ BEGIN
         completed_retention_seconds = COALESCE((o->>'completedRetentionSeconds')::int, q.completed_retention_seconds),
         delayed_processing = COALESCE((o->>'delayedProcessing')::int, q.delayed_processing),
         encryption_enabled = COALESCE((o->>'encryptionEnabled')::bool, q.encryption_enabled),
+        priority = COALESCE((o->>'priority')::int, q.priority),
+        retry_delay = COALESCE((o->>'retryDelay')::int, q.retry_delay),
+        max_size = COALESCE((o->>'maxSize')::int, q.max_size),
+        ttl = COALESCE((o->>'ttl')::int, q.ttl),
+        window_buffer = COALESCE((o->>'windowBuffer')::int, q.window_buffer),
+        max_wait_time_seconds = COALESCE((o->>'maxWaitTimeSeconds')::int, q.max_wait_time_seconds),
         options = q.options || o
     RETURNING * INTO v_queue;
     v_pid := queen.provision_partition(v_queue.id, 'Default');
-    RETURN jsonb_build_object('queueId', v_queue.id, 'partitionId', v_pid, 'queue', v_queue.name,
+    -- The queue's effective options after this call, every key of Queen's answer (its
+    -- 012_configure.sql), so a client reads back what is enforced: ttl 0 where Queen
+    -- echoes its default 3600 (docs/decisions.md, "Queue options").
+    RETURN jsonb_build_object('configured', true, 'queueId', v_queue.id, 'partitionId', v_pid,
+                              'queue', v_queue.name,
                               'namespace', v_queue.namespace, 'task', v_queue.task,
-                              'leaseTime', v_queue.lease_time, 'retryLimit', v_queue.retry_limit);
+                              'leaseTime', v_queue.lease_time, 'retryLimit', v_queue.retry_limit,
+                              'options', jsonb_build_object(
+        'priority', v_queue.priority, 'leaseTime', v_queue.lease_time,
+        'retryLimit', v_queue.retry_limit, 'retryDelay', v_queue.retry_delay,
+        'maxSize', v_queue.max_size, 'ttl', v_queue.ttl,
+        'deadLetterQueue', v_queue.dead_letter_queue,
+        'dlqAfterMaxRetries', v_queue.dlq_after_max_retries,
+        'delayedProcessing', v_queue.delayed_processing, 'windowBuffer', v_queue.window_buffer,
+        'retentionSeconds', v_queue.retention_seconds,
+        'completedRetentionSeconds', v_queue.completed_retention_seconds,
+        'retentionEnabled', COALESCE(v_queue.retention_seconds, 0) > 0
+                            OR COALESCE(v_queue.completed_retention_seconds, 0) > 0,
+        'encryptionEnabled', v_queue.encryption_enabled,
+        'maxWaitTimeSeconds', v_queue.max_wait_time_seconds,
+        'dedupWindowSeconds', v_queue.dedup_window_seconds));
 EXCEPTION WHEN invalid_text_representation OR numeric_value_out_of_range OR check_violation THEN
     RAISE EXCEPTION 'invalid option value: %', SQLERRM USING ERRCODE = 'invalid_parameter_value';
 END $$;

@@ -149,7 +149,8 @@ BEGIN
                                          sidecar_rows, duration_ms)
     VALUES (p_now, COALESCE((p_report->>'messages')::bigint, 0),
             COALESCE((p_report->>'expiredMessages')::bigint, 0),
-            COALESCE((p_report->>'evicted')::bigint, 0),
+            -- lost unconsumed: to retention rule 1 and to maxWaitTimeSeconds
+            COALESCE((p_report->>'evicted')::bigint, 0) + COALESCE((p_report->>'waitEvicted')::bigint, 0),
             COALESCE((p_report->>'segments')::bigint, 0),
             COALESCE((p_report->>'sidecarRows')::bigint, 0),
             COALESCE((p_report->>'durationMs')::numeric, 0));

@@ -235,6 +235,33 @@ AS $$
      ORDER BY id
 $$;
 
+-- The partitions where maxWaitTimeSeconds has work (docs/decisions.md, "Queue options"):
+-- of a queue with the option set, the slowest group's next message (or, for a group
+-- registered on the queue without a cursor here, the log start's) is older than the
+-- cutoff. One index probe per such partition; queues without the option cost nothing.
+CREATE OR REPLACE FUNCTION queen.wait_eviction_plan_v1()
+RETURNS TABLE(r_partition_id uuid)
+LANGUAGE sql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT p.id
+      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id,
+           LATERAL (SELECT LEAST((SELECT min(c.committed) FROM queen.log_consumers c
+                                   WHERE c.partition_id = p.id),
+                                 CASE WHEN EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+                                                    WHERE m.queue_id = q.id
+                                                      AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c
+                                                                       WHERE c.partition_id = p.id
+                                                                         AND c.consumer_group = m.consumer_group))
+                                      THEN p.log_start - 1 END) AS slowest) s
+     WHERE q.max_wait_time_seconds > 0 AND s.slowest < p.last_offset
+       AND (SELECT g.created_at FROM queen.log_segments g
+             WHERE g.partition_id = p.id AND g.end_offset > s.slowest
+             ORDER BY g.base_offset LIMIT 1)
+           < clock_timestamp() - make_interval(secs => q.max_wait_time_seconds)
+     ORDER BY p.id
+$$;
+
 -- The driver (docs/contract.md §13): every due step for every partition, a COMMIT after each, so
 -- no transaction stays open long. Exactly one runner works at a time: each step runs
 -- under a transaction-level advisory lock, and a run that cannot take it returns at once
@@ -257,6 +284,7 @@ DECLARE
     v_expired bigint := 0;
     v_expired_messages bigint := 0;
     v_evicted bigint := 0;
+    v_wait_evicted bigint := 0;
     v_traces bigint := 0;
     v_purged bigint := 0;
     v_orphans bigint := 0;
@@ -302,6 +330,15 @@ BEGIN
             IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
             IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
         END LOOP;
+        -- maxWaitTimeSeconds (docs/decisions.md, "Queue options"): groups move past the
+        -- messages that waited longer, counted; a busy partition is left for the next run.
+        FOR r IN SELECT * FROM queen.wait_eviction_plan_v1() LOOP
+            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+            v_step := queen.log_wait_eviction_step_v1(r.r_partition_id);
+            v_wait_evicted := v_wait_evicted + (v_step->>'evicted')::bigint;
+            COMMIT;
+        END LOOP;
         FOR r IN SELECT * FROM queen.maintenance_plan_v1() LOOP
             IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
             IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
@@ -331,7 +368,7 @@ BEGIN
     END steps;
     p_report := pg_catalog.jsonb_build_object(
         'ran', true, 'partitions', v_partitions, 'segments', v_segments, 'messages', v_messages,
-        'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
+        'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'waitEvicted', v_wait_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
         'orphanRows', v_orphans, 'kvExpired', v_kv, 'streamOrphans', v_streams, 'more', v_more, 'interrupted', v_interrupted,
         'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
     -- Into the sampled history (docs/observability.md): what retention removed is counted.

@@ -17,7 +17,7 @@ use queen_log::wire::{HashAck, MultiAck, MultiRow, PositionalAck, Reply};
 
 use crate::db::{
     bad_param, bytea_array, col, default_tenant, find_partition, iso_utc, jsonb, lock_checked, now,
-    parse_uuid, plus_seconds, q, raise, raise_q, required, write_cursor, OrRaise,
+    parse_uuid, plus_millis, q, raise, raise_q, required, write_cursor, OrRaise,
 };
 use crate::dlq::{dlq_head, DlqEntry};
 
@@ -231,7 +231,8 @@ pub struct HashAckCall<'a> {
     pub statuses: &'a [Status],
     /// A nack's delay: when the branch taken releases the lease for redelivery (failed
     /// within the budget, retry), the (partition, group)'s next pop waits this many
-    /// seconds (`redeliver_at`, durable). 0 = none.
+    /// seconds (`redeliver_at`, durable). 0 = the queue's `retryDelay` (milliseconds;
+    /// 0 there too = none: docs/decisions.md, "Queue options").
     pub delay_s: i32,
     /// `Some`: a dlq verdict files the DLQ row in this call, its error text by
     /// `queen_log::dlq::error_text` over these per-element errors (input order; missing
@@ -270,8 +271,13 @@ pub fn ack_by_hash(client: &mut SpiClient<'_>, call: &HashAckCall<'_>) -> Reply<
     };
     let d = decide(&cur.state, &elements, policy);
     write_cursor(client, pid, group, &cur.state, &d.state);
-    let redeliver_at = (call.delay_s > 0 && d.branch.holds_redelivery())
-        .then(|| hold_redelivery(client, pid, group, call.delay_s));
+    let delay_ms = if call.delay_s > 0 {
+        i64::from(call.delay_s) * 1000
+    } else {
+        i64::from(cur.retry_delay_ms)
+    };
+    let redeliver_at = (delay_ms > 0 && d.branch.holds_redelivery())
+        .then(|| hold_redelivery(client, pid, group, delay_ms));
     let hex =
         |idx: &[usize]| -> Vec<String> { idx.iter().map(|&i| hash_hex(&hashes[i])).collect() };
     let dlq = d.branch == Branch::Dlq;
@@ -329,15 +335,15 @@ fn file_in_call(
     }
 }
 
-/// No pop of the (partition, group) before now + `delay_s`: written to the durable
+/// No pop of the (partition, group) before now + `delay_ms`: written to the durable
 /// cursor row (a nack's delay survives a crash); returns the instant.
 fn hold_redelivery(
     client: &mut SpiClient<'_>,
     pid: Uuid,
     group: &str,
-    delay_s: i32,
+    delay_ms: i64,
 ) -> TimestampWithTimeZone {
-    let until = plus_seconds(now(), i64::from(delay_s));
+    let until = plus_millis(now(), delay_ms);
     q(
         client,
         "UPDATE queen.log_consumers SET redeliver_at = $3

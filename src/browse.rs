@@ -415,7 +415,7 @@ fn one_part(client: &SpiClient<'_>, pid: Uuid, tenant: Uuid) -> Option<(Part, Va
         client,
         "SELECT p.id, q.name::text, p.name, q.namespace::text, q.task::text, p.log_start,
                 jsonb_build_object('leaseTime', q.lease_time, 'retryLimit', q.retry_limit,
-                                   'retryDelay', NULL, 'ttl', NULL, 'priority', 0),
+                                   'retryDelay', q.retry_delay, 'ttl', q.ttl, 'priority', q.priority),
                 p.last_offset
            FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
           WHERE p.id = $1 AND q.tenant_id = $2",

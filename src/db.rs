@@ -167,6 +167,17 @@ pub fn plus_seconds(t: TimestampWithTimeZone, secs: i64) -> TimestampWithTimeZon
     })
 }
 
+/// `t` plus `ms` milliseconds (22008 when out of range).
+pub fn plus_millis(t: TimestampWithTimeZone, ms: i64) -> TimestampWithTimeZone {
+    let micros = pg_sys::TimestampTz::from(t).saturating_add(ms.saturating_mul(1_000));
+    TimestampWithTimeZone::try_from(micros).unwrap_or_else(|_| {
+        raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!("timestamp out of range: now + {ms} ms"),
+        )
+    })
+}
+
 /// UTC with microseconds, the timestamp form of every JSON result (contract conventions).
 pub fn iso_utc(t: TimestampWithTimeZone) -> String {
     let u = t.to_utc();
@@ -212,6 +223,9 @@ pub struct LockedCursor {
     pub log: LogBounds,
     pub retry_limit: i32,
     pub dlq_enabled: bool,
+    /// The queue's `retryDelay` (milliseconds): a failed ack's redelivery delay when the
+    /// ack names none (docs/decisions.md, "Queue options").
+    pub retry_delay_ms: i32,
 }
 
 /// Lock the (partition, group) lease row FOR UPDATE: the only lock any ack path takes
@@ -263,7 +277,7 @@ pub fn read_locked(client: &SpiClient<'_>, pid: Uuid, group: &str) -> Option<Loc
                 COALESCE(l.lease_expires_at >= $3, false),
                 p.txns_start, COALESCE(q.retry_limit, 3),
                 COALESCE(q.dead_letter_queue, true) OR COALESCE(q.dlq_after_max_retries, true),
-                p.log_start, p.last_offset
+                p.log_start, p.last_offset, q.retry_delay
            FROM queen.log_leases l
            JOIN queen.log_consumers c
              ON c.partition_id = l.partition_id AND c.consumer_group = l.consumer_group
@@ -285,6 +299,7 @@ pub fn read_locked(client: &SpiClient<'_>, pid: Uuid, group: &str) -> Option<Loc
             log_start: col(&row, 12, "log_partitions.log_start"),
             last_offset: col(&row, 13, "log_partitions.last_offset"),
         },
+        retry_delay_ms: col(&row, 14, "queues.retry_delay"),
     })
 }
 
@@ -385,6 +400,10 @@ pub struct QueueRef {
     pub lease_time: i32,
     /// `delayedProcessing`: seconds a message stays invisible after its push (0 = none).
     pub delay: i32,
+    /// `windowBuffer`: seconds a partition stays unserved after its last push (0 = none).
+    pub window_buffer: i32,
+    /// `ttl`: seconds after which a message is retired unserved, counted (0 = none).
+    pub ttl: i32,
 }
 
 /// A partition resolved by names, with its queue.
@@ -403,7 +422,7 @@ pub fn find_partition_ref(
 ) -> Option<PartitionRef> {
     q(
         client,
-        "SELECT p.id, q.id, q.lease_time, q.delayed_processing
+        "SELECT p.id, q.id, q.lease_time, q.delayed_processing, q.window_buffer, q.ttl
                FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
         &[tenant.into(), queue.into(), partition.into()],
@@ -417,6 +436,8 @@ pub fn find_partition_ref(
             tenant,
             lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
             delay: col(&row, 4, "queues.delayed_processing"),
+            window_buffer: col(&row, 5, "queues.window_buffer"),
+            ttl: col(&row, 6, "queues.ttl"),
         },
     })
 }
@@ -430,7 +451,7 @@ pub fn find_partition_by_id(
 ) -> Option<(PartitionRef, String)> {
     q(
         client,
-        "SELECT p.name, q.id, q.lease_time, q.delayed_processing
+        "SELECT p.name, q.id, q.lease_time, q.delayed_processing, q.window_buffer, q.ttl
                FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
               WHERE p.id = $1 AND q.tenant_id = $2",
         &[pid.into(), tenant.into()],
@@ -443,6 +464,8 @@ pub fn find_partition_by_id(
             tenant,
             lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
             delay: col(&row, 4, "queues.delayed_processing"),
+            window_buffer: col(&row, 5, "queues.window_buffer"),
+            ttl: col(&row, 6, "queues.ttl"),
         };
         (
             PartitionRef { id: pid, queue },
@@ -465,7 +488,7 @@ pub fn find_partition(
 pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<QueueRef> {
     q(
         client,
-        "SELECT id, lease_time, delayed_processing FROM queen.queues
+        "SELECT id, lease_time, delayed_processing, window_buffer, ttl FROM queen.queues
           WHERE tenant_id = $1 AND name = $2",
         &[tenant.into(), queue.into()],
     )
@@ -476,6 +499,8 @@ pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<Q
         tenant,
         lease_time: queue_lease_time(row.get::<i32>(2).or_raise()),
         delay: col(&row, 3, "queues.delayed_processing"),
+        window_buffer: col(&row, 4, "queues.window_buffer"),
+        ttl: col(&row, 5, "queues.ttl"),
     })
 }
 

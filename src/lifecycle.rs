@@ -383,3 +383,81 @@ fn log_retention_step_v1(
         step(c, pid, p_all_cutoff, p_completed_cutoff, max_rows)
     }))
 }
+
+/// What one `maxWaitTimeSeconds` step did: messages the partition's groups lost, or
+/// `busy` when a lease row it needed was locked (nothing changed; the next run retries).
+#[derive(serde::Serialize)]
+struct WaitEviction {
+    evicted: i64,
+    busy: bool,
+}
+
+/// One `maxWaitTimeSeconds` step for one partition (docs/decisions.md, "Queue options";
+/// Queen's eviction service): every group, and every group registered on the queue without
+/// a cursor here yet, whose next message has waited longer than the queue's
+/// maxWaitTimeSeconds moves past every message that old, and its `evicted` count says how
+/// many it lost. Nothing is deleted (retention decides what the log keeps). Locks as a
+/// retention step: the partition row first, the lease rows of the groups behind only with
+/// SKIP LOCKED. The floor is the first segment created at or after the cutoff above the
+/// slowest group (an index range from there), or past the last offset.
+fn wait_eviction(client: &mut SpiClient<'_>, pid: Uuid) -> WaitEviction {
+    let idle = WaitEviction {
+        evicted: 0,
+        busy: false,
+    };
+    let Some(row) = q(
+        client,
+        "SELECT p.log_start, p.last_offset, q.max_wait_time_seconds
+           FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+          WHERE p.id = $1 FOR NO KEY UPDATE OF p",
+        &[pid.into()],
+    )
+    .or_raise()
+    .next() else {
+        return idle;
+    };
+    let log_start: i64 = col(&row, 1, "log_partitions.log_start");
+    let last_offset: i64 = col(&row, 2, "log_partitions.last_offset");
+    let max_wait: i32 = col(&row, 3, "queues.max_wait_time_seconds");
+    if max_wait <= 0 {
+        return idle;
+    }
+    let pending = pending_groups(client, pid, log_start, last_offset);
+    let Some(slowest) = min_committed(client, pid, &pending) else {
+        return idle;
+    };
+    let cutoff = crate::db::plus_seconds(now(), -i64::from(max_wait));
+    let floor = q(
+        client,
+        "SELECT base_offset FROM queen.log_segments
+          WHERE partition_id = $1 AND end_offset > $2 AND created_at >= $3
+          ORDER BY base_offset LIMIT 1",
+        &[pid.into(), slowest.into(), cutoff.into()],
+    )
+    .or_raise()
+    .next()
+    .map_or(last_offset + 1, |r| {
+        col::<i64>(&r, 1, "log_segments.base_offset")
+    });
+    let Some(behind) = lock_behind(client, pid, floor) else {
+        return WaitEviction {
+            evicted: 0,
+            busy: true,
+        };
+    };
+    WaitEviction {
+        evicted: evict_cursors(client, pid, floor, &behind)
+            + evict_pending(client, pid, floor, &pending),
+        busy: false,
+    }
+}
+
+/// `queen.log_wait_eviction_step_v1(p_pid)`: one `maxWaitTimeSeconds` step for one
+/// partition, on its queue's setting (run_maintenance calls it for the partitions
+/// `queen.wait_eviction_plan_v1` names). `{evicted, busy}`.
+#[pg_extern(volatile, parallel_unsafe, security_definer)]
+#[search_path(pg_catalog, pg_temp)]
+fn log_wait_eviction_step_v1(p_pid: Option<Uuid>) -> JsonB {
+    let pid = required(p_pid, "p_pid");
+    jsonb(&Spi::connect_mut(|c| wait_eviction(c, pid)))
+}

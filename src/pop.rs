@@ -243,8 +243,10 @@ const CLAIM: &str = "SELECT 1 FROM queen.log_leases l
     AND (c.redeliver_at IS NULL OR c.redeliver_at <= $3)
     FOR UPDATE OF l SKIP LOCKED";
 
-/// The same under `delayedProcessing`: the segment holding the cursor's next offset must
-/// be visible ($4 = now − delay), so a consumer re-polling a deferred partition locks
+/// The same under `delayedProcessing` or `windowBuffer`: the segment holding the cursor's
+/// next offset must be visible ($4 = now − delay, or infinity) and the partition quiet
+/// since $5 (now − windowBuffer, or infinity: Queen's debounce, no pop until the
+/// partition's last push is that old), so a consumer re-polling a deferred partition locks
 /// nothing. No segment there at all (a retention hole) passes, so the hole gets sealed.
 /// One index probe; a queue without a delay never runs it. Every table names the partition
 /// by `$1` itself: Citus runs a row-locking query only when it can see that all of it
@@ -260,6 +262,7 @@ const CLAIM_DELAYED: &str = "SELECT 1 FROM queen.log_leases l
     AND COALESCE((SELECT s.created_at FROM queen.log_segments s
                    WHERE s.partition_id = $1 AND s.base_offset <= GREATEST(c.committed + 1, p.log_start)
                    ORDER BY s.base_offset DESC LIMIT 1), '-infinity') <= $4
+    AND p.last_write_at <= $5
     FOR UPDATE OF l SKIP LOCKED";
 
 /// Claim the (partition, group) lease row: FOR UPDATE SKIP LOCKED when no live lease is
@@ -275,16 +278,22 @@ fn claim(
     pid: Uuid,
     queue: &QueueRef,
     req: &Checked<'_>,
-    visible_before: Option<TimestampWithTimeZone>,
+    hold: Option<Hold>,
     held: &mut AscendingLocks,
 ) -> Option<Claim> {
     for _ in 0..2 {
-        let free = match visible_before {
+        let free = match hold {
             None => q(client, CLAIM, &[pid.into(), req.group.into(), now().into()]),
-            Some(deadline) => q(
+            Some(h) => q(
                 client,
                 CLAIM_DELAYED,
-                &[pid.into(), req.group.into(), now().into(), deadline.into()],
+                &[
+                    pid.into(),
+                    req.group.into(),
+                    now().into(),
+                    h.visible_before.into(),
+                    h.quiet_before.into(),
+                ],
             ),
         }
         .or_raise();
@@ -460,6 +469,91 @@ pub fn visibility_deadline(queue: &QueueRef) -> Option<TimestampWithTimeZone> {
     (queue.delay > 0).then(|| plus_seconds(now(), -i64::from(queue.delay)))
 }
 
+/// What holds a queue's partitions back from a pop: `delayedProcessing` (a segment is
+/// visible once created before `visible_before`) and `windowBuffer` (a partition is
+/// served once its last push is before `quiet_before`); infinity where the option is off.
+/// None (the plain claim) when neither is set.
+#[derive(Clone, Copy)]
+pub struct Hold {
+    visible_before: TimestampWithTimeZone,
+    quiet_before: TimestampWithTimeZone,
+}
+
+pub fn hold(queue: &QueueRef) -> Option<Hold> {
+    if queue.delay <= 0 && queue.window_buffer <= 0 {
+        return None;
+    }
+    let before = |secs: i32| {
+        if secs > 0 {
+            plus_seconds(now(), -i64::from(secs))
+        } else {
+            TimestampWithTimeZone::positive_infinity()
+        }
+    };
+    Some(Hold {
+        visible_before: before(queue.delay),
+        quiet_before: before(queue.window_buffer),
+    })
+}
+
+/// Whether the partition's last push is before `quiet_before` (`windowBuffer`).
+fn quiet(client: &SpiClient<'_>, pid: Uuid, quiet_before: TimestampWithTimeZone) -> bool {
+    q(
+        client,
+        "SELECT last_write_at <= $2 FROM queen.log_partitions WHERE id = $1",
+        &[pid.into(), quiet_before.into()],
+    )
+    .or_raise()
+    .first()
+    .get_one::<bool>()
+    .or_raise()
+    .unwrap_or(false)
+}
+
+/// Under `ttl` (docs/decisions.md, "Queue options"): a claimed cursor whose next messages
+/// are older than the queue's ttl moves past them before anything is served, and the
+/// group's `evicted` count says how many it lost, as retention's evictions do: an expired
+/// message is never delivered and never dropped silently. The floor is the first segment
+/// created at or after now − ttl above the cursor (one index range from the cursor), or
+/// past the partition's last offset when every message is older. Returns the state to
+/// serve from.
+fn expire(
+    client: &mut SpiClient<'_>,
+    pid: Uuid,
+    group: &str,
+    queue: &QueueRef,
+    claim: &Claim,
+) -> CursorState {
+    let old = &claim.state;
+    if queue.ttl <= 0 || old.committed >= claim.last_offset {
+        return old.clone();
+    }
+    let cutoff = plus_seconds(now(), -i64::from(queue.ttl));
+    let young = q(
+        client,
+        "SELECT base_offset FROM queen.log_segments
+          WHERE partition_id = $1 AND end_offset > $2 AND created_at >= $3
+          ORDER BY base_offset LIMIT 1",
+        &[pid.into(), old.committed.into(), cutoff.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| col::<i64>(&r, 1, "log_segments.base_offset"));
+    let floor = young.unwrap_or(claim.last_offset + 1);
+    let Some((next, lost)) = queen_log::lifecycle::evict(old, floor) else {
+        return old.clone();
+    };
+    write_cursor(client, pid, group, old, &next);
+    q(
+        client,
+        "UPDATE queen.log_consumers SET evicted = evicted + $3
+          WHERE partition_id = $1 AND consumer_group = $2",
+        &[pid.into(), group.into(), lost.into()],
+    )
+    .or_raise();
+    next
+}
+
 /// Read up to `budget` frames from `next` onward across consecutive segments, stopping
 /// at the first segment created after `visible_before` (`queen_log::pop::plan_visible`).
 /// Blobs are stored out of line (EXTERNAL): only the segments the plan serves are
@@ -552,8 +646,14 @@ fn pop_partition(
     held: &mut AscendingLocks,
 ) -> Option<Served> {
     let visible_before = visibility_deadline(queue);
-    let claim = claim(client, pid, queue, req, visible_before, held)?;
-    let old = &claim.state;
+    let hold = hold(queue);
+    let claim = claim(client, pid, queue, req, hold, held)?;
+    // A cursor created by this pop skipped the claim's checks: windowBuffer asked again.
+    if queue.window_buffer > 0 && hold.is_some_and(|h| !quiet(client, pid, h.quiet_before)) {
+        return None;
+    }
+    let expired = expire(client, pid, req.group, queue, &claim);
+    let old = &expired;
     let slices = match serve(client, pid, old.committed + 1, req.budget, visible_before) {
         Found::Slices(s) => s,
         // A seal over deferred messages would skip them: leave the cursor alone.
@@ -830,10 +930,11 @@ const CANDIDATES: &str = "SELECT p.id, p.name FROM queen.log_partitions p
   ORDER BY l.lease_acquired_at NULLS FIRST, p.id
   LIMIT $3";
 
-/// The same under `delayedProcessing`: only partitions whose next message is visible
-/// ($5 = now − delay; one index probe each). Without it, partitions holding only young
-/// messages, never leased and so first in line, would fill the candidate list and starve
-/// the ready ones behind them until their delay passed.
+/// The same under `delayedProcessing` or `windowBuffer`: only partitions whose next
+/// message is visible ($5 = now − delay, or infinity; one index probe each) and that have
+/// been quiet since $6 (now − windowBuffer, or infinity). Without it, partitions holding
+/// only young messages, never leased and so first in line, would fill the candidate list
+/// and starve the ready ones behind them until their delay passed.
 const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name FROM queen.log_partitions p
    LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
    LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
@@ -846,6 +947,7 @@ const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name FROM queen.log_partitions 
                    WHERE s.partition_id = p.id
                      AND s.base_offset <= GREATEST(COALESCE(c.committed + 1, p.log_start), p.log_start)
                    ORDER BY s.base_offset DESC LIMIT 1), '-infinity') <= $5
+    AND p.last_write_at <= $6
   ORDER BY l.lease_acquired_at NULLS FIRST, p.id
   LIMIT $3";
 
@@ -857,11 +959,12 @@ fn candidates(
 ) -> Vec<(Uuid, String)> {
     let limit = i64::from(want).saturating_mul(4).saturating_add(8);
     let args = [queue.id.into(), group.into(), limit.into(), now().into()];
-    match visibility_deadline(queue) {
+    match hold(queue) {
         None => q(client, CANDIDATES, &args),
-        Some(deadline) => {
+        Some(h) => {
             let [a, b, c, d] = args;
-            q(client, CANDIDATES_DELAYED, &[a, b, c, d, deadline.into()])
+            let (e, f) = (h.visible_before.into(), h.quiet_before.into());
+            q(client, CANDIDATES_DELAYED, &[a, b, c, d, e, f])
         }
     }
     .or_raise()

@@ -390,23 +390,93 @@ fn probe_duplicates(
 fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> PushVerdict {
     let at = now();
     let n = i64::from(seg.msg_count);
-    let base = q(
+    let (base, cap) = q(
         client,
         "UPDATE queen.log_partitions SET last_offset = last_offset + $2, last_write_at = $3
           WHERE id = $1
-         RETURNING last_offset - $2 + 1",
+         RETURNING last_offset - $2 + 1,
+                   (SELECT q.max_size FROM queen.queues q WHERE q.id = queue_id)",
         &[pid.into(), n.into(), at.into()],
     )
     .or_raise()
     .next()
-    .map(|r| col::<i64>(&r, 1, "log_partitions.last_offset"))
+    .map(|r| {
+        (
+            col::<i64>(&r, 1, "log_partitions.last_offset"),
+            col::<i32>(&r, 2, "queues.max_size"),
+        )
+    })
     .unwrap_or_else(|| {
         raise_q(format!(
             "QPUSH unknown queue/partition {}/{}",
             seg.queue, seg.partition
         ))
     });
-    write_rows(client, pid, base, at, seg)
+    let verdict = write_rows(client, pid, base, at, seg);
+    if cap > 0 {
+        enforce_caps(client, &[pid]);
+    }
+    verdict
+}
+
+/// `maxSize` (docs/decisions.md, "Queue options"): after a push wrote, the queues of the
+/// capped partitions it wrote to must hold at most their maxSize unconsumed messages
+/// (per partition, the messages above its slowest group's cursor, or above its log start
+/// when nobody has read it: what retention rule 2 still has to keep); else the push
+/// raises 54000 `QFULL` and, rolled back, wrote nothing. A transaction-level advisory
+/// lock per capped queue, taken after the partition rows and in queue-id order,
+/// serializes its pushes' checks, so two pushes into different partitions cannot both
+/// pass the last free place; the count is a statement after the lock, which sees what the
+/// previous holder committed.
+fn enforce_caps(client: &mut SpiClient<'_>, pids: &[Uuid]) {
+    let capped_queues = q(
+        client,
+        "WITH capped AS MATERIALIZED (
+             SELECT DISTINCT q.id, q.name, q.max_size
+               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE p.id = ANY($1) AND q.max_size > 0),
+         locked AS MATERIALIZED (
+             SELECT c.id, pg_advisory_xact_lock(1903519087, hashtext(c.id::text))
+               FROM (SELECT id FROM capped ORDER BY id) c)
+         SELECT 1 FROM locked",
+        &[pids.to_vec().into()],
+    )
+    .or_raise()
+    .len();
+    if capped_queues == 0 {
+        return;
+    }
+    let full = q(
+        client,
+        "SELECT q.name::text, q.max_size,
+                (SELECT COALESCE(sum(GREATEST(p.last_offset - GREATEST(p.log_start - 1,
+                            COALESCE((SELECT min(c.committed) FROM queen.log_consumers c
+                                       WHERE c.partition_id = p.id), -1)), 0)), 0)::int8
+                   FROM queen.log_partitions p WHERE p.queue_id = q.id)
+           FROM queen.queues q
+          WHERE q.max_size > 0
+            AND q.id IN (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = ANY($1))
+          ORDER BY q.id",
+        &[pids.to_vec().into()],
+    )
+    .or_raise()
+    .map(|r| {
+        (
+            col::<String>(&r, 1, "queues.name"),
+            col::<i32>(&r, 2, "queues.max_size"),
+            col::<i64>(&r, 3, "unconsumed"),
+        )
+    })
+    .find(|(_, cap, n)| *n > i64::from(*cap));
+    if let Some((queue, cap, n)) = full {
+        crate::db::raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!(
+                "QFULL queue {queue} would hold {n} unconsumed messages, over its maxSize {cap}; \
+                 nothing was written"
+            ),
+        );
+    }
 }
 
 /// The segment and sidecar rows of `seg` at `[base, base + msg_count − 1]`.
@@ -671,6 +741,15 @@ pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<Push
             .or_raise();
         }
     }
+    // After every partition row holds its new tail: the cap counts the whole push.
+    let capped: Vec<Uuid> = tails
+        .iter()
+        .filter(|(_, t)| t.written.is_some() && t.capped)
+        .map(|(id, _)| Uuid::from_bytes(*id))
+        .collect();
+    if !capped.is_empty() {
+        enforce_caps(client, &capped);
+    }
     verdicts
 }
 
@@ -680,6 +759,8 @@ struct Tail {
     txns_start: i64,
     last_offset: i64,
     written: Option<pgrx::datum::TimestampWithTimeZone>,
+    /// Its queue has a `maxSize` (enforce_caps runs after the writes).
+    capped: bool,
 }
 
 /// Lock a target partition row (FOR NO KEY UPDATE, as lock_partition) and read its tail;
@@ -692,7 +773,9 @@ fn lock_tail(
 ) -> Tail {
     q(
         client,
-        "SELECT txns_start, last_offset FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
+        "SELECT txns_start, last_offset,
+                (SELECT q.max_size > 0 FROM queen.queues q WHERE q.id = queue_id)
+           FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
         &[pid.into()],
     )
     .or_raise()
@@ -701,6 +784,7 @@ fn lock_tail(
         txns_start: col(&r, 1, "log_partitions.txns_start"),
         last_offset: col(&r, 2, "log_partitions.last_offset"),
         written: None,
+        capped: col(&r, 3, "queues.max_size > 0"),
     })
     .unwrap_or_else(|| {
         let seg = targets

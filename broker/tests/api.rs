@@ -39,7 +39,13 @@ async fn configure_echoes_every_option() {
     let v = b.configure(&q, options.clone()).await;
     assert_eq!(v["configured"], true);
     assert_eq!(v["queue"], q.as_str());
-    assert_eq!(v["options"], options);
+    // Every option's effective value (Queen's answer): what was sent, null as the default.
+    let echoed = v["options"].as_object().unwrap();
+    assert_eq!(echoed.len(), 16, "{v}");
+    for (k, sent) in options.as_object().unwrap() {
+        let want = if sent.is_null() { &json!(0) } else { sent };
+        assert_eq!(&echoed[k], want, "{k}: {v}");
+    }
     assert_eq!(v["namespace"], Value::Null);
     assert!(uuid::Uuid::parse_str(v["queueId"].as_str().unwrap()).is_ok());
     let pid = v["partitionId"].as_str().unwrap().to_string();

@@ -4,3 +4,12 @@
 -- An upgrade replays every C function onto the new version's library, so the step that
 -- moved them (0.2.0's relink) has no caller left.
 DROP FUNCTION IF EXISTS queen.relink_library_v1(text);
+
+-- Queen's further queue options, each enforced (docs/decisions.md, "Queue options").
+ALTER TABLE queen.queues
+    ADD COLUMN priority int NOT NULL DEFAULT 0 CHECK (priority >= 0),
+    ADD COLUMN retry_delay int NOT NULL DEFAULT 0 CHECK (retry_delay >= 0),
+    ADD COLUMN max_size int NOT NULL DEFAULT 0 CHECK (max_size >= 0),
+    ADD COLUMN ttl int NOT NULL DEFAULT 0 CHECK (ttl >= 0),
+    ADD COLUMN window_buffer int NOT NULL DEFAULT 0 CHECK (window_buffer >= 0),
+    ADD COLUMN max_wait_time_seconds int NOT NULL DEFAULT 0 CHECK (max_wait_time_seconds >= 0);

@@ -7,12 +7,13 @@ fn configure_creates_then_updates_queue_and_default_partition() {
     assert_eq!(r["partitionId"].as_str().unwrap(), pid_of("jobs.email", "Default"));
     let r = j("SELECT queen.configure_queue_v1('jobs.email', NULL, NULL, '{\"retryLimit\": 1}')");
     assert_eq!((r["leaseTime"].as_i64(), r["retryLimit"].as_i64()), (Some(5), Some(1)), "unsent options keep their values");
-    assert_eq!(text_of("SELECT options->>'priority' FROM queen.queues").unwrap(), "0", "a neutral Queen option is kept verbatim");
+    assert_eq!(text_of("SELECT options->>'priority' FROM queen.queues").unwrap(), "0", "a Queen option is kept verbatim");
+    assert_eq!(r["options"]["priority"], 0, "the answer echoes every option's effective value");
     // Every option is enforced or refused (queen_log::options), from psql as from the broker.
     let before = table_counts();
     for (bad, names) in [
         (r#"{"leaseTime": "soon"}"#, "options.leaseTime"),
-        (r#"{"priority": 9}"#, "options.priority"),
+        (r#"{"priority": -9}"#, "options.priority"),
         (r#"{"encryptionEnabled": 1}"#, "options.encryptionEnabled"),
         (r#"{"colour": "red"}"#, "options.colour"),
         (r#"{"retentionEnabled": false}"#, "options.retentionEnabled"),

@@ -147,6 +147,16 @@ fn of_sqlstate(code: &str, msg: &str) -> ApiError {
             message: format!("database refused ({code}): {msg}"),
         };
     }
+    // A push past its queue's maxSize (54000 QFULL, docs/decisions.md, "Queue options"):
+    // refused and rolled back, the producer's to retry once consumers caught up; never
+    // spooled (a replay would only be refused again).
+    if code == "54000" && msg.starts_with("QFULL") {
+        return ApiError::Coded {
+            status: axum::http::StatusCode::TOO_MANY_REQUESTS,
+            code: "queue_full",
+            message: msg.to_string(),
+        };
+    }
     match classify(code) {
         // The session terminated under the statement (57P01 admin shutdown, 57P02 crash
         // shutdown) may have committed it first; any other such answer refused it.

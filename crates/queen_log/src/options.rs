@@ -2,7 +2,8 @@
 //! each means here, and the one check both halves apply: the broker before it calls
 //! `queen.configure_queue_v1`, the extension inside it (`queen.check_queue_options_v1`),
 //! so a psql caller cannot store an option that would be ignored either. Every key is
-//! enforced or refused, never stored and ignored.
+//! enforced or refused, never stored and ignored; what each one does here, and where that
+//! differs from Queen, is docs/decisions.md, "Queue options".
 
 use serde_json::{json, Map, Value};
 
@@ -13,16 +14,13 @@ pub enum Rule {
     Int,
     /// Read and enforced: a boolean.
     Bool,
-    /// Queen's option, not implemented here: accepted (and echoed) only as 0, the value
-    /// Queen's SDKs send by default and which asks for nothing; else refused.
-    ZeroOnly,
     /// `retentionEnabled`: retention here is its two windows, so `true` (or null) is what
     /// happens anyway, and `false` only when the same body sets both windows to 0.
     RetentionSwitch,
 }
 
-/// Every option key configure takes: the implemented ones, then Queen's others (the
-/// list of its routes/configure.cpp). A key not listed is refused; null means absent.
+/// Every option key configure takes: the list of Queen's routes/configure.cpp, each
+/// enforced. A key not listed is refused; null means absent.
 pub const OPTIONS: [(&str, Rule); 16] = [
     ("leaseTime", Rule::Int),
     ("retryLimit", Rule::Int),
@@ -36,12 +34,20 @@ pub const OPTIONS: [(&str, Rule); 16] = [
     // by the broker, which seals payloads with QUEEN_ENCRYPTION_KEY (crate::encryption).
     ("encryptionEnabled", Rule::Bool),
     ("retentionEnabled", Rule::RetentionSwitch),
-    ("priority", Rule::ZeroOnly),
-    ("windowBuffer", Rule::ZeroOnly),
-    ("maxSize", Rule::ZeroOnly),
-    ("maxWaitTimeSeconds", Rule::ZeroOnly),
-    ("retryDelay", Rule::ZeroOnly),
-    ("ttl", Rule::ZeroOnly),
+    // The order namespace and task pops try queues in, higher first (the broker).
+    ("priority", Rule::Int),
+    // Seconds a partition stays unserved after its last push (pop's claim).
+    ("windowBuffer", Rule::Int),
+    // A cap on the queue's unconsumed messages; a push past it is refused (push).
+    ("maxSize", Rule::Int),
+    // Seconds a message may wait; run_maintenance retires older ones, counted.
+    ("maxWaitTimeSeconds", Rule::Int),
+    // Milliseconds a failed ack holds the redelivery when the ack names no delay.
+    ("retryDelay", Rule::Int),
+    // Seconds after which a message is never delivered (pop retires it, counted); 0, and
+    // absent, mean none: Queen's default of 3600 is not applied to a queue that did not
+    // ask for it.
+    ("ttl", Rule::Int),
 ];
 
 /// A refused option: the field path (`options.<key>`) and why.
@@ -58,19 +64,6 @@ fn refusal(key: &str, message: String) -> Refusal {
     }
 }
 
-/// Why a neutral-only option is refused when it asks for something.
-fn not_implemented(key: &str) -> &'static str {
-    match key {
-        "priority" => "pop order by queue priority is not implemented",
-        "windowBuffer" => "holding a partition back until it has been quiet is not implemented",
-        "maxSize" => "a cap on a queue's messages is not implemented",
-        "maxWaitTimeSeconds" => "evicting messages by age is not implemented (retentionSeconds is)",
-        "retryDelay" => "a queue-wide retry delay is not implemented (a nack's delaySeconds is)",
-        "ttl" => "a message time-to-live is not implemented (retentionSeconds is)",
-        _ => "not implemented",
-    }
-}
-
 /// A JSON integer, or an integral float (`30.0`: some clients send every number as a
 /// float); anything else, including `1.5` and strings, is None.
 pub fn json_integer(v: &Value) -> Option<i64> {
@@ -84,11 +77,11 @@ pub fn json_integer(v: &Value) -> Option<i64> {
 
 /// The options as stored: every key verbatim, except that the implemented ones are
 /// checked and written in the canonical form the SQL casts expect (`30.0` -> `30`). A key
-/// not in OPTIONS, or a value asking for what is not implemented, is refused naming
+/// not in OPTIONS, or a value of the wrong type or range, is refused naming
 /// `options.<key>`.
 pub fn normalized(o: &Map<String, Value>) -> Result<Map<String, Value>, Refusal> {
     let mut out = o.clone();
-    for (k, v) in o {
+    for k in o.keys() {
         let Some((_, rule)) = OPTIONS.iter().find(|(name, _)| name == k) else {
             return Err(refusal(
                 k,
@@ -108,27 +101,10 @@ pub fn normalized(o: &Map<String, Value>) -> Result<Map<String, Value>, Refusal>
             Rule::Bool => {
                 bool_opt(o, k)?;
             }
-            Rule::ZeroOnly => {
-                if int_opt(o, k)?.is_some_and(|n| n != 0) {
-                    return Err(refuse(k, v));
-                }
-            }
             Rule::RetentionSwitch => retention_switch(o)?,
         }
     }
     Ok(out)
-}
-
-/// A neutral-only option with a value that asks for behaviour this project lacks.
-fn refuse(key: &str, v: &Value) -> Refusal {
-    refusal(
-        key,
-        format!(
-            "options.{key} = {v} is not supported: {}; only the neutral value is accepted. \
-             Refused, nothing was changed",
-            not_implemented(key)
-        ),
-    )
 }
 
 /// `retentionEnabled: false` means "keep everything": true here only when both retention
@@ -197,7 +173,11 @@ mod tests {
             check(json!({"colour": 1})).unwrap_err().field,
             "options.colour"
         );
-        assert_eq!(check(json!({"ttl": 60})).unwrap_err().field, "options.ttl");
+        assert_eq!(check(json!({"ttl": -60})).unwrap_err().field, "options.ttl");
+        assert_eq!(
+            check(json!({"maxSize": "big"})).unwrap_err().field,
+            "options.maxSize"
+        );
         assert_eq!(
             check(json!({"encryptionEnabled": "yes"}))
                 .unwrap_err()
@@ -213,6 +193,19 @@ mod tests {
             check(json!({"deadLetterQueue": "yes"})).unwrap_err().field,
             "options.deadLetterQueue"
         );
+    }
+
+    #[test]
+    fn every_queen_option_is_accepted_with_any_non_negative_value() {
+        let o = check(
+            json!({"leaseTime": 60, "maxSize": 1000, "priority": 10, "retryLimit": 5,
+                             "ttl": 60, "retryDelay": 1500.0, "windowBuffer": 2,
+                             "maxWaitTimeSeconds": 30}),
+        )
+        .unwrap();
+        assert_eq!(o["maxSize"], json!(1000));
+        assert_eq!(o["retryDelay"], json!(1500));
+        assert_eq!(OPTIONS.len(), 16);
     }
 
     #[test]

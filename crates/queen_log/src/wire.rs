@@ -343,6 +343,9 @@ pub struct Renewed {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Configured {
+    /// Always true (Queen's answer has it).
+    #[serde(default)]
+    pub configured: bool,
     pub queue_id: Uuid,
     pub partition_id: Uuid,
     pub queue: String,
@@ -350,6 +353,9 @@ pub struct Configured {
     pub task: Option<String>,
     pub lease_time: i32,
     pub retry_limit: i32,
+    /// The queue's effective options after the call, every key of Queen's answer.
+    #[serde(default)]
+    pub options: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `queue_info_v1` (sql/broker_api.sql); SQL NULL when the queue does not exist.

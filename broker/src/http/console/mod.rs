@@ -345,6 +345,20 @@ async fn queue(State(state): State<AppState>, t: Tenant, Path(name): Path<String
     options["deadLetterQueue"] = serde_json::json!(q.meta.dead_letter_queue);
     options["delayedProcessing"] = serde_json::json!(q.meta.delayed_processing);
     options["retentionSeconds"] = serde_json::json!(q.meta.retention_seconds);
+    // Every enforced option shows, 0 (off) where configure never named it
+    // (docs/decisions.md, "Queue options").
+    for k in [
+        "priority",
+        "windowBuffer",
+        "maxSize",
+        "maxWaitTimeSeconds",
+        "retryDelay",
+        "ttl",
+    ] {
+        if options.get(k).is_none_or(serde_json::Value::is_null) {
+            options[k] = serde_json::json!(0);
+        }
+    }
     let body = pages::queue(&name, &options, &parts, &group_lines(&qs));
     Ok(page(
         StatusCode::OK,

@@ -57,6 +57,7 @@ pub async fn configure(
             tenant,
         )
         .await?;
+    // Queen's answer: the queue's effective options, every key (docs/http-api.md, "Configure").
     Ok(Json(json!({
         "configured": true,
         "queueId": r.queue_id,
@@ -64,7 +65,7 @@ pub async fn configure(
         "queue": body.queue,
         "namespace": body.namespace,
         "task": body.task,
-        "options": options,
+        "options": r.options,
     })))
 }
 

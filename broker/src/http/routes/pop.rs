@@ -98,7 +98,7 @@ pub async fn pop_across(
     if state.modes.pop_maintenance() {
         return Ok(paused());
     }
-    let mut queues: Vec<String> = state
+    let mut queues: Vec<(i64, String)> = state
         .db
         .conn()
         .await?
@@ -107,10 +107,11 @@ pub async fn pop_across(
         .into_iter()
         .filter(|m| namespace.is_none_or(|n| m.namespace.as_deref() == Some(n)))
         .filter(|m| task.is_none_or(|t| m.task.as_deref() == Some(t)))
-        .map(|m| m.name)
+        .map(|m| (priority(&m.options), m.name))
         .collect();
-    queues.sort();
-    run_across(state, req, queues).await
+    // Higher `priority` first (docs/decisions.md, "Queue options"), by name within one.
+    queues.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    run_across(state, req, tiers(queues)).await
 }
 
 pub async fn pop_partition(
@@ -231,13 +232,39 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
     }
 }
 
-/// The long-poll over several queues: each round tries every queue once, starting at the
-/// next one in turn (so concurrent consumers of a namespace spread over its queues), and
-/// parks until a push into any of them or the backoff.
-async fn run_across(state: AppState, req: PopReq, queues: Vec<String>) -> ApiResult<Response> {
+/// A queue's `priority` option as configure stored it (queen_log::options: an integer
+/// >= 0); 0 when absent.
+fn priority(options: &serde_json::Value) -> i64 {
+    options
+        .get("priority")
+        .and_then(queen_log::options::json_integer)
+        .unwrap_or(0)
+}
+
+/// Queues sorted by priority (highest first) into tiers of equal priority.
+fn tiers(sorted: Vec<(i64, String)>) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut last = None;
+    for (p, name) in sorted {
+        match out.last_mut() {
+            Some(tier) if last == Some(p) => tier.push(name),
+            _ => out.push(vec![name]),
+        }
+        last = Some(p);
+    }
+    out
+}
+
+/// The long-poll over several queues: each round tries the tiers in priority order and,
+/// within a tier, every queue once, starting at the next one in turn (so concurrent
+/// consumers of a namespace spread over its queues of one priority); a lower tier is
+/// served only when every queue above it had nothing. Parks until a push into any of
+/// them or the backoff.
+async fn run_across(state: AppState, req: PopReq, tiers: Vec<Vec<String>>) -> ApiResult<Response> {
     let deadline = Instant::now() + req.timeout;
-    let wakers: Vec<_> = queues
+    let wakers: Vec<_> = tiers
         .iter()
+        .flatten()
         .map(|q| state.waker(req.tenant, q, None))
         .collect();
     let mut backoff = BACKOFF_START;
@@ -247,18 +274,20 @@ async fn run_across(state: AppState, req: PopReq, queues: Vec<String>) -> ApiRes
             n.as_mut().enable();
         });
         let start = state.next_pop_turn();
-        for k in 0..queues.len() {
-            let one = PopReq {
-                queue: queues[(start + k) % queues.len()].clone(),
-                ..req.clone()
-            };
-            let slices = pop_once(&state, &one).await?;
-            if !slices.is_empty() {
-                return respond(&state, &one, slices).await;
+        for queues in &tiers {
+            for k in 0..queues.len() {
+                let one = PopReq {
+                    queue: queues[(start + k) % queues.len()].clone(),
+                    ..req.clone()
+                };
+                let slices = pop_once(&state, &one).await?;
+                if !slices.is_empty() {
+                    return respond(&state, &one, slices).await;
+                }
             }
         }
         let now = Instant::now();
-        if !req.wait || now >= deadline || state.is_stopping() || queues.is_empty() {
+        if !req.wait || now >= deadline || state.is_stopping() || tiers.is_empty() {
             return Ok(StatusCode::NO_CONTENT.into_response());
         }
         tokio::select! {
