@@ -283,6 +283,7 @@ async fn a_torn_tail_is_cut_not_replayed() {
                 maybe_written: false,
                 spooled_at_ms: 0,
                 payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+                producer_sub: None,
             };
             s.append(vec![r]).await.unwrap();
         }
@@ -478,6 +479,7 @@ async fn a_push_that_may_have_been_written_is_found_and_holds_the_purge() {
             maybe_written,
             spooled_at_ms: 0,
             payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+            producer_sub: None,
         };
         s.append(vec![rec("mw-1", 1, true), rec("mw-2", 2, false)])
             .await
@@ -737,6 +739,7 @@ async fn a_damaged_record_costs_that_record_only() {
                 maybe_written: false,
                 spooled_at_ms: 0,
                 payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+                producer_sub: None,
             };
             s.append(vec![r]).await.unwrap();
         }
