@@ -236,6 +236,10 @@ mod tests {
         );
         let cancel = r#"{"op":"cancel","queue":"q","timerKey":"dup"}"#;
         let ops = read(&format!("[{op},{cancel},{op}]")).unwrap();
-        assert_eq!(ops.len(), 3, "read in order, applied in order by the extension");
+        assert_eq!(
+            ops.len(),
+            3,
+            "read in order, applied in order by the extension"
+        );
     }
 }

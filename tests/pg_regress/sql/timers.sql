@@ -52,18 +52,21 @@ SELECT r->>'status' AS status, r->'ok' AS ok, r->>'txn' AS txn
     {"op":"schedule","queue":"jobs","timerKey":"x","payload":2,"delayMs":60000,"txn":"x-2"}]')) r;
 SELECT t->>'txn' AS txn, convert_from(decode(t->>'payload', 'base64'), 'UTF8') AS payload
   FROM queen.timers_get_v1('jobs', 'x') t;
--- schedule twice, with another key between them: the second wins (rescheduled);
--- a cancel naming the first txn then finds nothing.
+-- schedule twice (a fresh key "t", another key between): the first is scheduled, the
+-- second rescheduled and wins; a cancel naming the first txn then finds nothing.
 SELECT r->>'status' AS status, r->'ok' AS ok, r->>'txn' AS txn, r->>'timerKey' AS key
   FROM jsonb_array_elements(queen.timers_apply_v1('[
-    {"op":"schedule","queue":"jobs","timerKey":"x","payload":3,"delayMs":60000,"txn":"x-3"},
+    {"op":"schedule","queue":"jobs","timerKey":"t","payload":3,"delayMs":60000,"txn":"t-3"},
     {"op":"schedule","queue":"jobs","timerKey":"a","payload":0,"delayMs":60000,"txn":"a-1"},
-    {"op":"schedule","queue":"jobs","timerKey":"x","payload":4,"delayMs":60000,"txn":"x-4"},
-    {"op":"cancel","queue":"jobs","timerKey":"x","txn":"x-3"},
+    {"op":"schedule","queue":"jobs","timerKey":"t","payload":4,"delayMs":60000,"txn":"t-4"},
+    {"op":"cancel","queue":"jobs","timerKey":"t","txn":"t-3"},
     {"op":"cancel","queue":"jobs","timerKey":"a"}]')) r;
 SELECT t->>'txn' AS txn, convert_from(decode(t->>'payload', 'base64'), 'UTF8') AS payload
-  FROM queen.timers_get_v1('jobs', 'x') t;
-SELECT queen.timers_apply_v1('[{"op":"cancel","queue":"jobs","timerKey":"x"}]')->0->>'status' AS cleanup;
+  FROM queen.timers_get_v1('jobs', 't') t;
+SELECT r->>'timerKey' AS key, r->>'status' AS cleanup
+  FROM jsonb_array_elements(queen.timers_apply_v1('[
+    {"op":"cancel","queue":"jobs","timerKey":"t"},
+    {"op":"cancel","queue":"jobs","timerKey":"x"}]')) r;
 
 -- timers::bad_input: refused with 22023, nothing written.
 SELECT queen.timers_apply_v1('[{"op":"schedule","queue":"jobs","timerKey":"y","payload":1}]');
