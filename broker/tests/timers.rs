@@ -219,7 +219,7 @@ async fn a_batch_applies_in_order_and_a_key_may_repeat() {
         r[0]["txn"], r[1]["txn"],
         "the cancel removed that very timer"
     );
-    assert_eq!(pending(&q).await, 0);
+    assert_eq!(timers_pending(&q).await, 0);
     // cancel(k) then schedule(k): absent, then scheduled and pending.
     let r = timers(
         &b,
@@ -230,7 +230,7 @@ async fn a_batch_applies_in_order_and_a_key_may_repeat() {
         statuses(&r),
         vec![row("k", "absent", false), row("k", "scheduled", true)]
     );
-    assert_eq!(pending(&q).await, 1);
+    assert_eq!(timers_pending(&q).await, 1);
     // schedule(j) twice around another key: the second wins.
     let r = timers(
         &b,
@@ -252,7 +252,7 @@ async fn a_batch_applies_in_order_and_a_key_may_repeat() {
     let (_, peek) = b.get(&format!("/api/v1/timers/{q}/j")).await;
     assert_eq!(peek["txn"], r[2]["txn"], "{peek}");
     assert_eq!(peek["deliverAt"], r[2]["deliverAt"], "{peek}");
-    assert_eq!(pending(&q).await, 3);
+    assert_eq!(timers_pending(&q).await, 3);
     // The same rule inside a transaction's rider.
     let (s, v) = b
         .post(
@@ -269,7 +269,7 @@ async fn a_batch_applies_in_order_and_a_key_may_repeat() {
         .map(|x| &x["status"])
         .collect();
     assert_eq!(st, vec!["scheduled", "cancelled", "cancelled"], "{v}");
-    assert_eq!(pending(&q).await, 2, "k and a are left");
+    assert_eq!(timers_pending(&q).await, 2, "k and a are left");
 }
 
 #[tokio::test]
