@@ -354,7 +354,8 @@ fn frame_of(i: usize, it: &SinkItem) -> Frame {
         message_id: *id.as_bytes(),
         trace_id: trace.map(|t| *t.as_bytes()),
         transaction_id: it.transaction_id.clone().unwrap_or_else(|| id.to_string()),
-        producer_sub: None,
+        // The broker's word (the token's subject), as `is_encrypted` is.
+        producer_sub: it.producer_sub.clone().filter(|s| !s.is_empty()),
         encrypted,
         payload: payload.into_bytes(),
     }

@@ -15,7 +15,8 @@ use pgrx::JsonB;
 use queen_log::encryption::is_envelope;
 use queen_log::frame::Frame;
 use queen_log::timers::{
-    check_ops, DeliveredTo, OpKind, SweepReport, TimerOp, TimerResult, TimerStatus, SWEEP_MAX,
+    apply_order, check_ops, DeliveredTo, OpKind, SweepReport, TimerOp, TimerResult, TimerStatus,
+    SWEEP_MAX,
 };
 
 use crate::db::{bad_param, col, default_tenant, jsonb, q, raise, required, OrRaise};
@@ -28,19 +29,18 @@ const RETRY_AFTER_SECONDS: f64 = 60.0;
 /// The pause a sweeper is told to take while another sweep holds the lock.
 const BUSY_PAUSE_MS: i64 = 50;
 
-/// Applies `ops` (checked first, nothing written on a refusal), in (queue, key) order so
-/// that two calls on the same keys lock them in one order; answers in input order.
+/// Applies `ops` (checked first, nothing written on a refusal) as if one after another
+/// in input order: each op sees what the earlier ones did, so schedule then cancel of
+/// one key leaves it absent. They run in `apply_order` (by (queue, key), input order
+/// within a key: the same answers) so that two calls on the same keys lock them in one
+/// order; answers in input order.
 pub fn apply(client: &mut SpiClient<'_>, tenant: Uuid, ops: &[TimerOp]) -> Vec<TimerResult> {
     check_ops(ops).unwrap_or_else(|e| bad_param(format!("QTIMER {e}")));
     for (i, op) in ops.iter().enumerate() {
         check_envelope(i, op);
     }
-    let mut order: Vec<usize> = (0..ops.len()).collect();
-    order.sort_by(|&a, &b| {
-        (&ops[a].queue, &ops[a].timer_key).cmp(&(&ops[b].queue, &ops[b].timer_key))
-    });
     let mut out: Vec<Option<TimerResult>> = vec![None; ops.len()];
-    for i in order {
+    for i in apply_order(ops) {
         out[i] = Some(match ops[i].op {
             OpKind::Cancel => cancel(client, tenant, &ops[i]),
             OpKind::Schedule | OpKind::Reschedule => schedule(client, tenant, &ops[i]),

@@ -415,3 +415,30 @@ async fn a_binary_transaction_commits_its_head_and_its_pushes_together() {
     .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
 }
+
+/// Producer identity (docs/security.md, "Producer identity"): with authentication on, a
+/// framed group is not stored as the client compressed it but encoded again with the
+/// token's `sub` on every frame, as a JSON push is stamped.
+#[tokio::test]
+async fn with_authentication_framed_groups_carry_the_tokens_subject() {
+    const SECRET: &str = "binary-psub-secret";
+    let b = start_with(|c| c.auth = Some(queen_broker::config::AuthConfig::hs256(SECRET))).await;
+    let claims = json!({"tenant": Uuid::new_v4(), "role": "admin", "sub": "bin-producer"});
+    let alice = b.with_token(&queen_broker::http::auth::sign(SECRET.as_bytes(), &claims));
+    let q = unique("bin-psub");
+    let frames = [frame("a", r#"{"n":1}"#), frame("b", r#"{"n":2}"#)];
+    let (body, sent) = framed(0, &[(&q, "Default", &frames)]);
+    let (s, v) = send(&alice, "/api/v1/push", body).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let blobs = blobs_of(&q, "Default").await;
+    assert_eq!(blobs.len(), 1);
+    assert_ne!(blobs[0], sent[0], "encoded again, with the subject");
+    let stored = queen_log::segment::decode_segment(&blobs[0]).unwrap();
+    assert_eq!(
+        stored
+            .iter()
+            .map(|f| (f.transaction_id.as_str(), f.producer_sub.as_deref()))
+            .collect::<Vec<_>>(),
+        vec![("a", Some("bin-producer")), ("b", Some("bin-producer"))]
+    );
+}

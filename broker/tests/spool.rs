@@ -13,6 +13,7 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -283,6 +284,7 @@ async fn a_torn_tail_is_cut_not_replayed() {
                 maybe_written: false,
                 spooled_at_ms: 0,
                 payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+                producer_sub: None,
             };
             s.append(vec![r]).await.unwrap();
         }
@@ -478,6 +480,7 @@ async fn a_push_that_may_have_been_written_is_found_and_holds_the_purge() {
             maybe_written,
             spooled_at_ms: 0,
             payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+            producer_sub: None,
         };
         s.append(vec![rec("mw-1", 1, true), rec("mw-2", 2, false)])
             .await
@@ -737,6 +740,7 @@ async fn a_damaged_record_costs_that_record_only() {
                 maybe_written: false,
                 spooled_at_ms: 0,
                 payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+                producer_sub: None,
             };
             s.append(vec![r]).await.unwrap();
         }
@@ -778,4 +782,34 @@ async fn a_damaged_record_costs_that_record_only() {
         line["error"].as_str().unwrap().contains("checksum"),
         "{line}"
     );
+}
+
+/// Producer identity (docs/security.md, "Producer identity"): a push spooled under a
+/// token keeps the token's subject, and its replay stores it (the record's flag 8).
+#[tokio::test]
+async fn a_spooled_push_keeps_the_tokens_subject() {
+    const SECRET: &str = "spool-psub-secret";
+    let _g = SERIAL.lock().await;
+    modes_off().await;
+    let dir = spool_dir();
+    let b = start_with(move |c| {
+        c.spool_dir = Some(dir);
+        c.shared_state_ms = 100;
+        c.auth = Some(queen_broker::config::AuthConfig::hs256(SECRET));
+    })
+    .await;
+    let claims = json!({"tenant": Uuid::new_v4(), "role": "admin", "sub": "spooled-producer"});
+    let alice = b.with_token(&queen_broker::http::auth::sign(SECRET.as_bytes(), &claims));
+    let q = queue();
+    set_mode(&alice, "/api/v1/system/maintenance", true).await;
+    let res = alice
+        .push(json!([{"queue": q, "payload": {"n": 1}, "producerSub": "attacker"}]))
+        .await;
+    assert_eq!(res[0]["status"], "buffered", "{res:?}");
+    set_mode(&alice, "/api/v1/system/maintenance", false).await;
+    drained(&alice).await;
+    let got = all_messages(&alice, &q).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["producerSub"], "spooled-producer", "{got:?}");
+    modes_off().await;
 }

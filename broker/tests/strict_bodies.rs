@@ -72,7 +72,9 @@ async fn every_route_refuses_an_unknown_key_naming_it() {
             json!({"queue": q, "options": {"namespace": "n"}}),
             "options.namespace",
         ),
-        // push: top level and items (Queen's own `producerSub` / `messageId` included).
+        // push: top level and items (`messageId` included; Queen's `producerSub` is
+        // accepted and ignored, broker/tests/producer_sub.rs, but not a spelling of it
+        // that no Queen client sends).
         (
             "/api/v1/push",
             json!({"items": [item], "buffer": true}),
@@ -80,8 +82,8 @@ async fn every_route_refuses_an_unknown_key_naming_it() {
         ),
         (
             "/api/v1/push",
-            json!({"items": [with(&item, "producerSub", json!("me"))]}),
-            "items[0].producerSub",
+            json!({"items": [with(&item, "producer_sub", json!("me"))]}),
+            "items[0].producer_sub",
         ),
         (
             "/api/v1/push",

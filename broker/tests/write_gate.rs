@@ -177,6 +177,7 @@ async fn a_transaction_behind_spooled_records_waits_for_them_or_is_refused() {
             maybe_written: false,
             spooled_at_ms: 0,
             payload: br#"{"n":5}"#.to_vec(),
+            producer_sub: None,
         }])
         .await
         .unwrap();

@@ -574,13 +574,22 @@ async def test_timers(client):
     check(gone["status"] == "cancelled" and gone["txn"] == again["txn"], f"cancel {gone!r}")
     absent = await client.timers.cancel(q, "later", txn=again["txn"])
     check(absent["status"] == "absent" and not absent, f"cancel again {absent!r}")
-    try:
-        await client.timers.batch([client.timers.op.schedule(q, "dup", {}, delay_ms=1),
-                                   client.timers.op.schedule(q, "dup", {}, delay_ms=2)])
-        code = None
-    except Exception as e:  # noqa: BLE001  (TimerError)
-        code = getattr(e, "code", None)
-    check(code == "timers_bad_request", f"one key twice is refused: {code!r}")
+    # A batch applies in order (Queen's rule): one key may appear several times.
+    op = client.timers.op
+    r = await client.timers.batch([op.schedule(q, "dup", {"v": 1}, delay_ms=60_000),
+                                   op.cancel(q, "dup")])
+    check([x["status"] for x in r] == ["scheduled", "cancelled"] and all(r),
+          f"schedule then cancel {r!r}")
+    check((await client.timers.peek(q, "dup"))["found"] is False, "cancelled in the same call")
+    r = await client.timers.batch([op.cancel(q, "dup"),
+                                   op.schedule(q, "dup", {"v": 2}, delay_ms=60_000)])
+    check([x["status"] for x in r] == ["absent", "scheduled"], f"cancel then schedule {r!r}")
+    r = await client.timers.batch([op.schedule(q, "dup", {"v": 3}, delay_ms=60_000),
+                                   op.schedule(q, "dup", {"v": 4}, delay_ms=60_000)])
+    check([x["status"] for x in r] == ["rescheduled", "rescheduled"], f"schedule twice {r!r}")
+    peek = await client.timers.peek(q, "dup")
+    check(peek["found"] is True and peek["txn"] == r[1]["txn"], f"the second wins {peek!r}")
+    await client.timers.cancel(q, "dup")
 
     # The rider: committed with the push beside it.
     r = await (client.transaction().queue(q).push([{"data": {"with": "timer"}}])

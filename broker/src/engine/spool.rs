@@ -74,6 +74,9 @@ pub struct Record {
     pub maybe_written: bool,
     pub spooled_at_ms: u64,
     pub payload: Vec<u8>,
+    /// The producer subject the push stamped (the token's `sub`), kept so the replay
+    /// stores it too (flag 8; a record without it reads as before).
+    pub producer_sub: Option<String>,
 }
 
 impl Record {
@@ -84,14 +87,18 @@ impl Record {
         b.extend_from_slice(&self.spooled_at_ms.to_le_bytes());
         let flags = u8::from(self.encrypted)
             | u8::from(self.maybe_written) << 1
-            | u8::from(self.trace.is_some()) << 2;
+            | u8::from(self.trace.is_some()) << 2
+            | u8::from(self.producer_sub.is_some()) << 3;
         b.push(flags);
         b.extend_from_slice(self.tenant.as_bytes());
         b.extend_from_slice(self.message_id.as_bytes());
         if let Some(t) = &self.trace {
             b.extend_from_slice(t);
         }
-        for s in [&self.queue, &self.partition, &self.txn] {
+        for s in [&self.queue, &self.partition, &self.txn]
+            .into_iter()
+            .chain(self.producer_sub.as_ref())
+        {
             b.extend_from_slice(&(s.len() as u32).to_le_bytes());
             b.extend_from_slice(s.as_bytes());
         }
@@ -120,6 +127,11 @@ impl Record {
         let queue = r.string()?;
         let partition = r.string()?;
         let txn = r.string()?;
+        let producer_sub = if flags & 8 != 0 {
+            Some(r.string()?)
+        } else {
+            None
+        };
         let payload = r.bytes()?.to_vec();
         (r.at == b.len()).then_some(Record {
             seq,
@@ -133,6 +145,7 @@ impl Record {
             maybe_written: flags & 2 != 0,
             spooled_at_ms,
             payload,
+            producer_sub,
         })
     }
 }
@@ -1185,6 +1198,7 @@ mod tests {
             maybe_written: true,
             spooled_at_ms: 0,
             payload: payload.as_bytes().to_vec(),
+            producer_sub: None,
         }
     }
 
@@ -1203,6 +1217,13 @@ mod tests {
             "a torn tail"
         );
         assert!(read_record(&mut &[][..]).unwrap().is_none(), "a clean end");
+        // A stamped producer subject travels with its record (flag 8).
+        let mut s = rec("q", "p", "t-2", "2");
+        s.producer_sub = Some("alice".into());
+        let frame = s.encode();
+        let (back, _) = read_record(&mut &frame[..]).unwrap().unwrap();
+        assert_eq!(back.producer_sub.as_deref(), Some("alice"));
+        assert_eq!(back, s);
     }
 
     #[test]

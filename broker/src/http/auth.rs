@@ -12,6 +12,7 @@
 //! tenant and the header is ignored.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -60,16 +61,38 @@ impl<S: Send + Sync> FromRequestParts<S> for Tenant {
     }
 }
 
-/// Middleware of every `/api/v1` route: resolves the tenant or answers 401/403.
+/// The verified token's `sub` claim, set by [`authenticate`] on every `/api/v1` request:
+/// the producer subject a push stamps on its messages (Queen's rule, its
+/// `server/src/routes/push.cpp`; docs/security.md, "Producer identity"). None with
+/// authentication off, or for a token without a non-empty string `sub`: a body's
+/// `producerSub` never takes its place.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subject(pub Option<Arc<str>>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Subject {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Subject>()
+            .cloned()
+            .ok_or_else(|| ApiError::Internal("route without the authentication layer".into()))
+    }
+}
+
+/// Middleware of every `/api/v1` route: resolves the tenant (and the producer subject)
+/// or answers 401/403.
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let tenant = match (&state.config.auth, &state.keys) {
+    let (tenant, subject) = match (&state.config.auth, &state.keys) {
         (Some(cfg), Some(keys)) => match admit(cfg, keys, Asked::of(&req)).await {
             Ok(t) => t,
             Err(e) => return e.into_response(),
         },
-        _ => Tenant(DEFAULT_TENANT),
+        _ => (Tenant(DEFAULT_TENANT), Subject(None)),
     };
     req.extensions_mut().insert(tenant);
+    req.extensions_mut().insert(subject);
     next.run(req).await
 }
 
@@ -94,8 +117,9 @@ impl Asked {
     }
 }
 
-/// The token verified, its role checked against the route's level, its tenant.
-async fn admit(cfg: &AuthConfig, keys: &Keys, req: Asked) -> Result<Tenant, ApiError> {
+/// The token verified, its role checked against the route's level, its tenant and
+/// subject.
+async fn admit(cfg: &AuthConfig, keys: &Keys, req: Asked) -> Result<(Tenant, Subject), ApiError> {
     let claims = verify(cfg, keys, bearer(req.authorization.as_deref())?).await?;
     let level = level_of(&req.method, &req.path);
     let roles = roles_of(&claims, cfg);
@@ -110,7 +134,20 @@ async fn admit(cfg: &AuthConfig, keys: &Keys, req: Asked) -> Result<Tenant, ApiE
             cfg.roles_array_claim
         )));
     }
-    tenant_of(&claims, cfg)
+    Ok((tenant_of(&claims, cfg)?, subject_of(&claims)?))
+}
+
+/// The `sub` claim as a producer subject: a non-empty string (Queen stamps only those);
+/// any other value stamps nothing. One longer than a stored frame can hold (65,535
+/// bytes) is refused rather than cut: a subject is an identity.
+fn subject_of(claims: &Value) -> Result<Subject, ApiError> {
+    match claims.get("sub") {
+        Some(Value::String(s)) if s.len() > usize::from(u16::MAX) => Err(unauthorized(
+            "token sub claim longer than 65535 bytes (a producer subject must fit a stored frame)",
+        )),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Subject(Some(Arc::from(s.as_str())))),
+        _ => Ok(Subject(None)),
+    }
 }
 
 fn unauthorized(m: &str) -> ApiError {

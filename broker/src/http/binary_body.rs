@@ -177,6 +177,7 @@ fn read_plain_group(r: &mut Reader<'_>, with_txn: bool, out: &mut BinaryPush) ->
             message_id,
             dup_of: None,
             encrypted: false,
+            producer_sub: None,
         });
     }
     Ok(())
@@ -246,6 +247,7 @@ fn frame_item(
         message_id,
         dup_of: None,
         encrypted: false,
+        producer_sub: None,
     })
 }
 

@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use queen_log::ack::Status;
 use queen_log::frame::Frame;
@@ -16,6 +17,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
+use crate::http::auth::Subject;
 use crate::http::input::{check_name, parse_uuid, part_error};
 use crate::state::AppState;
 use crate::util::group_or_queue_mode;
@@ -34,6 +36,9 @@ pub struct PushItem {
     pub dup_of: Option<usize>,
     /// The payload is sealed (its queue encrypts; see [`seal_items`]).
     pub encrypted: bool,
+    /// The producer subject stored with the message: the verified token's `sub`
+    /// ([`stamp_subject`]), never a body's `producerSub`.
+    pub producer_sub: Option<Arc<str>>,
 }
 
 impl PushItem {
@@ -43,19 +48,25 @@ impl PushItem {
             message_id: *self.message_id.as_bytes(),
             trace_id: self.trace,
             transaction_id: self.txn.clone(),
-            producer_sub: None,
+            producer_sub: self.producer_sub.as_deref().map(str::to_owned),
             encrypted: self.encrypted,
             payload: self.payload.clone(),
         }
     }
 }
 
-/// The fields of a push item that push reads; a JSON null reads as absent. Any other key
-/// (Queen's `producerSub`, `messageId`, a typo) is refused naming it: the item is read by
-/// one borrowed pass, no `Value` tree, and an unknown key costs nothing until it fails.
+/// The fields of a push item that push reads; a JSON null reads as absent. Queen's
+/// `producerSub` is accepted with Queen's meaning: ignored, whatever its value (the
+/// stored subject is the verified token's, [`stamp_subject`]; docs/security.md,
+/// "Producer identity"). Any other key (`messageId`, a typo) is refused naming it: the
+/// item is read by one borrowed pass, no `Value` tree, and an unknown key costs nothing
+/// until it fails.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPushItem<'a> {
+    /// Read and dropped: a client's claim of identity is never stored.
+    #[serde(default, rename = "producerSub")]
+    _producer_sub: Option<serde::de::IgnoredAny>,
     #[serde(borrow, default)]
     queue: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -166,7 +177,17 @@ pub fn read_push_item(i: usize, v: &RawValue) -> ApiResult<PushItem> {
         message_id,
         dup_of: None,
         encrypted: false,
+        producer_sub: None,
     })
+}
+
+/// Stamps the request's producer subject (the verified token's `sub`; none with
+/// authentication off) on every item, as Queen's push does. Whatever a body said is not
+/// consulted: [`read_push_item`] dropped it.
+pub fn stamp_subject(items: &mut [PushItem], subject: &Subject) {
+    for it in items {
+        it.producer_sub.clone_from(&subject.0);
+    }
 }
 
 /// `encryptionEnabled` (crate::engine::sealing): every item whose queue encrypts is sealed
@@ -436,8 +457,8 @@ mod tests {
         for (src, field) in [
             (r#"{"queue":"q","extra":[1]}"#, "items[3].extra"),
             (
-                r#"{"queue":"q","producerSub":"me"}"#,
-                "items[3].producerSub",
+                r#"{"queue":"q","producer_sub":"me"}"#,
+                "items[3].producer_sub",
             ),
             (r#"{"queue":"q","messageId":"m"}"#, "items[3].messageId"),
         ] {
@@ -445,6 +466,24 @@ mod tests {
             assert_eq!(e.field_name(), Some(field), "{src}: {e}");
             assert!(e.to_string().starts_with("items[3]: unknown field"), "{e}");
         }
+    }
+
+    #[test]
+    fn producer_sub_is_accepted_and_never_stored_as_given() {
+        for src in [
+            r#"{"queue":"q","producerSub":"attacker"}"#,
+            r#"{"queue":"q","producerSub":null}"#,
+            r#"{"queue":"q","producerSub":{"forged":[1]},"payload":2}"#,
+        ] {
+            let it = push_item(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+            assert_eq!(it.producer_sub, None, "{src}");
+            assert_eq!(it.frame().producer_sub, None, "{src}");
+        }
+        let mut items = vec![push_item(r#"{"queue":"q","producerSub":"attacker"}"#).unwrap()];
+        stamp_subject(&mut items, &Subject(Some("alice".into())));
+        assert_eq!(items[0].frame().producer_sub.as_deref(), Some("alice"));
+        stamp_subject(&mut items, &Subject(None));
+        assert_eq!(items[0].frame().producer_sub, None, "no token, no subject");
     }
 
     #[test]

@@ -262,6 +262,7 @@ fn by_tenant(records: &[Record]) -> Vec<(Uuid, Vec<PushItem>)> {
             message_id: r.message_id,
             dup_of: None,
             encrypted: r.encrypted,
+            producer_sub: r.producer_sub.as_deref().map(Arc::from),
         };
         match out.iter_mut().find(|(t, _)| *t == r.tenant) {
             Some((_, items)) => items.push(item),

@@ -229,12 +229,17 @@ mod tests {
     }
 
     #[test]
-    fn one_key_twice_in_a_call_is_refused() {
+    fn one_key_may_appear_several_times_in_a_call() {
         let op = format!(
             r#"{{"op":"schedule","queue":"q","timerKey":"dup","payload":"{}","delayMs":1}}"#,
             b64("1")
         );
-        let e = read(&format!("[{op},{op}]")).unwrap_err();
-        assert!(e.to_string().contains("twice"), "{e}");
+        let cancel = r#"{"op":"cancel","queue":"q","timerKey":"dup"}"#;
+        let ops = read(&format!("[{op},{cancel},{op}]")).unwrap();
+        assert_eq!(
+            ops.len(),
+            3,
+            "read in order, applied in order by the extension"
+        );
     }
 }

@@ -170,6 +170,15 @@ pub struct SinkItem {
     /// is then the envelope `{encrypted, iv, authTag}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_encrypted: Option<bool>,
+    /// Queen's `producerSub` as a client sends it: accepted and ignored, as Queen's push
+    /// ignores it; a client's claim of identity is never stored (docs/security.md,
+    /// "Producer identity").
+    #[serde(default, rename = "producerSub", skip_serializing)]
+    pub claimed_producer_sub: Option<serde::de::IgnoredAny>,
+    /// The producer subject stored with the message: set by the broker from the verified
+    /// token's `sub`, never a client's (the broker refuses a body that carries it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer_sub: Option<String>,
 }
 
 impl SinkItem {

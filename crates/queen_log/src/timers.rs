@@ -128,24 +128,30 @@ pub struct DeliveredTo {
     pub queue: String,
 }
 
-/// The checks of a call's ops, before anything is read: the bounds of each op, and one
-/// key at most once per call (two ops on one key in one call would make the answer
-/// depend on their order, and the locks they take could cross).
+/// The checks of a call's ops, before anything is read: the count and the bounds of
+/// each op. One key may appear several times: a call's ops apply in order, each one
+/// seeing what the ones before it did (Queen's rule; docs/decisions.md, "Timers"), and
+/// [`apply_order`] is the order that keeps that while locking keys in one order.
 pub fn check_ops(ops: &[TimerOp]) -> Result<(), String> {
     if ops.len() > MAX_OPS {
         return Err(format!("operations: at most {MAX_OPS} in one call"));
     }
-    let mut seen = std::collections::HashSet::new();
     for (i, op) in ops.iter().enumerate() {
         check_op(op).map_err(|e| format!("operations[{i}]: {e}"))?;
-        if !seen.insert((op.queue.as_str(), op.timer_key.as_str())) {
-            return Err(format!(
-                "operations[{i}]: timer \"{}\" of queue \"{}\" appears twice in one call",
-                op.timer_key, op.queue
-            ));
-        }
     }
     Ok(())
+}
+
+/// The order in which a call's ops run: by (queue, key), and in input order among the
+/// ops of one key (a stable sort). Ops on different keys touch different rows, so this
+/// answers exactly as running them one after another in input order; and two calls
+/// that share keys lock them in the same order, so they cannot deadlock.
+pub fn apply_order(ops: &[TimerOp]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    order.sort_by(|&a, &b| {
+        (&ops[a].queue, &ops[a].timer_key).cmp(&(&ops[b].queue, &ops[b].timer_key))
+    });
+    order
 }
 
 fn check_op(op: &TimerOp) -> Result<(), String> {
@@ -237,9 +243,21 @@ mod tests {
     }
 
     #[test]
-    fn one_key_at_most_once_per_call() {
-        let e = check_ops(&[schedule("a"), schedule("b"), schedule("a")]).unwrap_err();
-        assert!(e.starts_with("operations[2]") && e.contains("twice"), "{e}");
+    fn one_key_may_appear_several_times_and_keeps_its_input_order() {
+        let c = op(r#"{"op":"cancel","queue":"q","timerKey":"a"}"#);
+        let ops = [
+            schedule("b"),
+            schedule("a"),
+            c.clone(),
+            schedule("a"),
+            schedule("0"),
+        ];
+        assert!(check_ops(&ops).is_ok());
+        // "0" < "a" < "b"; the three ops on "a" stay in their input order 1, 2, 3.
+        assert_eq!(apply_order(&ops), vec![4, 1, 2, 3, 0]);
+        let mut other = schedule("a");
+        other.queue = "p".into();
+        assert_eq!(apply_order(&[schedule("a"), other, c]), vec![1, 0, 2]);
     }
 
     #[test]

@@ -37,12 +37,13 @@ use crate::engine::push_fusion::PushFusion;
 use crate::engine::spool::{Record as SpoolRecord, Spool};
 use crate::engine::write_gate::PushRoute;
 use crate::error::{ApiError, ApiResult};
-use crate::http::auth::Tenant;
+use crate::http::auth::{Subject, Tenant};
 use crate::http::binary_body::{is_binary, read_push, take_ready, BinaryPush, PUSH_MAGIC};
 use crate::http::input::parse_json;
 pub use crate::http::items::PushItem;
 use crate::http::items::{
     check_item_count, group_by_partition, mark_request_duplicates, read_push_item, seal_items,
+    stamp_subject,
 };
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
@@ -83,6 +84,7 @@ struct Group {
 pub async fn push(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
+    subject: Subject,
     body: Bytes,
 ) -> ApiResult<Response> {
     let BinaryPush {
@@ -92,6 +94,11 @@ pub async fn push(
     } = read_body(&state, &body)?;
     if items.is_empty() {
         return Ok(answer(counts, &[], &[], &[]));
+    }
+    stamp_subject(&mut items, &subject);
+    if subject.0.is_some() {
+        // The client's compressed frames carry no subject: encoded again with it.
+        ready.clear();
     }
     mark_request_duplicates(items.iter_mut());
     let mut groups = group_items(&items);
@@ -198,6 +205,7 @@ async fn spool_pending(
                 maybe_written,
                 spooled_at_ms: 0,
                 payload: it.payload.clone(),
+                producer_sub: it.producer_sub.as_deref().map(str::to_owned),
             }
         })
         .collect();

@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use crate::engine::write_gate::Targets;
 use crate::error::{ApiError, ApiResult};
-use crate::http::auth::Tenant;
+use crate::http::auth::{Subject, Tenant};
 use crate::http::input::parse_json;
 use crate::http::items::{check_item_count, encrypting};
 use crate::ops::metrics::Metrics;
@@ -69,6 +69,7 @@ pub async fn state_get(
 pub async fn cycle(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
+    subject: Subject,
     body: Bytes,
 ) -> ApiResult<Response> {
     let mut r: CycleRequest = parse_json(&body)?;
@@ -76,6 +77,7 @@ pub async fn cycle(
     check_cycle(&r).map_err(ApiError::bad)?;
     check_item_count(r.items().len(), state.config.max_push_items)?;
     if let Some(items) = r.push_items.as_mut() {
+        stamp_sink(items, &subject)?;
         seal_sink(&state, tenant, items).await?;
     }
     // Sinks cannot be spooled (the cycle commits its state, sinks and ack together): the
@@ -144,6 +146,26 @@ fn count(m: &Metrics, answer: &Value) {
         (false, false) => &m.stream_cycles_committed,
     };
     Metrics::add(c, 1);
+}
+
+/// The producer subject of every sink item: the verified token's `sub`, as a push stamps
+/// it (docs/security.md, "Producer identity"). A body's `producerSub` was dropped when
+/// it was read; the extension's own field (`producer_sub`) is the broker's word only, so
+/// a cycle that carries it is refused naming it.
+fn stamp_sink(items: &mut [SinkItem], subject: &Subject) -> ApiResult<()> {
+    if let Some(i) = items.iter().position(|it| it.producer_sub.is_some()) {
+        return Err(ApiError::field(
+            format!("push_items[{i}].producer_sub"),
+            format!(
+                "push_items[{i}].producer_sub is set by the broker only (the verified token's \
+                 sub); nothing was written"
+            ),
+        ));
+    }
+    for it in items {
+        it.producer_sub = subject.0.as_deref().map(str::to_owned);
+    }
+    Ok(())
 }
 
 /// The sink items bound for queues that encrypt (`encryptionEnabled`), sealed as a push

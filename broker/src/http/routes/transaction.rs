@@ -36,12 +36,12 @@ use uuid::Uuid;
 use crate::db::Conn;
 use crate::engine::write_gate::Targets;
 use crate::error::{ApiError, ApiResult};
-use crate::http::auth::{owned_partitions, Tenant};
+use crate::http::auth::{owned_partitions, Subject, Tenant};
 use crate::http::binary_body::{is_binary, read_transaction, take_ready, ReadySegment, TXN_MAGIC};
 use crate::http::input::{parse_json, part_error};
 use crate::http::items::{
     check_item_count, encrypting, group_by_partition, mark_request_duplicates, read_ack_item,
-    read_push_item, seal_items, AckAt, AckItem, PushItem,
+    read_push_item, seal_items, stamp_subject, AckAt, AckItem, PushItem,
 };
 use crate::http::kv_ops;
 use crate::http::timer_ops::{nudge, read_ops, seal_ops};
@@ -175,6 +175,7 @@ fn failure(
 pub async fn transaction(
     State(state): State<AppState>,
     Tenant(tenant): Tenant,
+    subject: Subject,
     body: Bytes,
 ) -> ApiResult<Response> {
     let txn = Uuid::now_v7().to_string();
@@ -194,6 +195,12 @@ pub async fn transaction(
             ))
         }
     };
+    // The producer subject is the token's, as on `/push` (docs/security.md, "Producer
+    // identity"); a binary body's frames carry none, so they are encoded again.
+    stamp_subject(&mut p.pushes, &subject);
+    if subject.0.is_some() {
+        p.ready.clear();
+    }
     mark_request_duplicates(p.pushes.iter_mut());
     seal_pushes(&state, tenant, &mut p.pushes).await?;
     seal_ops(&state, tenant, &mut p.timers).await?;
