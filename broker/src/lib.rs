@@ -12,15 +12,17 @@
 //!   passes requests on to them;
 //! - `db/`: the database client, the only place with SQL (one method per extension
 //!   function, the SQLSTATE → error rule);
-//! - `engine/`: the decisions and the in-process state: the ack registry,
-//!   ack fusion and its lanes, push fusion, the push dedup cache, payload sealing, the
-//!   rings of ephemeral queues;
+//! - `engine/`: the decisions and the in-process state: how a push, an ack and a
+//!   transaction are written (the routes only translate), the ack registry and the
+//!   fast-path decision, ack fusion and its lanes, push fusion, the push dedup cache,
+//!   payload sealing, the write gate and the push spool, the rings of ephemeral queues;
 //! - `ops/`: running it: the maintenance loop, metrics and their exposition, the queue
 //!   statistics and their views;
 //! - `state.rs`: [`AppState`], everything above put together for the handlers;
 //! - `http/`: the server, the router and its middleware (authentication and tenancy,
 //!   body limits and timeouts, JSON errors), request parsing, and one module per route
-//!   family under `http/routes/`.
+//!   family under `http/routes/`, each reading its request, calling the engine or the
+//!   database client, and rendering the answer.
 
 pub mod config;
 pub mod db;

@@ -22,6 +22,7 @@ use crate::engine::registry::Registry;
 use crate::engine::sealing::Sealer;
 use crate::engine::spool::Spool;
 use crate::engine::write_gate::WriteGate;
+use crate::engine::{Counter, Engine, Signals};
 use crate::keys::Keys;
 use crate::ops::exposition::Sources;
 use crate::ops::maintenance::MaintenanceStats;
@@ -232,20 +233,65 @@ impl AppState {
     /// Wakes the long-polls a push into `partition` of `queue` can serve: that
     /// partition's and the queue-level ones.
     pub fn wake(&self, tenant: Uuid, queue: &str, partition: &str) {
-        let map = self.wakers.lock().expect("waker map poisoned");
-        for p in [None, Some(partition.to_string())] {
-            if let Some(n) = map.get(&(tenant, queue.to_string(), p)) {
-                n.notify_waiters();
-            }
+        self.0.appended(tenant, queue, Some(partition));
+    }
+
+    /// What the engine's writes use for one request (crate::engine::Engine).
+    pub fn engine(&self) -> Engine<'_> {
+        Engine {
+            db: &self.db,
+            registry: &self.registry,
+            fusion: self.fusion.as_ref(),
+            push_fusion: self.push_fusion.as_ref(),
+            dedup: &self.dedup,
+            sealer: &self.sealer,
+            spool: self.spool.as_deref(),
+            gate: &self.gate,
+            tenancy: self.config.tenancy(),
+            signals: &*self.0,
         }
     }
 
     /// Wakes every long-poll on `queue` of `tenant`, whatever its partition (for pushes
     /// whose partitions the caller does not track, e.g. a transaction's).
     pub fn wake_queue(&self, tenant: Uuid, queue: &str) {
+        self.0.appended(tenant, queue, None);
+    }
+}
+
+impl Signals for Inner {
+    fn appended(&self, tenant: Uuid, queue: &str, partition: Option<&str>) {
         let map = self.wakers.lock().expect("waker map poisoned");
-        map.iter()
-            .filter(|((t, q, _), _)| *t == tenant && q == queue)
-            .for_each(|(_, n)| n.notify_waiters());
+        match partition {
+            // The queue-level pops and those of this partition.
+            Some(p) => {
+                for k in [None, Some(p.to_string())] {
+                    if let Some(n) = map.get(&(tenant, queue.to_string(), k)) {
+                        n.notify_waiters();
+                    }
+                }
+            }
+            // Every long-poll on the queue, whatever its partition.
+            None => map
+                .iter()
+                .filter(|((t, q, _), _)| *t == tenant && q == queue)
+                .for_each(|(_, n)| n.notify_waiters()),
+        }
+    }
+
+    fn timer_scheduled(&self, delay_ms: i64) {
+        self.timers.scheduled(delay_ms);
+    }
+
+    fn count(&self, counter: Counter, n: u64) {
+        let m = &self.metrics;
+        let c = match counter {
+            Counter::AcksFast => &m.acks_fast,
+            Counter::AcksSql => &m.acks_sql,
+            Counter::DlqFiled => &m.dlq_filed,
+            Counter::MessagesPushed => &m.messages_pushed,
+            Counter::MessagesDuplicate => &m.messages_duplicate,
+        };
+        Metrics::add(c, n);
     }
 }

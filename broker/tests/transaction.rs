@@ -104,3 +104,48 @@ async fn unknown_transaction_id_is_ack_rejected_and_bad_shapes_are_400() {
     assert_eq!(v["reason"], "bad_request");
     let _: Value = v;
 }
+
+/// A transaction's acks take the one fast-path decision /ack takes
+/// (crate::engine::ack::fast_path_end): with the registry off by configuration the
+/// registry is not consulted at all and the acks go by hash; with it on, a whole popped
+/// batch goes positional and consumes the entry.
+#[tokio::test]
+async fn transaction_acks_take_the_ack_routes_fast_path_decision() {
+    for registry in [false, true] {
+        let b = start_with(|c| c.ack_registry = registry).await;
+        assert_eq!(b.state.registry.enabled(), registry);
+        let q = unique("tx-fast");
+        b.push(json!([{"queue": q, "payload": 1, "transactionId": "f-1"},
+                      {"queue": q, "payload": 2, "transactionId": "f-2"}]))
+            .await;
+        let pop = b.pop(&q, "batch=10").await.unwrap();
+        let ops: Vec<Value> = pop["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                json!({"type": "ack", "transactionId": m["transactionId"],
+                       "partitionId": m["partitionId"], "leaseId": pop["leaseId"]})
+            })
+            .collect();
+        assert_eq!(ops.len(), 2);
+        let (s, v) = b
+            .post("/api/v1/transaction", &json!({"operations": ops}))
+            .await;
+        assert_eq!((s, &v["success"]), (StatusCode::OK, &json!(true)), "{v}");
+        let stats = b.state.registry.stats();
+        if registry {
+            assert_eq!((stats.hits, stats.misses), (1, 0), "positional: {stats:?}");
+        } else {
+            assert_eq!(
+                (stats.hits, stats.misses, stats.recorded),
+                (0, 0, 0),
+                "registry off: never consulted: {stats:?}"
+            );
+        }
+        assert!(
+            b.pop(&q, "").await.is_none(),
+            "both acked (registry {registry})"
+        );
+    }
+}

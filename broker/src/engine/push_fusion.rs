@@ -1,4 +1,4 @@
-//! Push fusion: the push rounds of concurrent requests (crate::http::routes::push) committed
+//! Push fusion: the push rounds of concurrent requests (crate::engine::push) committed
 //! together as one `log_push_multi_v1` transaction, on one crate::engine::lanes lane.
 //!
 //! Fire-on-idle, the rule ack fusion uses: a round that finds the lane idle runs its own

@@ -258,22 +258,7 @@ pub async fn owned_partitions(
     tenant: Uuid,
     pids: impl Iterator<Item = Uuid>,
 ) -> ApiResult<Option<HashSet<Uuid>>> {
-    if !state.config.tenancy() {
-        return Ok(None);
-    }
-    let mut pids: Vec<Uuid> = pids.collect();
-    pids.sort_unstable();
-    pids.dedup();
-    if pids.is_empty() {
-        return Ok(Some(HashSet::new()));
-    }
-    let owned = state
-        .db
-        .conn()
-        .await?
-        .owned_partitions(&pids, tenant)
-        .await?;
-    Ok(Some(owned.into_iter().collect()))
+    state.engine().owned_partitions(tenant, pids).await
 }
 
 #[cfg(test)]

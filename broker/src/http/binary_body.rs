@@ -13,9 +13,9 @@ use queen_log::names::NameKind;
 use queen_log::segment::decode_segment;
 use uuid::Uuid;
 
+use crate::engine::items::{PushItem, ReadySegment};
 use crate::error::{ApiError, ApiResult};
 use crate::http::input::check_name;
-use crate::http::items::PushItem;
 
 /// `POST /api/v1/push` with this body starts with it (the Content-Type is
 /// `application/x-queen-push`, but the magic decides: no JSON body starts with `Q`).
@@ -32,20 +32,6 @@ const FLAG_TXN: u8 = 4;
 /// The groups are stored frames, compressed by the client.
 const FLAG_FRAMES: u8 = 8;
 const PUSH_FLAGS: u8 = FLAG_ZSTD | FLAG_COUNTS | FLAG_TXN | FLAG_FRAMES;
-
-/// A group's compressed frames as the client sent them, storable as they are while the
-/// group's pushed items are exactly `items` and none of them was sealed.
-pub struct ReadySegment {
-    pub items: Vec<usize>,
-    pub blob: Vec<u8>,
-}
-
-/// The ready segment for a group of `items`, if one came whole; taken, so a second
-/// round (after a duplicate) encodes what is left.
-pub fn take_ready(ready: &mut Vec<ReadySegment>, items: &[usize]) -> Option<Vec<u8>> {
-    let at = ready.iter().position(|r| r.items == items)?;
-    Some(ready.swap_remove(at).blob)
-}
 
 /// What a binary body carries.
 pub struct BinaryPush {
@@ -333,6 +319,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::items::take_ready;
     use queen_log::segment::encode_segment;
 
     /// (queue, partition, [(transactionId, payload JSON)]).

@@ -2,65 +2,29 @@
 //! them: push items (`/push` and the transaction's push operations) and acks (`/ack`,
 //! `/ack/batch` and the transaction's ack operations). Items stay raw JSON until read
 //! here: payloads are stored as the client wrote them (never rebuilt into a `Value`, so
-//! a 30-digit integer survives), and nothing builds a `Value` tree per item.
+//! a 30-digit integer survives), and nothing builds a `Value` tree per item. What a
+//! write does with the items is crate::engine::items' and the engine's.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 use queen_log::ack::Status;
-use queen_log::frame::Frame;
-use queen_log::hash::{txn_hash, TxnHash};
+use queen_log::hash::txn_hash;
 use queen_log::names::NameKind;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+pub use crate::engine::items::{AckItem, PushItem};
 use crate::error::{ApiError, ApiResult};
-use crate::http::auth::Subject;
 use crate::http::input::{check_name, parse_uuid, part_error};
-use crate::state::AppState;
 use crate::util::group_or_queue_mode;
-
-/// One validated push item.
-pub struct PushItem {
-    pub queue: String,
-    pub partition: String,
-    pub txn: String,
-    pub trace: Option<[u8; 16]>,
-    /// The payload's JSON text, as written.
-    pub payload: Vec<u8>,
-    /// Minted here; replaced by the original's id when the item turns out duplicate.
-    pub message_id: Uuid,
-    /// Earlier item of this request with the same (queue, partition, transactionId).
-    pub dup_of: Option<usize>,
-    /// The payload is sealed (its queue encrypts; see [`seal_items`]).
-    pub encrypted: bool,
-    /// The producer subject stored with the message: the verified token's `sub`
-    /// ([`stamp_subject`]), never a body's `producerSub`.
-    pub producer_sub: Option<Arc<str>>,
-}
-
-impl PushItem {
-    /// The frame this item is stored as.
-    pub fn frame(&self) -> Frame {
-        Frame {
-            message_id: *self.message_id.as_bytes(),
-            trace_id: self.trace,
-            transaction_id: self.txn.clone(),
-            producer_sub: self.producer_sub.as_deref().map(str::to_owned),
-            encrypted: self.encrypted,
-            payload: self.payload.clone(),
-        }
-    }
-}
 
 /// The fields of a push item that push reads; a JSON null reads as absent. Queen's
 /// `producerSub` is accepted with Queen's meaning: ignored, whatever its value (the
-/// stored subject is the verified token's, [`stamp_subject`]; docs/security.md,
-/// "Producer identity"). Any other key (`messageId`, a typo) is refused naming it: the
-/// item is read by one borrowed pass, no `Value` tree, and an unknown key costs nothing
-/// until it fails.
+/// stored subject is the verified token's, crate::engine::items::stamp_subject;
+/// docs/security.md, "Producer identity"). Any other key (`messageId`, a typo) is
+/// refused naming it: the item is read by one borrowed pass, no `Value` tree, and an
+/// unknown key costs nothing until it fails.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPushItem<'a> {
@@ -181,100 +145,6 @@ pub fn read_push_item(i: usize, v: &RawValue) -> ApiResult<PushItem> {
     })
 }
 
-/// Stamps the request's producer subject (the verified token's `sub`; none with
-/// authentication off) on every item, as Queen's push does. Whatever a body said is not
-/// consulted: [`read_push_item`] dropped it.
-pub fn stamp_subject(items: &mut [PushItem], subject: &Subject) {
-    for it in items {
-        it.producer_sub.clone_from(&subject.0);
-    }
-}
-
-/// `encryptionEnabled` (crate::engine::sealing): every item whose queue encrypts is sealed
-/// once, before it is encoded. A broker without `QUEEN_ENCRYPTION_KEY` refuses such a push
-/// (503 `encryption_key_missing`, nothing written): the database would refuse the
-/// plaintext anyway.
-pub fn seal_items(
-    state: &AppState,
-    items: &mut [PushItem],
-    encrypts: impl Fn(&PushItem) -> bool,
-) -> ApiResult<()> {
-    for it in items.iter_mut().filter(|it| encrypts(it)) {
-        it.payload = state.sealer.seal_for(&it.queue, &it.payload)?;
-        it.encrypted = true;
-    }
-    Ok(())
-}
-
-/// Which of the (queue, partition) pairs name a queue that encrypts (`encryptionEnabled`),
-/// by index: one `partitions_lookup_v1`, for the pushes and timers a route must seal.
-pub async fn encrypting(
-    state: &AppState,
-    tenant: Uuid,
-    queues: &[&str],
-    partitions: &[&str],
-) -> ApiResult<HashSet<usize>> {
-    let found = state
-        .db
-        .conn()
-        .await?
-        .partitions_lookup(tenant, queues, partitions)
-        .await?;
-    Ok(found
-        .iter()
-        .filter(|f| f.encrypted)
-        .map(|f| f.index)
-        .collect())
-}
-
-/// A transactionId repeated inside one request for the same partition: the first wins,
-/// the later ones are duplicates of it.
-pub fn mark_request_duplicates<'a>(items: impl Iterator<Item = &'a mut PushItem>) {
-    let mut first: HashMap<(String, String, String), usize> = HashMap::new();
-    for (i, it) in items.enumerate() {
-        let key = (it.queue.clone(), it.partition.clone(), it.txn.clone());
-        match first.get(&key) {
-            Some(&f) => it.dup_of = Some(f),
-            None => {
-                first.insert(key, i);
-            }
-        }
-    }
-}
-
-/// The items to push, one segment per (queue, partition) in order of first appearance:
-/// (queue, partition, item indexes). In-request duplicates are not pushed.
-pub fn group_by_partition(items: &[PushItem]) -> Vec<(&str, &str, Vec<usize>)> {
-    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
-    let mut groups: Vec<(&str, &str, Vec<usize>)> = Vec::new();
-    for (i, it) in items
-        .iter()
-        .enumerate()
-        .filter(|(_, it)| it.dup_of.is_none())
-    {
-        let key = (it.queue.as_str(), it.partition.as_str());
-        let gi = *index.entry(key).or_insert_with(|| {
-            groups.push((key.0, key.1, Vec::new()));
-            groups.len() - 1
-        });
-        groups[gi].2.push(i);
-    }
-    groups
-}
-
-/// One validated ack.
-pub struct AckItem {
-    pub txn: String,
-    pub hash: TxnHash,
-    pub pid: Uuid,
-    pub status: Status,
-    pub error: Option<String>,
-    pub group: String,
-    pub lease: Option<String>,
-    /// `delaySeconds`, validated (failed or retry only, 0..=i32::MAX).
-    pub delay: Option<i32>,
-}
-
 /// Where an ack was read: the path prefix of its fields in a refusal, and whether the
 /// operation's `type` key belongs to it.
 #[derive(Clone, Copy)]
@@ -373,6 +243,7 @@ pub fn read_ack_item(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::items::mark_request_duplicates;
 
     fn push_item(src: &str) -> ApiResult<PushItem> {
         read_push_item(3, serde_json::from_str(src).unwrap())
@@ -453,6 +324,25 @@ mod tests {
     }
 
     #[test]
+    fn producer_sub_is_accepted_and_never_stored_as_given() {
+        use crate::engine::items::stamp_subject;
+        for src in [
+            r#"{"queue":"q","producerSub":"attacker"}"#,
+            r#"{"queue":"q","producerSub":null}"#,
+            r#"{"queue":"q","producerSub":{"forged":[1]},"payload":2}"#,
+        ] {
+            let it = push_item(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+            assert_eq!(it.producer_sub, None, "{src}");
+            assert_eq!(it.frame().producer_sub, None, "{src}");
+        }
+        let mut items = vec![push_item(r#"{"queue":"q","producerSub":"attacker"}"#).unwrap()];
+        stamp_subject(&mut items, Some(&"alice".into()));
+        assert_eq!(items[0].frame().producer_sub.as_deref(), Some("alice"));
+        stamp_subject(&mut items, None);
+        assert_eq!(items[0].frame().producer_sub, None, "no token, no subject");
+    }
+
+    #[test]
     fn unknown_push_item_keys_are_refused_naming_them() {
         for (src, field) in [
             (r#"{"queue":"q","extra":[1]}"#, "items[3].extra"),
@@ -466,24 +356,6 @@ mod tests {
             assert_eq!(e.field_name(), Some(field), "{src}: {e}");
             assert!(e.to_string().starts_with("items[3]: unknown field"), "{e}");
         }
-    }
-
-    #[test]
-    fn producer_sub_is_accepted_and_never_stored_as_given() {
-        for src in [
-            r#"{"queue":"q","producerSub":"attacker"}"#,
-            r#"{"queue":"q","producerSub":null}"#,
-            r#"{"queue":"q","producerSub":{"forged":[1]},"payload":2}"#,
-        ] {
-            let it = push_item(src).unwrap_or_else(|e| panic!("{src}: {e}"));
-            assert_eq!(it.producer_sub, None, "{src}");
-            assert_eq!(it.frame().producer_sub, None, "{src}");
-        }
-        let mut items = vec![push_item(r#"{"queue":"q","producerSub":"attacker"}"#).unwrap()];
-        stamp_subject(&mut items, &Subject(Some("alice".into())));
-        assert_eq!(items[0].frame().producer_sub.as_deref(), Some("alice"));
-        stamp_subject(&mut items, &Subject(None));
-        assert_eq!(items[0].frame().producer_sub, None, "no token, no subject");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The push spool's replay (docs/availability.md): while the spool holds records and push
 //! maintenance mode is off, a task reads them oldest first, `QUEEN_SPOOL_REPLAY_BATCH` at
 //! a time, and pushes each batch through the push route's own path
-//! (crate::http::routes::push::push_spooled) in one transaction that also moves the
+//! (crate::engine::push::push_spooled) in one transaction that also moves the
 //! spool's replay mark in the database (`queen.spool_mark_set_v1`). A replay cut off
 //! anywhere (the broker killed, the database gone) therefore resumes exactly after what
 //! committed: nothing is written twice, whatever the queues' dedup windows.
@@ -21,9 +21,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
 
+use crate::engine::items::PushItem;
+use crate::engine::push::push_spooled;
 use crate::engine::spool::{Batch, Record, Spool};
 use crate::error::ApiError;
-use crate::http::routes::push::{push_spooled, PushItem};
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
@@ -189,7 +190,7 @@ async fn commit(state: &AppState, spool: &Spool, batch: &Batch) -> Result<usize,
     let window = widened_window(&batch.records);
     let mut queued = 0;
     for (tenant, items) in by_tenant(&batch.records) {
-        queued += push_spooled(state, &db, tenant, items, window).await?;
+        queued += push_spooled(&state.engine(), &db, tenant, items, window).await?;
     }
     db.spool_mark_set(spool.id(), last.seq).await?;
     db.commit().await?;

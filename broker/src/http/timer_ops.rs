@@ -1,20 +1,17 @@
 //! Reading Queen 2.x's timer ops (`POST /api/v1/timers`, the transaction's `timers`
 //! rider) into the extension's [`TimerOp`]: the payload decoded from base64 (and zstd
-//! with `payloadZstd`), checked to be one JSON document, and sealed when its queue
-//! encrypts (crate::engine::sealing); the fields the server owns are refused naming
-//! them, as is any other key (docs/decisions.md, "Timers").
+//! with `payloadZstd`) and checked to be one JSON document (crate::engine::items seals
+//! it when its queue encrypts); the fields the server owns are refused naming them, as
+//! is any other key (docs/decisions.md, "Timers").
 
 use base64::Engine;
 use queen_log::timers::{check_ops, OpKind, TimerOp};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 use crate::http::input::part_error;
-use crate::http::items::encrypting;
-use crate::state::AppState;
 
 /// What a client may not say of a timer: who produced it, its tenant and message id,
 /// its absolute instant (only the relative `delayMs` travels), its delivery state. The
@@ -123,43 +120,6 @@ fn decode_payload(b64: &str, zstd: bool, max: usize) -> Result<Box<RawValue>, St
     queen_log::payload::check_write(&bytes).map_err(|e| e.to_string())?;
     let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
     RawValue::from_string(text).map_err(|e| format!("not one JSON document: {e}"))
-}
-
-/// Seals the payloads of ops into queues that encrypt (one lookup of the queues named).
-pub async fn seal_ops(state: &AppState, tenant: Uuid, ops: &mut [TimerOp]) -> ApiResult<()> {
-    let scheduled: Vec<usize> = (0..ops.len())
-        .filter(|&i| ops[i].op != OpKind::Cancel)
-        .collect();
-    if scheduled.is_empty() {
-        return Ok(());
-    }
-    let qs: Vec<&str> = scheduled.iter().map(|&i| ops[i].queue.as_str()).collect();
-    let ps: Vec<&str> = scheduled.iter().map(|&i| ops[i].partition()).collect();
-    let sealed: Vec<usize> = encrypting(state, tenant, &qs, &ps)
-        .await?
-        .into_iter()
-        .filter_map(|i| scheduled.get(i).copied())
-        .collect();
-    for i in sealed {
-        let op = &mut ops[i];
-        let plain = op.payload.as_ref().map_or("null", |p| p.get());
-        let sealed = state.sealer.seal_for(&op.queue, plain.as_bytes())?;
-        let text = String::from_utf8(sealed)
-            .map_err(|_| ApiError::Internal("a sealed envelope is JSON text".into()))?;
-        op.payload = Some(
-            RawValue::from_string(text)
-                .map_err(|e| ApiError::Internal(format!("sealed envelope: {e}")))?,
-        );
-        op.encrypted = true;
-    }
-    Ok(())
-}
-
-/// Wakes this broker's sweeper for every schedule that falls due before its next sweep.
-pub fn nudge(state: &AppState, ops: &[TimerOp]) {
-    for d in ops.iter().filter_map(|o| o.delay_ms) {
-        state.timers.scheduled(d);
-    }
 }
 
 #[cfg(test)]

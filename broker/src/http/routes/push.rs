@@ -1,51 +1,24 @@
-//! `POST /api/v1/push`: encode frames, zstd and hashes here with the shared codec, push
-//! one segment per (queue, partition) through `log_push_multi_v1`, answer per item. The
-//! body is JSON or the SDK's binary one (crate::http::binary_body), whose framed groups
-//! are stored as the client compressed them.
-//!
-//! The SQL push writes nothing for a segment in which any frame is a duplicate, so the
-//! non-duplicate rest of such a segment is pushed again in a further round. Items are
-//! read by crate::http::items; the dedup watermarks come from crate::engine::dedup. A round reaches
-//! the database through crate::engine::push_fusion (fused with the rounds of concurrent pushes,
-//! `QUEEN_PUSH_FUSION`) or on the request's own connection; either way through
-//! the database client's `log_push_multi` (crate::db).
-//!
-//! With a push spool (`QUEEN_SPOOL_DIR`, docs/availability.md), a push the database
-//! cannot take (unreachable, read-only, the pool exhausted), a push in push maintenance
-//! mode, and a push to a partition with spooled items not yet replayed go to the spool:
-//! its items are answered `buffered`, and crate::http::spool_replay pushes them later
-//! through [`push_spooled`], the same path.
-
-use std::collections::{HashMap, HashSet};
+//! `POST /api/v1/push`: the body read (JSON, or the SDK's binary one,
+//! crate::http::binary_body; items by crate::http::items), pushed by crate::engine::push
+//! (spool or database, rounds, dedup), answered per item: 201 with one object per item,
+//! `queued`, `duplicate` or `buffered` (in the push spool, docs/availability.md).
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use queen_log::frame::Frame;
-use queen_log::hash::{split_hashes, TxnHash};
-use queen_log::segment::{encode_segment, segment_hashes};
-use queen_log::wire::PushVerdict;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::db::{Conn, PushSegment as Segment};
-use crate::engine::dedup::DedupCache;
-use crate::engine::push_fusion::PushFusion;
-use crate::engine::spool::{Record as SpoolRecord, Spool};
-use crate::engine::write_gate::PushRoute;
-use crate::error::{ApiError, ApiResult};
+use crate::engine::push::{push as push_items, Outcome, Pushed};
+use crate::error::ApiResult;
+use crate::engine::items::stamp_subject;
 use crate::http::auth::{Subject, Tenant};
-use crate::http::binary_body::{is_binary, read_push, take_ready, BinaryPush, PUSH_MAGIC};
+use crate::http::binary_body::{is_binary, read_push, BinaryPush, PUSH_MAGIC};
 use crate::http::input::parse_json;
-pub use crate::http::items::PushItem;
-use crate::http::items::{
-    check_item_count, group_by_partition, mark_request_duplicates, read_push_item, seal_items,
-    stamp_subject,
-};
-use crate::ops::metrics::Metrics;
+use crate::http::items::{check_item_count, read_push_item, PushItem};
 use crate::state::AppState;
 
 /// The body with each item left as raw JSON (read by crate::http::items); any other
@@ -55,30 +28,6 @@ use crate::state::AppState;
 struct PushBody<'a> {
     #[serde(borrow)]
     items: Vec<&'a RawValue>,
-}
-
-/// What happened to an item.
-#[derive(Clone, Copy, Default)]
-struct Outcome {
-    queued: bool,
-    /// Durable in the push spool, to be written by its replay (docs/availability.md).
-    buffered: bool,
-    offset: Option<i64>,
-    /// Offset of the original when the database reported a duplicate.
-    original_off: Option<i64>,
-}
-
-/// The items of one (queue, partition) still to be pushed, and its id once known.
-struct Group {
-    queue: String,
-    partition: String,
-    pending: Vec<usize>,
-    pid: Option<Uuid>,
-    /// Its queue encrypts payloads (looked up with the partition).
-    encrypts: bool,
-    /// The client's compressed frames of exactly `pending`, stored as they came in the
-    /// first round unless the queue encrypts (crate::http::binary_body).
-    ready: Option<Vec<u8>>,
 }
 
 pub async fn push(
@@ -93,184 +42,16 @@ pub async fn push(
         counts,
     } = read_body(&state, &body)?;
     if items.is_empty() {
-        return Ok(answer(counts, &[], &[], &[]));
+        return Ok(answer(counts, &[], &[]));
     }
-    stamp_subject(&mut items, &subject);
+    // The producer subject is the token's (docs/security.md, "Producer identity"); the
+    // client's compressed frames carry none, so they are encoded again with it.
+    stamp_subject(&mut items, subject.0.as_ref());
     if subject.0.is_some() {
-        // The client's compressed frames carry no subject: encoded again with it.
         ready.clear();
     }
-    mark_request_duplicates(items.iter_mut());
-    let mut groups = group_items(&items);
-    for g in groups.iter_mut() {
-        g.ready = take_ready(&mut ready, &g.pending);
-    }
-    let mut outcomes = vec![Outcome::default(); items.len()];
-    let spool = state.spool.as_deref();
-    if spool.is_none() || !spool_first(&state, tenant, &groups).await {
-        let written = write(&state, None, tenant, &mut items, &mut groups, &mut outcomes).await;
-        match (written, spool) {
-            (Ok(()), _) => {}
-            // The database cannot take it now: what is still pending goes to the spool.
-            (Err(ApiError::Unreachable { maybe_written, .. }), Some(spool)) => {
-                spool.mark_db_down();
-                spool_pending(spool, tenant, &items, &groups, &mut outcomes, maybe_written).await?;
-            }
-            (Err(e), _) => return Err(e),
-        }
-    } else if let Some(spool) = spool {
-        spool_pending(spool, tenant, &items, &groups, &mut outcomes, false).await?;
-    }
-    copy_request_duplicates(&mut items);
-    wake_and_count(&state, tenant, &items, &outcomes);
-    Ok(answer(counts, &items, &outcomes, &groups))
-}
-
-/// Pushes spooled items (crate::http::spool_replay) on `db`, the replay's transaction,
-/// as a push request would: the same lookups, sealing, dedup and rounds. `window`: the
-/// dedup window to search instead of the queue's when it is shorter (records that may
-/// have been written before they were spooled). Returns how many were queued; the rest
-/// were duplicates. Wakes no long-poll and counts nothing: the replay does both once its
-/// transaction commits.
-pub async fn push_spooled(
-    state: &AppState,
-    db: &Conn,
-    tenant: Uuid,
-    mut items: Vec<PushItem>,
-    window: Option<i32>,
-) -> ApiResult<usize> {
-    mark_request_duplicates(items.iter_mut());
-    let mut groups = group_items(&items);
-    let mut outcomes = vec![Outcome::default(); items.len()];
-    let on = OnConn { db, window };
-    write(
-        state,
-        Some(on),
-        tenant,
-        &mut items,
-        &mut groups,
-        &mut outcomes,
-    )
-    .await?;
-    Ok(outcomes.iter().filter(|o| o.queued).count())
-}
-
-/// A connection a push runs on instead of its own (a spool replay's transaction).
-#[derive(Clone, Copy)]
-struct OnConn<'a> {
-    db: &'a Conn,
-    window: Option<i32>,
-}
-
-/// Whether this push goes to the spool without trying the database: the write gate's
-/// answer (crate::engine::write_gate, the one owner of that rule).
-async fn spool_first(state: &AppState, tenant: Uuid, groups: &[Group]) -> bool {
-    let keys: Vec<(Uuid, &str, &str)> = groups
-        .iter()
-        .map(|g| (tenant, g.queue.as_str(), g.partition.as_str()))
-        .collect();
-    state.gate.push(&keys).await == PushRoute::Spool
-}
-
-/// The items still pending, appended to the spool (fsynced) and answered `buffered`.
-/// A spool that is full or cannot write answers 503: nothing is promised that is not
-/// durable.
-async fn spool_pending(
-    spool: &Spool,
-    tenant: Uuid,
-    items: &[PushItem],
-    groups: &[Group],
-    outcomes: &mut [Outcome],
-    maybe_written: bool,
-) -> ApiResult<()> {
-    let mut pending: Vec<usize> = groups
-        .iter()
-        .flat_map(|g| g.pending.iter().copied())
-        .collect();
-    // Request order, so a partition's items replay as the client sent them.
-    pending.sort_unstable();
-    let records = pending
-        .iter()
-        .map(|&i| {
-            let it = &items[i];
-            SpoolRecord {
-                seq: 0,
-                tenant,
-                queue: it.queue.clone(),
-                partition: it.partition.clone(),
-                txn: it.txn.clone(),
-                message_id: it.message_id,
-                trace: it.trace,
-                encrypted: it.encrypted,
-                maybe_written,
-                spooled_at_ms: 0,
-                payload: it.payload.clone(),
-                producer_sub: it.producer_sub.as_deref().map(str::to_owned),
-            }
-        })
-        .collect();
-    // Full or unwritable: a 503 that promises nothing (the error names which).
-    spool
-        .append(records)
-        .await
-        .map_err(|e| ApiError::Unavailable(e.to_string()))?;
-    for i in pending {
-        outcomes[i].buffered = true;
-    }
-    Ok(())
-}
-
-/// The database part of a push: the partitions looked up, payloads sealed, dedup
-/// watermarks loaded, then rounds until every item is queued or a duplicate. On an
-/// error, the items not yet written are those still pending in `groups`.
-async fn write(
-    state: &AppState,
-    on: Option<OnConn<'_>>,
-    tenant: Uuid,
-    items: &mut [PushItem],
-    groups: &mut [Group],
-    outcomes: &mut [Outcome],
-) -> ApiResult<()> {
-    let own = match on {
-        Some(_) => None,
-        None => Some(state.db.conn().await?),
-    };
-    let db = on.map(|o| o.db).or(own.as_ref()).expect("a connection");
-    let windows = known_partitions(db, tenant, groups).await?;
-    let encrypting: HashSet<&str> = groups
-        .iter()
-        .filter(|g| g.encrypts)
-        .map(|g| g.queue.as_str())
-        .collect();
-    // An item spooled after it was sealed is sealed already.
-    seal_items(state, items, |it| {
-        !it.encrypted && encrypting.contains(it.queue.as_str())
-    })?;
-    let wide = on.and_then(|o| o.window);
-    let cached = match on {
-        // A replay's transaction may still roll back: it must not teach the cache
-        // offsets that never commit (and a widened search checks everything anyway).
-        Some(_) => HashMap::new(),
-        None => dedup_targets(db, &state.dedup, groups, &windows).await?,
-    };
-    // A push waiting for a fused flush holds no connection (the flush needs one).
-    let via = match (on, &state.push_fusion) {
-        (Some(o), _) => Via::On(o.db, wide.map(|w| (w, windows))),
-        (None, Some(f)) => {
-            drop(own);
-            Via::Fused(f)
-        }
-        (None, None) => Via::Alone(Box::new(own.expect("a connection of its own"))),
-    };
-    // Each round retires at least one item, so this terminates.
-    for _ in 0..=items.len() {
-        if groups.iter().all(|g| g.pending.is_empty()) {
-            break;
-        }
-        let dedup = (&state.dedup, &cached);
-        push_round(&via, tenant, items, groups, outcomes, dedup).await?;
-    }
-    Ok(())
+    let Pushed { items, outcomes } = push_items(&state.engine(), tenant, items, ready).await?;
+    Ok(answer(counts, &items, &outcomes))
 }
 
 /// The JSON body, or the SDK's binary one (crate::http::binary_body), as push items.
@@ -296,7 +77,7 @@ fn read_body(state: &AppState, body: &[u8]) -> ApiResult<BinaryPush> {
 }
 
 /// 201 with one object per item, or (the binary body's flag 2) the counts only.
-fn answer(counts: bool, items: &[PushItem], outcomes: &[Outcome], groups: &[Group]) -> Response {
+fn answer(counts: bool, items: &[PushItem], outcomes: &[Outcome]) -> Response {
     if counts {
         let queued = outcomes.iter().filter(|o| o.queued).count();
         let buffered = outcomes.iter().filter(|o| o.buffered).count();
@@ -312,283 +93,12 @@ fn answer(counts: bool, items: &[PushItem], outcomes: &[Outcome], groups: &[Grou
         }
         return (StatusCode::CREATED, Json(body)).into_response();
     }
-    (StatusCode::CREATED, Json(render(items, outcomes, groups))).into_response()
-}
-
-/// One group per (queue, partition), by crate::http::items::group_by_partition.
-fn group_items(items: &[PushItem]) -> Vec<Group> {
-    group_by_partition(items)
-        .into_iter()
-        .map(|(queue, partition, pending)| Group {
-            queue: queue.to_string(),
-            partition: partition.to_string(),
-            pending,
-            pid: None,
-            encrypts: false,
-            ready: None,
-        })
-        .collect()
-}
-
-/// The id of every group whose partition exists already, and its queue's dedup window
-/// now (the cache checks it, engine/dedup.rs) and encryption switch: one call per request,
-/// before pushing. Returns the windows of the existing partitions by group.
-async fn known_partitions(
-    db: &Conn,
-    tenant: Uuid,
-    groups: &mut [Group],
-) -> ApiResult<HashMap<usize, i32>> {
-    let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
-    let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
-    let found = db.partitions_lookup(tenant, &qs, &ps).await?;
-    let mut windows = HashMap::new();
-    for f in found {
-        let g = groups.get_mut(f.index).ok_or_else(|| {
-            ApiError::Internal(format!("partitions_lookup_v1 answered index {}", f.index))
-        })?;
-        g.encrypts = f.encrypted;
-        if g.encrypts {
-            g.ready = None;
-        }
-        if let Some(pid) = f.partition_id {
-            g.pid = Some(pid);
-            windows.insert(f.index, f.dedup_window);
-        }
-    }
-    Ok(windows)
-}
-
-/// Known partitions with a dedup window, each loaded into the dedup cache if it was not
-/// (see engine/dedup.rs). New partitions and window-0 queues are not cached: their pushes
-/// probe with -1, which is cheap for them.
-async fn dedup_targets(
-    db: &Conn,
-    cache: &DedupCache,
-    groups: &[Group],
-    windows: &HashMap<usize, i32>,
-) -> ApiResult<HashMap<usize, Uuid>> {
-    if !cache.enabled() {
-        return Ok(HashMap::new());
-    }
-    let mut out = HashMap::new();
-    for (&g, &window) in windows.iter().filter(|(_, w)| **w > 0) {
-        let pid = groups[g]
-            .pid
-            .expect("a windowed group is a known partition");
-        if cache.wants_load(pid, window) {
-            cache.load_window(db, pid).await?;
-        }
-        out.insert(g, pid);
-    }
-    Ok(out)
-}
-
-/// One encoded segment of a round.
-struct Encoded {
-    blob: Vec<u8>,
-    hashes: Vec<u8>,
-    count: i32,
-}
-
-/// zstd over several MiB is CPU work: kept off the async workers. A segment that came
-/// ready (the client's compressed frames) is stored as it is.
-async fn encode(work: Vec<(Vec<Frame>, Option<Vec<u8>>)>) -> ApiResult<Vec<Encoded>> {
-    tokio::task::spawn_blocking(move || {
-        work.into_iter()
-            .map(|(f, ready)| {
-                let blob = match ready {
-                    Some(b) => b,
-                    None => encode_segment(&f)?,
-                };
-                Ok(Encoded {
-                    blob,
-                    hashes: segment_hashes(&f),
-                    count: f.len() as i32,
-                })
-            })
-            .collect::<Result<Vec<_>, queen_log::frame::CodecError>>()
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("encoder task failed: {e}")))?
-    .map_err(ApiError::from)
-}
-
-/// How a round reaches the database.
-enum Via<'a> {
-    /// The request's own connection (push fusion off).
-    Alone(Box<Conn>),
-    /// Push fusion: alone when its lane is idle, else fused with concurrent rounds.
-    Fused(&'a PushFusion),
-    /// A connection of the caller's (a spool replay's transaction); with a widened
-    /// dedup window (and the queues' own windows by group), segment by segment.
-    On(&'a Conn, Option<(i32, HashMap<usize, i32>)>),
-}
-
-impl Via<'_> {
-    async fn push(&self, segs: Vec<Segment>, live: &[usize]) -> ApiResult<Vec<PushVerdict>> {
-        match self {
-            Via::Alone(db) => Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?),
-            Via::On(db, None) => Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?),
-            Via::Fused(f) => f.push(segs).await,
-            Via::On(db, Some((wide, windows))) => {
-                let mut out = Vec::with_capacity(segs.len());
-                for (seg, g) in segs.iter().zip(live) {
-                    let window = windows.get(g).copied().unwrap_or(0).max(*wide);
-                    out.push(db.log_push_one_windowed(seg, window).await?);
-                }
-                Ok(out)
-            }
-        }
-    }
-}
-
-/// Pushes every group with pending items as one multi call and records the verdicts.
-async fn push_round(
-    via: &Via<'_>,
-    tenant: Uuid,
-    items: &mut [PushItem],
-    groups: &mut [Group],
-    outcomes: &mut [Outcome],
-    (cache, cached): (&DedupCache, &HashMap<usize, Uuid>),
-) -> ApiResult<()> {
-    let live: Vec<usize> = (0..groups.len())
-        .filter(|&g| !groups[g].pending.is_empty())
-        .collect();
-    let work: Vec<(Vec<Frame>, Option<Vec<u8>>)> = live
-        .iter()
-        .map(|&g| {
-            let frames = groups[g]
-                .pending
-                .iter()
-                .map(|&i| items[i].frame())
-                .collect();
-            (frames, groups[g].ready.take())
-        })
-        .collect();
-    let encoded = encode(work).await?;
-    let incoming: Vec<Vec<TxnHash>> = encoded
-        .iter()
-        .map(|e| split_hashes(&e.hashes).expect("16 bytes per frame"))
-        .collect();
-    let verified: Vec<i64> = live
-        .iter()
-        .zip(&incoming)
-        .map(|(g, hs)| {
-            cached
-                .get(g)
-                .and_then(|pid| cache.watermark(*pid, hs))
-                .unwrap_or(-1)
-        })
-        .collect();
-    let segs = live
-        .iter()
-        .zip(encoded)
-        .zip(verified)
-        .map(|((&g, e), verified)| Segment {
-            tenant,
-            queue: groups[g].queue.clone(),
-            partition: groups[g].partition.clone(),
-            count: e.count,
-            hashes: e.hashes,
-            blob: e.blob,
-            verified,
-        })
-        .collect();
-    let verdicts = via.push(segs, &live).await?;
-    for ((&g, verdict), hs) in live.iter().zip(verdicts).zip(incoming) {
-        if let (Some(pid), PushVerdict::Queued { base_offset, .. }) = (cached.get(&g), &verdict) {
-            cache.record(*pid, *base_offset, hs);
-        }
-        apply_verdict(&mut groups[g], verdict, items, outcomes)?;
-    }
-    Ok(())
-}
-
-/// Queued: every pending item gets its offset. Duplicate: the named frames are retired
-/// as duplicates of the originals (whose ids the verdict carries) and the rest stays
-/// pending for the next round.
-fn apply_verdict(
-    group: &mut Group,
-    verdict: PushVerdict,
-    items: &mut [PushItem],
-    outcomes: &mut [Outcome],
-) -> ApiResult<()> {
-    match verdict {
-        PushVerdict::Queued {
-            base_offset,
-            partition_id,
-            ..
-        } => {
-            group.pid = Some(partition_id);
-            for (k, &i) in group.pending.iter().enumerate() {
-                outcomes[i] = Outcome {
-                    queued: true,
-                    buffered: false,
-                    offset: Some(base_offset + k as i64),
-                    original_off: None,
-                };
-            }
-            group.pending.clear();
-        }
-        PushVerdict::Duplicate { dups, partition_id } => {
-            group.pid = Some(partition_id);
-            let mut gone = vec![false; group.pending.len()];
-            for d in &dups {
-                let i = *group.pending.get(d.i).ok_or_else(|| {
-                    ApiError::Internal(format!("duplicate verdict names frame {}", d.i))
-                })?;
-                outcomes[i].original_off = Some(d.off);
-                if let Some(id) = d.id {
-                    items[i].message_id = id;
-                }
-                gone[d.i] = true;
-            }
-            if !gone.contains(&true) {
-                return Err(ApiError::Internal(
-                    "duplicate verdict names no frame".into(),
-                ));
-            }
-            let mut k = 0;
-            group.pending.retain(|_| {
-                k += 1;
-                !gone[k - 1]
-            });
-        }
-    }
-    Ok(())
-}
-
-/// In-request duplicates answer with whatever their first item ended up with.
-fn copy_request_duplicates(items: &mut [PushItem]) {
-    for i in 0..items.len() {
-        if let Some(f) = items[i].dup_of {
-            items[i].message_id = items[f].message_id;
-        }
-    }
-}
-
-/// Wakes the long-polls each queued partition can serve; counts pushed and duplicates.
-fn wake_and_count(state: &AppState, tenant: Uuid, items: &[PushItem], outcomes: &[Outcome]) {
-    let mut woken = std::collections::HashSet::new();
-    let mut queued = 0u64;
-    for (it, _) in items.iter().zip(outcomes).filter(|(_, o)| o.queued) {
-        queued += 1;
-        if woken.insert((it.queue.as_str(), it.partition.as_str())) {
-            state.wake(tenant, &it.queue, &it.partition);
-        }
-    }
-    let buffered = outcomes.iter().filter(|o| o.buffered).count() as u64;
-    Metrics::add(&state.metrics.messages_pushed, queued);
-    // Buffered items are counted as pushed when their replay writes them.
-    Metrics::add(
-        &state.metrics.messages_duplicate,
-        items.len() as u64 - queued - buffered,
-    );
+    (StatusCode::CREATED, Json(render(items, outcomes))).into_response()
 }
 
 /// One item of the push answer.
 #[derive(Serialize)]
-struct Pushed<'a> {
+struct Answer<'a> {
     index: usize,
     message_id: Uuid,
     transaction_id: &'a str,
@@ -600,25 +110,18 @@ struct Pushed<'a> {
     offset: Option<i64>,
 }
 
-fn render<'a>(items: &'a [PushItem], outcomes: &[Outcome], groups: &[Group]) -> Vec<Pushed<'a>> {
-    let pid_of: HashMap<(&str, &str), Option<Uuid>> = groups
-        .iter()
-        .map(|g| ((g.queue.as_str(), g.partition.as_str()), g.pid))
-        .collect();
+fn render<'a>(items: &'a [PushItem], outcomes: &[Outcome]) -> Vec<Answer<'a>> {
     items
         .iter()
         .enumerate()
         .map(|(i, it)| {
             let o = outcomes[it.dup_of.unwrap_or(i)];
-            Pushed {
+            Answer {
                 index: i,
                 message_id: it.message_id,
                 transaction_id: &it.txn,
                 queue_name: &it.queue,
-                partition_id: pid_of
-                    .get(&(it.queue.as_str(), it.partition.as_str()))
-                    .copied()
-                    .flatten(),
+                partition_id: outcomes[i].partition_id,
                 status: if outcomes[i].queued {
                     "queued"
                 } else if outcomes[i].buffered {

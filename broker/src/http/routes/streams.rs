@@ -26,11 +26,12 @@ use serde_json::{json, Value};
 use std::sync::atomic::AtomicU64;
 use uuid::Uuid;
 
+use crate::engine::items::encrypting;
 use crate::engine::write_gate::Targets;
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::{Subject, Tenant};
 use crate::http::input::parse_json;
-use crate::http::items::{check_item_count, encrypting};
+use crate::http::items::check_item_count;
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
@@ -190,7 +191,7 @@ async fn seal_sink(state: &AppState, tenant: uuid::Uuid, items: &mut [SinkItem])
         .map(|i| i.queue.as_deref().unwrap_or_default())
         .collect();
     let ps: Vec<&str> = items.iter().map(SinkItem::partition_name).collect();
-    let sealed = encrypting(state, tenant, &qs, &ps).await?;
+    let sealed = encrypting(&state.db, tenant, &qs, &ps).await?;
     for i in sealed {
         let it = &mut items[i];
         let plain = it.payload.clone().unwrap_or_else(|| json!({})).to_string();

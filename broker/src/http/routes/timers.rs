@@ -26,10 +26,11 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
+use crate::engine::items::{seal_timer_ops, timers_scheduled};
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::input::parse_json;
-use crate::http::timer_ops::{nudge, read_ops, seal_ops};
+use crate::http::timer_ops::read_ops;
 use crate::state::AppState;
 
 /// A refusal in the SDK's timer envelope; any other error answers as everywhere.
@@ -79,9 +80,10 @@ async fn run(
     tenant: uuid::Uuid,
     ops: &mut [TimerOp],
 ) -> ApiResult<Vec<TimerResult>> {
-    seal_ops(state, tenant, ops).await?;
+    let e = state.engine();
+    seal_timer_ops(&e, tenant, ops).await?;
     let results = state.db.conn().await?.timers_apply(ops, tenant).await?;
-    nudge(state, ops);
+    timers_scheduled(&e, ops);
     Ok(results)
 }
 

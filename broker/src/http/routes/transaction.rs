@@ -1,17 +1,12 @@
 //! `POST /api/v1/transaction`: pushes and acks in one database transaction through
-//! `log_transaction_wire_v1`, all or nothing (docs/broker-contract.md §1).
+//! `log_transaction_wire_v1`, all or nothing (docs/broker-contract.md §1). This route
+//! reads the body and renders the verdict; crate::engine::transaction composes and runs
+//! it (sealing, encoding, the acks' fast-path decision, the write gate).
 //!
-//! Pushes are encoded here exactly as for `/push`. Acks are grouped by (partitionId,
-//! group); a group goes in positional form when this process served its pop and the
-//! registry's fast-path conditions hold (the entry is consumed), else in hash form.
-//! The `timers` rider (crate::http::timer_ops) is applied in the same transaction, its
-//! results after the kv rider's; the `kv` rider (crate::http::kv_ops) runs in the same
-//! transaction too, its results right after the operations'.
+//! The `kv` rider (crate::http::kv_ops) and the `timers` rider (crate::http::timer_ops)
+//! are read here; their results follow the operations', the kv rider's first.
 //! The body may be the SDK's binary one (`QTB1`, crate::http::binary_body): a JSON head
 //! and the pushes as framed groups, each answered as one push operation after the head's.
-//! A transaction that pushes asks the write gate first (crate::engine::write_gate): it
-//! cannot be spooled, so push maintenance or spooled records of its partitions make it
-//! a 503 that wrote nothing.
 
 use std::collections::HashSet;
 
@@ -20,31 +15,23 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use base64::Engine;
-use queen_log::ack::Status;
-use queen_log::hash::{hash_hex, TxnHash};
-use queen_log::kv::KvOp;
-use queen_log::segment::{encode_segment, segment_hashes};
-use queen_log::timers::{TimerOp, TimerResult};
-use queen_log::wire::{Reply, TxnWire, TxnWireRequest, WireAck, WireAckOp, WireHashElem, WirePush};
+use queen_log::timers::TimerResult;
+use queen_log::wire::{Reply, TxnWire, WireAck};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::db::Conn;
-use crate::engine::write_gate::Targets;
+use crate::engine::items::{stamp_subject, ReadySegment};
+use crate::engine::transaction::{run, Transaction, Verdict};
 use crate::error::{ApiError, ApiResult};
-use crate::http::auth::{owned_partitions, Subject, Tenant};
-use crate::http::binary_body::{is_binary, read_transaction, take_ready, ReadySegment, TXN_MAGIC};
+use crate::http::auth::{Subject, Tenant};
+use crate::http::binary_body::{is_binary, read_transaction, TXN_MAGIC};
 use crate::http::input::{parse_json, part_error};
-use crate::http::items::{
-    check_item_count, encrypting, group_by_partition, mark_request_duplicates, read_ack_item,
-    read_push_item, seal_items, stamp_subject, AckAt, AckItem, PushItem,
-};
+use crate::http::items::{check_item_count, read_ack_item, read_push_item, AckAt};
 use crate::http::kv_ops;
-use crate::http::timer_ops::{nudge, read_ops, seal_ops};
+use crate::http::timer_ops::read_ops;
 use crate::state::AppState;
 
 /// The body: operations stay raw JSON until read (crate::http::items), as for /push and /ack.
@@ -109,26 +96,18 @@ struct OpType<'a> {
     kind: Option<&'a str>,
 }
 
-/// The request, read: its push items (with the operation each came from), its acks
-/// (with theirs), and the requiredLeases.
+/// The request, read: the transaction, and for the answer the operation each of its
+/// push items and acks came from.
 struct Parsed {
     /// Operation index per entry, in operation order.
     order: Vec<Op>,
-    pushes: Vec<PushItem>,
-    acks: Vec<AckItem>,
-    required: Vec<String>,
-    /// The timer rider's ops; their results follow the kv rider's (a flat index space).
-    timers: Vec<TimerOp>,
-    /// The kv rider's ops; their results follow the operations'.
-    kv: Vec<KvOp>,
-    /// A binary body's push groups as the client compressed them (crate::http::binary_body).
-    ready: Vec<ReadySegment>,
+    t: Transaction,
     /// A binary body's flag 2: pushes and acks are counted, not listed.
     counts: bool,
 }
 
-/// An operation's entries in `Parsed`: push items `pushes[first..first + n]`, or ack
-/// `acks[i]`.
+/// An operation's entries in the transaction: push items `pushes[first..first + n]`, or
+/// ack `acks[i]`.
 enum Op {
     Push {
         index: usize,
@@ -197,50 +176,12 @@ pub async fn transaction(
     };
     // The producer subject is the token's, as on `/push` (docs/security.md, "Producer
     // identity"); a binary body's frames carry none, so they are encoded again.
-    stamp_subject(&mut p.pushes, &subject);
+    stamp_subject(&mut p.t.pushes, subject.0.as_ref());
     if subject.0.is_some() {
-        p.ready.clear();
+        p.t.ready.clear();
     }
-    mark_request_duplicates(p.pushes.iter_mut());
-    seal_pushes(&state, tenant, &mut p.pushes).await?;
-    seal_ops(&state, tenant, &mut p.timers).await?;
-    let pushes = encode_pushes(&p.pushes, std::mem::take(&mut p.ready)).await?;
-    // Tenancy: a foreign partition never reaches the registry or the cursor lookup; the
-    // wire itself then refuses it exactly like a nonexistent one (docs/contract.md §9 step 1).
-    let owned = owned_partitions(&state, tenant, p.acks.iter().map(|a| a.pid)).await?;
-    // Its pushes cannot be spooled: while push maintenance is on or a partition it pushes
-    // to has spooled records pending, it is a 503 that wrote nothing (write_gate).
-    let targets: Vec<(Uuid, &str, &str)> = p
-        .pushes
-        .iter()
-        .map(|i| (tenant, i.queue.as_str(), i.partition.as_str()))
-        .collect();
-    state
-        .gate
-        .admit("a transaction that pushes", Targets::Partitions(&targets))
-        .await?;
-    let db = state.db.conn().await?;
-    let mut acks = Vec::new();
-    for g in ack_groups(&p.acks) {
-        let items: Vec<&AckItem> = g.iter().map(|&i| &p.acks[i]).collect();
-        let foreign = owned.as_ref().is_some_and(|o| !o.contains(&items[0].pid));
-        acks.push(ack_op(&state, &db, &p, &items, foreign).await?);
-    }
-    let wire = TxnWireRequest {
-        pushes,
-        acks,
-        timers: std::mem::take(&mut p.timers),
-        kv: std::mem::take(&mut p.kv),
-        tenant: Some(tenant.to_string()),
-    };
-    match db.log_transaction_wire(&wire).await {
-        Ok(r) => {
-            let queues: HashSet<&str> = p.pushes.iter().map(|i| i.queue.as_str()).collect();
-            for q in queues {
-                state.wake_queue(tenant, q);
-            }
-            nudge(&state, &wire.timers);
-            copy_request_duplicates(&mut p.pushes);
+    match run(&state.engine(), tenant, &mut p.t).await? {
+        Verdict::Committed(r) => {
             if p.counts {
                 return Ok(Json(counted(&txn, &p, &r)).into_response());
             }
@@ -255,9 +196,8 @@ pub async fn transaction(
         // A lost `required` kv precondition (nothing was written) is the SDK's 200
         // `kv_precondition`, its `failedIndex` in the flat space: every pushed item and
         // every ack first, then the kv rider.
-        Err(e) if e.kv_precondition().is_some() => {
-            let pre = e.kv_precondition().expect("checked");
-            let flat = p.pushes.len() + p.acks.len();
+        Verdict::KvPrecondition(pre) => {
+            let flat = p.t.pushes.len() + p.t.acks.len();
             Ok(Json(json!({
                 "transactionId": txn, "success": false, "reason": "kv_precondition",
                 "error": format!("kv precondition lost at kv[{}] ({}): nothing was committed",
@@ -267,12 +207,10 @@ pub async fn transaction(
             }))
             .into_response())
         }
-        // The wire's refusal (nothing was written) is a 200 with the reason; a database
-        // that is down or busy is the ApiError crate::db::error says (503).
-        Err(e) => match e.wire_refusal() {
-            Some((reason, msg)) => Ok(failure(StatusCode::OK, &txn, reason.as_str(), &msg, None)),
-            None => Err(e.into()),
-        },
+        // The wire's refusal (nothing was written) is a 200 with the reason.
+        Verdict::Refused(reason, msg) => {
+            Ok(failure(StatusCode::OK, &txn, reason.as_str(), &msg, None))
+        }
     }
 }
 
@@ -290,18 +228,18 @@ fn parse(body: &[u8], max_items: usize, max_payload: usize) -> ApiResult<Parsed>
     };
     let mut p = parse_json_body(head, max_items, max_payload)?;
     // The ready segments name items of the binary groups, which follow the head's.
-    let head_items = p.pushes.len();
+    let head_items = p.t.pushes.len();
     let mut items = t.pushes.items.into_iter();
     for n in t.groups {
-        let first = p.pushes.len();
-        p.pushes.extend(items.by_ref().take(n));
+        let first = p.t.pushes.len();
+        p.t.pushes.extend(items.by_ref().take(n));
         p.order.push(Op::Push {
             index: p.order.len(),
             first,
             n,
         });
     }
-    p.ready = t
+    p.t.ready = t
         .pushes
         .ready
         .into_iter()
@@ -311,7 +249,7 @@ fn parse(body: &[u8], max_items: usize, max_payload: usize) -> ApiResult<Parsed>
         })
         .collect();
     p.counts = t.pushes.counts;
-    check_item_count(p.pushes.len(), max_items)?;
+    check_item_count(p.t.pushes.len(), max_items)?;
     Ok(p)
 }
 
@@ -336,18 +274,18 @@ fn parse_json_body(body: &[u8], max_items: usize, max_payload: usize) -> ApiResu
     };
     let mut p = Parsed {
         order: Vec::new(),
-        pushes: Vec::new(),
-        acks: Vec::new(),
-        required,
-        timers,
-        kv,
-        ready: Vec::new(),
+        t: Transaction {
+            required,
+            timers,
+            kv,
+            ..Transaction::default()
+        },
         counts: false,
     };
     for (i, op) in ops.into_iter().enumerate() {
         parse_op(i, op, &mut p)?;
     }
-    check_item_count(p.pushes.len(), max_items)?;
+    check_item_count(p.t.pushes.len(), max_items)?;
     Ok(p)
 }
 
@@ -376,12 +314,12 @@ fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
                 .items
                 .and_then(|v| serde_json::from_str(v.get()).ok())
                 .ok_or_else(|| ApiError::bad(format!("{at}: items must be an array")))?;
-            let first = p.pushes.len();
+            let first = p.t.pushes.len();
             for (k, it) in items.into_iter().enumerate() {
                 let item = read_push_item(k, it).map_err(|e| e.within(&at))?;
-                p.pushes.push(item);
+                p.t.pushes.push(item);
             }
-            let n = p.pushes.len() - first;
+            let n = p.t.pushes.len() - first;
             p.order.push(Op::Push { index: i, first, n });
         }
         // Unknown statuses keep the /ack wording: `unknown status "x" at index <op>`.
@@ -395,9 +333,9 @@ fn parse_op(i: usize, op: &RawValue, p: &mut Parsed) -> ApiResult<()> {
             }
             p.order.push(Op::Ack {
                 index: i,
-                ack: p.acks.len(),
+                ack: p.t.acks.len(),
             });
-            p.acks.push(it);
+            p.t.acks.push(it);
         }
         other => return Err(bad_type(i, other)),
     }
@@ -415,159 +353,6 @@ fn bad_type(i: usize, kind: Option<&str>) -> ApiError {
         format!("operations[{i}].type"),
         format!("operations[{i}]: {got}: type must be \"push\" or \"ack\""),
     )
-}
-
-/// `encryptionEnabled` (crate::engine::sealing): the pushes into queues that encrypt are
-/// sealed; one lookup of the pushed queues, made only when the transaction pushes.
-async fn seal_pushes(state: &AppState, tenant: Uuid, items: &mut [PushItem]) -> ApiResult<()> {
-    if items.is_empty() {
-        return Ok(());
-    }
-    let qs: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
-    let ps: Vec<&str> = items.iter().map(|i| i.partition.as_str()).collect();
-    let queues: HashSet<String> = encrypting(state, tenant, &qs, &ps)
-        .await?
-        .into_iter()
-        .filter_map(|i| items.get(i).map(|it| it.queue.clone()))
-        .collect();
-    seal_items(state, items, |it| queues.contains(&it.queue))
-}
-
-/// One segment per (queue, partition); a transactionId repeated inside the request for
-/// the same partition is a duplicate of its first occurrence and is not pushed.
-/// A group a binary body sent ready (and not sealed since) is stored as it came.
-async fn encode_pushes(
-    items: &[PushItem],
-    mut ready: Vec<ReadySegment>,
-) -> ApiResult<Vec<WirePush>> {
-    type Segment = (
-        String,
-        String,
-        Vec<queen_log::frame::Frame>,
-        Option<Vec<u8>>,
-    );
-    let segments: Vec<Segment> = group_by_partition(items)
-        .into_iter()
-        .map(|(q, p, idx)| {
-            let as_sent = take_ready(&mut ready, &idx).filter(|_| !items[idx[0]].encrypted);
-            (
-                q.to_string(),
-                p.to_string(),
-                idx.iter().map(|&i| items[i].frame()).collect(),
-                as_sent,
-            )
-        })
-        .collect();
-    tokio::task::spawn_blocking(move || {
-        segments
-            .into_iter()
-            .map(|(queue, partition, frames, as_sent)| {
-                let blob = match as_sent {
-                    Some(b) => b,
-                    None => encode_segment(&frames)?,
-                };
-                Ok(WirePush {
-                    queue,
-                    partition,
-                    count: frames.len() as i32,
-                    hashes_hex: hash_hex(&segment_hashes(&frames)),
-                    blob_b64: base64::engine::general_purpose::STANDARD.encode(blob),
-                    verified: None,
-                })
-            })
-            .collect::<Result<Vec<_>, queen_log::frame::CodecError>>()
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("encoder task failed: {e}")))?
-    .map_err(ApiError::from)
-}
-
-/// Ack indexes per (partition, group), in order of first appearance.
-fn ack_groups(acks: &[AckItem]) -> Vec<Vec<usize>> {
-    let mut index: std::collections::HashMap<(Uuid, &str), usize> = Default::default();
-    let mut out: Vec<Vec<usize>> = Vec::new();
-    for (i, it) in acks.iter().enumerate() {
-        let gi = *index.entry((it.pid, it.group.as_str())).or_insert_with(|| {
-            out.push(Vec::new());
-            out.len() - 1
-        });
-        out[gi].push(i);
-    }
-    out
-}
-
-/// One wire ack op for a group: positional when the registry grants it, else by hash.
-async fn ack_op(
-    state: &AppState,
-    db: &Conn,
-    p: &Parsed,
-    items: &[&AckItem],
-    foreign: bool,
-) -> ApiResult<WireAckOp> {
-    let first = items[0];
-    let mut op = WireAckOp {
-        partition_id: first.pid.to_string(),
-        group: Some(first.group.clone()),
-        ..Default::default()
-    };
-    if foreign {
-        op.acks = Some(hash_acks(items));
-        return Ok(op);
-    }
-    op.worker = worker_for(db, p, items).await?;
-    if let Some(w) = op.worker.as_deref() {
-        if items.iter().all(|it| it.status == Status::Completed) {
-            let set: HashSet<TxnHash> = items.iter().map(|it| it.hash).collect();
-            if let Some(end) = state
-                .registry
-                .take_if_match(first.pid, &first.group, w, &set)
-            {
-                op.upto_off = Some(end);
-                return Ok(op);
-            }
-        }
-        state.registry.evict_if_worker(first.pid, &first.group, w);
-    }
-    op.acks = Some(hash_acks(items));
-    Ok(op)
-}
-
-/// The hash form of a group's acks.
-fn hash_acks(items: &[&AckItem]) -> Vec<WireHashElem> {
-    items
-        .iter()
-        .map(|it| WireHashElem {
-            h: hash_hex(&it.hash),
-            status: Some(it.status.as_str().to_string()),
-            ok: None,
-            error: it.error.clone(),
-        })
-        .collect()
-}
-
-/// The group's worker: its own leaseId; else, when any leaseId was sent, the partition's
-/// current worker; else the single unambiguous requiredLeases entry; else lease-less.
-async fn worker_for(db: &Conn, p: &Parsed, items: &[&AckItem]) -> ApiResult<Option<String>> {
-    if let Some(l) = items.iter().find_map(|it| it.lease.clone()) {
-        return Ok(Some(l));
-    }
-    if p.acks.iter().any(|it| it.lease.is_some()) {
-        return Ok(db.cursor_worker(items[0].pid, &items[0].group).await?);
-    }
-    let distinct: HashSet<&String> = p.required.iter().filter(|l| !l.is_empty()).collect();
-    Ok(match distinct.len() {
-        1 => distinct.into_iter().next().cloned(),
-        _ => None,
-    })
-}
-
-/// In-request duplicates answer with their first item's message id.
-fn copy_request_duplicates(items: &mut [PushItem]) {
-    for i in 0..items.len() {
-        if let Some(f) = items[i].dup_of {
-            items[i].message_id = items[f].message_id;
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -631,7 +416,7 @@ struct Counted<'a> {
 }
 
 fn counted<'a>(txn: &'a str, p: &'a Parsed, r: &'a TxnWire) -> Counted<'a> {
-    let duplicate = p.pushes.iter().filter(|i| i.dup_of.is_some()).count();
+    let duplicate = p.t.pushes.iter().filter(|i| i.dup_of.is_some()).count();
     let kv = r.kv.len();
     let results =
         r.kv.iter()
@@ -647,9 +432,9 @@ fn counted<'a>(txn: &'a str, p: &'a Parsed, r: &'a TxnWire) -> Counted<'a> {
     Counted {
         transaction_id: txn,
         success: true,
-        pushed: p.pushes.len() - duplicate,
+        pushed: p.t.pushes.len() - duplicate,
         duplicate,
-        acked: p.acks.len(),
+        acked: p.t.acks.len(),
         results,
     }
 }
@@ -682,7 +467,7 @@ fn render<'a>(p: &'a Parsed, r: &'a TxnWire) -> Vec<OpResult<'a>> {
     for op in &p.order {
         match *op {
             Op::Push { index, first, n } => {
-                for it in &p.pushes[first..first + n] {
+                for it in &p.t.pushes[first..first + n] {
                     out.push(OpResult::Push {
                         index,
                         kind: "push",
@@ -695,7 +480,7 @@ fn render<'a>(p: &'a Parsed, r: &'a TxnWire) -> Vec<OpResult<'a>> {
                 }
             }
             Op::Ack { index, ack } => {
-                let it = &p.acks[ack];
+                let it = &p.t.acks[ack];
                 out.push(OpResult::Ack {
                     index,
                     kind: "ack",
