@@ -11,6 +11,8 @@
 # Every spec gets a fresh empty database holding tests/isolation/helpers.sql (schema
 # `race`); its setup creates the extension. Prints one cargo-style line per spec (the diff
 # under a failure) and a result line. Results land in target/isolation/NAME/.
+# A spec's SQL blocks hold no brace: its scanner ends a block at the first "}" (jsonb
+# options are written with jsonb_build_object).
 # The bounded loops (no deadlock in N rounds) are not interleavings: tests/races.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +51,7 @@ for name in "${names[@]}"; do
         failed=$((failed + 1))
         echo "test isolation::$name ... FAILED"
         cat "$out/helpers.log"
+        testdb_drop "$URL" "$db"
         continue
     }
     if "$ISOLATION" --use-existing --bindir="$("$PG_CONFIG" --bindir)" \
