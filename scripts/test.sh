@@ -234,6 +234,9 @@ if PG_URL=$(bash tests/cluster.sh start); then
     # CALL queen.run_maintenance() over psql, two runners at once, and a pg_cron schedule
     # on a cluster that preloads pg_cron (waits for its next minute).
     run_suite maintenance bash tests/maintenance.sh "$PG_URL"
+    # The races' interleavings as isolation specs (pg_isolation_regress), then the same
+    # races as bounded pgbench loops (no deadlock in N rounds).
+    run_suite isolation bash tests/isolation.sh "$PG_URL"
     run_suite races bash tests/races.sh "$PG_URL"
     # Leases are unlogged: a crash and a standby promotion void them, acked data stays.
     run_suite lease_durability bash tests/lease_durability.sh

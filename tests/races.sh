@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# Races between retention, first pops, pushes and queue deletion, driven for real: two or
-# three psql sessions on a test cluster, sequenced by held transactions and by waiting
-# until a session is blocked on a lock (pg_stat_activity), never by sleeping and hoping;
-# then bounded loops (pgbench, --max-tries=1) that must see no deadlock (40P01) and lose
-# no message uncounted. The lock order they check is in docs/contract.md (conventions)
-# and docs/decisions.md, "Lock order".
+# Bounded loops (pgbench, --max-tries=1) racing retention, first pops of new groups,
+# pushes spanning two partitions and queue deletions at once: they must see no deadlock
+# (40P01), no error, and lose no message uncounted. The lock order they check is in
+# docs/contract.md (conventions) and docs/decisions.md, "Lock order". The deterministic
+# interleavings of the same races are isolation specs (tests/isolation.sh); these loops
+# are not interleavings but volume, which the isolation tester does not do.
 #   tests/races.sh <postgres-url>     (a superuser URL of tests/cluster.sh's cluster)
 # QUEEN_RACE_ROUNDS (default 200): transactions per pgbench client in the loops.
-# One node only: on Citus a coordinator session waiting for a worker is not a Lock wait
-# in its pg_stat_activity, so the "waits for" checks do not apply there.
 # Prints cargo-style lines and a `test result:` line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,81 +22,11 @@ check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$
 sql() { psql "$DB" -X -qAt -v ON_ERROR_STOP=1 -c "$1" 2>&1; }
 . "$(dirname "$0")/testdb.sh"
 WORK=$(mktemp -d /tmp/qa-races.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
 
-# --- Sessions: a psql reading from a fifo; `run NAME SQL` sends a statement and returns
-# at once; `done_ NAME` waits until everything sent so far has finished (a marker line).
-declare -A FD PID MARK
-open() { # name
-    rm -f "$WORK/$1.in" "$WORK/$1.out"
-    mkfifo "$WORK/$1.in"
-    # The session must not inherit the write ends of the other sessions' fifos (they
-    # would never see end of input).
-    (
-        for f in "${FD[@]}"; do eval "exec $f>&-"; done
-        PGAPPNAME="race_$1" exec psql "$DB" -X -qAt <"$WORK/$1.in" >"$WORK/$1.out" 2>&1
-    ) &
-    PID[$1]=$!
-    local fd
-    exec {fd}>"$WORK/$1.in"
-    FD[$1]=$fd
-    MARK[$1]=0
-}
-run() { printf '%s\n' "$2" >&"${FD[$1]}"; }
-done_() { # name [timeout-s]: 0 when the session finished everything sent so far
-    MARK[$1]=$((MARK[$1] + 1))
-    local m="@@mark-$1-${MARK[$1]}" t=$((${2:-30} * 20))
-    printf '\\echo %s\n' "$m" >&"${FD[$1]}"
-    for _ in $(seq "$t"); do
-        grep -q -- "$m" "$WORK/$1.out" && return 0
-        sleep 0.05
-    done
-    return 1
-}
-blocked() { # name [timeout-s]: 0 once the session waits for a lock, 1 if it never does
-    local t=$((${2:-10} * 20))
-    for _ in $(seq "$t"); do
-        [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'race_$1' AND wait_event_type = 'Lock'")" = 1 ] && return 0
-        sleep 0.05
-    done
-    return 1
-}
-close() { # name
-    local fd=${FD[$1]}
-    exec {fd}>&-
-    unset "FD[$1]"
-    wait "${PID[$1]}" 2>/dev/null
-}
-out() { grep -v '^@@mark' "$WORK/$1.out"; }
-cleanup() {
-    local fd
-    for s in "${!FD[@]}"; do fd=${FD[$s]}; exec {fd}>&- 2>/dev/null; done
-    for p in "${PID[@]}"; do kill "$p" 2>/dev/null; done
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-fresh() {
-    testdb_create "$URL" queen_races
-    sql "$(testdb_install_sql)" >/dev/null
-    sql "ALTER DATABASE queen_races SET deadlock_timeout = '200ms'" >/dev/null
-}
-pid_of() { sql "SELECT p.id FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = '$1' AND p.name = '$2'"; }
-age() { # queue seconds: every segment of the queue becomes that much older
-    sql "UPDATE queen.log_segments s SET created_at = s.created_at - make_interval(secs => $2)
-           FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-          WHERE p.id = s.partition_id AND q.name = '$1'" >/dev/null
-}
-# 30 messages in each of P1 and P2 (three segments of 10), drained by group gA; aged an
-# hour; then 5 young ones each. Configured with the given retention options.
-setup_drained() { # queue options-json
-    sql "SELECT queen.configure_queue_v1('$1', NULL, NULL, '$2')" >/dev/null
-    for p in P1 P2; do
-        for s in 0 1 2; do sql "SELECT queen.push('$1', '[$(seq -s, $((s * 10)) $((s * 10 + 9)))]', NULL, '$p')" >/dev/null; done
-    done
-    sql "SELECT count(*) FROM queen.log_pop_queue_v1('$1', 'gA', 1000, 60, 'wA', true, 'all', '', 2)" >/dev/null
-    age "$1" 3600
-    for p in P1 P2; do sql "SELECT queen.push('$1', '[30,31,32,33,34]', NULL, '$p')" >/dev/null; done
-}
+testdb_create "$URL" queen_races
+sql "$(testdb_install_sql)" >/dev/null
+sql "ALTER DATABASE queen_races SET deadlock_timeout = '200ms'" >/dev/null
 # No cursor is ever left below its partition's log start (what retention took from a
 # group is counted in its cursor's `evicted`), and the two lag views agree.
 invariants() { # queue -> "below|disagree"
@@ -108,154 +36,8 @@ invariants() { # queue -> "below|disagree"
                JOIN queen.queue_stats_v1(NULL, '$1') s ON s.r_partition_id = l.partition_id AND s.r_consumer_group = l.consumer_group
               WHERE l.queue = '$1' AND l.lag IS DISTINCT FROM s.r_lag")"
 }
-drain() { # queue group -> messages delivered (auto-ack)
-    local n total=0
-    for _ in $(seq 1 20); do
-        n=$(sql "SELECT COALESCE(sum(r_take), 0) FROM queen.log_pop_queue_v1('$1', '$2', 1000, 60, 'w', true, 'all', '', 10)")
-        [ "$n" = 0 ] && break
-        total=$((total + n))
-    done
-    echo "$total"
-}
-evicted() { sql "SELECT COALESCE(sum(c.evicted), 0) FROM queen.log_consumers c JOIN queen.log_partitions p ON p.id = c.partition_id
-                   JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = '$1' AND c.consumer_group = '$2'"; }
-live() { sql "SELECT sum(p.last_offset - p.log_start + 1) FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = '$1'"; }
 
-fresh
-
-# 1. A retention step holds both partitions (rule 2, the issue's repro); a new group's
-# first pop must wait for it and then start at the new log start: nothing it could have
-# read is lost uncounted.
-setup_drained r1 '{"completedRetentionSeconds": 60}'
-open A
-run A "BEGIN;"
-run A "SELECT queen.log_retention_step_v1('$(pid_of r1 P1)', NULL, clock_timestamp(), 1000);"
-run A "SELECT queen.log_retention_step_v1('$(pid_of r1 P2)', NULL, clock_timestamp(), 1000);"
-done_ A
-open B
-run B "SELECT count(*) FROM queen.log_pop_queue_v1('r1', 'gN', 1, 60, 'wN', true, 'all', '', 1);"
-if blocked B 5; then ok first_pop_of_a_new_group_waits_for_a_retention_step; else fail first_pop_of_a_new_group_waits_for_a_retention_step "the pop did not wait: $(out B)"; fi
-run A "COMMIT;"
-done_ A
-done_ B
-close A
-close B
-check first_pop_after_a_step_leaves_no_cursor_below_the_log_start "$(invariants r1)" "0|0"
-check first_pop_after_a_step_then_reads_everything_left "$(($(drain r1 gN) + 1 + $(evicted r1 gN)))" "$(live r1)"
-
-# 2. The other order: the new group's first pop is in flight (rule 1 this time); the step
-# must wait for it, then count what it takes from the new group as evicted.
-setup_drained r2 '{"retentionSeconds": 60}'
-open B
-run B "BEGIN;"
-run B "SELECT count(*) FROM queen.log_pop_queue_v1('r2', 'gN', 1, 60, 'wN', true, 'all', '', 1);"
-done_ B
-open A
-run A "SELECT queen.log_retention_step_v1('$(pid_of r2 P1)', clock_timestamp(), NULL, 1000);"
-if blocked A 5; then ok retention_step_waits_for_a_first_pop; else fail retention_step_waits_for_a_first_pop "the step did not wait: $(out A)"; fi
-run B "COMMIT;"
-done_ B
-done_ A
-run A "SELECT queen.log_retention_step_v1('$(pid_of r2 P2)', clock_timestamp(), NULL, 1000);"
-done_ A
-close A
-close B
-check step_after_a_first_pop_leaves_no_cursor_below_the_log_start "$(invariants r2)" "0|0"
-# gN started at offset -1 on both partitions: 70 messages, each delivered or evicted.
-check step_after_a_first_pop_counts_every_loss "$(($(drain r2 gN) + 1 + $(evicted r2 gN)))" "70"
-
-# 3. delete_queue_v1 against a retention step while an ack-like holder has a lease row
-# (the issue's repro): one lock order, so no deadlock and no error.
-sql "SELECT queen.configure_queue_v1('r3', NULL, NULL, '{\"retentionSeconds\": 60}')" >/dev/null
-sql "SELECT queen.push('r3', '[1,2,3]')" >/dev/null
-sql "SELECT count(*) FROM queen.log_pop_queue_v1('r3', 'gZ', 1, 60, 'w', false)" >/dev/null
-age r3 3600
-P3=$(pid_of r3 Default)
-open H
-run H "BEGIN;"
-run H "SELECT 1 FROM queen.log_leases WHERE partition_id = '$P3' AND consumer_group = 'gZ' FOR UPDATE;"
-done_ H
-open D
-run D "SELECT queen.delete_queue_v1('r3')->>'existed';"
-blocked D 5 || fail delete_waits_for_the_lease_holder "it did not wait: $(out D)"
-open S
-# The step holds the partition row and never waits for a lease row: it leaves the
-# partition for the next run (busy) and deletes nothing.
-run S "SELECT (r->>'busy') || ',' || (r->>'deleted') FROM queen.log_retention_step_v1('$P3', clock_timestamp(), NULL, 1000) r;"
-done_ S 10
-run H "COMMIT;"
-done_ H
-done_ D
-close H
-close D
-close S
-check delete_queue_and_retention_step_do_not_deadlock "$(out D)|$(out S)" "true|true,0"
-
-# 4. delete_queue_v1 against a push spanning both partitions of the queue, the first
-# created partition having the higher id (the cascade deletes in creation order, pushes
-# lock in ascending id): the push holds one partition and then takes the other.
-for _ in $(seq 1 40); do
-    sql "SELECT queen.delete_queue_v1('r4')" >/dev/null
-    sql "SELECT queen.push('r4', '[1]', NULL, 'A'), queen.push('r4', '[2]', NULL, 'B')" >/dev/null
-    [ "$(sql "SELECT (SELECT id FROM queen.log_partitions WHERE name = 'A' AND queue_id = q.id) >
-                     (SELECT id FROM queen.log_partitions WHERE name = 'B' AND queue_id = q.id)
-                FROM queen.queues q WHERE name = 'r4'")" = t ] && break
-done
-open T
-run T "BEGIN;"
-run T "SELECT queen.push('r4', '[3]', NULL, 'B') IS NOT NULL;"
-done_ T
-open D
-run D "SELECT queen.delete_queue_v1('r4')->>'existed';"
-blocked D 5 || fail delete_waits_for_the_push "it did not wait: $(out D)"
-run T "SELECT queen.push('r4', '[4]', NULL, 'A') IS NOT NULL;"
-done_ T 10
-run T "COMMIT;"
-done_ T
-done_ D
-close T
-close D
-check delete_queue_and_a_two_partition_push_do_not_deadlock "$(out T | tr "\n" ,)|$(out D)" "t,t,|true"
-
-# 4b. A new group's first queue-level pop seeds a cursor on every partition it lists,
-# holding their rows (FOR SHARE, ascending); a partition created after the list and
-# sorting below them, and a push holding that one and waiting for the highest: the pop
-# must not wait for the new partition (it leaves it to the next pop), or the two deadlock.
-for p in A B C D E F G H; do sql "SELECT queen.push('r6', '[1]', NULL, '$p')" >/dev/null; done
-HI=$(sql "SELECT p.name FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'r6' ORDER BY p.id DESC LIMIT 1")
-open H
-run H "BEGIN;"
-run H "SELECT 1 FROM queen.log_partitions WHERE id = '$(pid_of r6 "$HI")' FOR NO KEY UPDATE;"
-done_ H
-open B
-run B "SELECT sum(r_take) FROM queen.log_pop_queue_v1('r6', 'gLate', 100, 60, 'wL', true, 'all', '', 20);"
-blocked B 5 || fail first_pop_waits_for_the_highest_partition "it did not wait: $(out B)"
-LO=
-for i in $(seq 1 40); do
-    sql "SELECT queen.push('r6', '[2]', NULL, 'N$i')" >/dev/null
-    [ "$(sql "SELECT '$(pid_of r6 "N$i")' < '$(pid_of r6 "$HI")'")" = t ] && { LO=N$i; break; }
-done
-open X
-run X "BEGIN;"
-run X "SELECT queen.push('r6', '[3]', NULL, '$LO') IS NOT NULL;"
-done_ X
-run X "SELECT queen.push('r6', '[4]', NULL, '$HI') IS NOT NULL;"
-blocked X 5 || fail push_waits_for_the_highest_partition "it did not wait: $(out X)"
-run H "COMMIT;"
-done_ H
-done_ B 10
-run X "COMMIT;"
-done_ X 10
-close H
-close B
-close X
-# The pop served the eight listed partitions and the new ones above them (one message
-# each: the loop's $i tries, the last being the one below), not the one below.
-check first_pop_and_a_push_into_a_partition_created_meanwhile_do_not_deadlock "$(out B)|$(out X | tr "\n" ,)" "$((8 + i - 1))|t,t,"
-check the_partition_left_alone_is_served_by_the_next_pop \
-    "$(sql "SELECT sum(r_take) FROM queen.log_pop_queue_v1('r6', 'gLate', 100, 60, 'wL', true, 'all', '', 20) WHERE r_partition = '$LO'")" "2"
-
-# 5. The loops: pushes spanning two partitions (log_push_multi_v1, as a fused flush
+# The loops: pushes spanning two partitions (log_push_multi_v1, as a fused flush
 # sends them), retention steps, first pops of new groups and queue deletions, at once.
 # Every 40P01 is a failure; 40001 (a push into a partition deleted under it; the broker
 # retries) is allowed.
