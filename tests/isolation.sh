@@ -54,21 +54,10 @@ for name in "${names[@]}"; do
         testdb_drop "$URL" "$db"
         continue
     }
-    if "$ISOLATION" --use-existing --bindir="$("$PG_CONFIG" --bindir)" \
-        --host="$host" --port="$port" --user="$user" --dbname="$db" \
-        --inputdir="$DIR" --outputdir="$out" "$name" >"$out/pg_isolation_regress.log" 2>&1; then
+    if testdb_regress_one isolation "$ISOLATION" "$DIR" "$out" "$db" "$name"; then
         passed=$((passed + 1))
-        echo "test isolation::$name ... ok"
     else
         failed=$((failed + 1))
-        echo "test isolation::$name ... FAILED"
-        if [ ! -e "$DIR/expected/$name.out" ]; then
-            echo "no $DIR/expected/$name.out: read $out/results/$name.out and, if right, copy it there"
-        elif [ -s "$out/regression.diffs" ]; then
-            cat "$out/regression.diffs"
-        else
-            cat "$out/pg_isolation_regress.log"
-        fi
     fi
     testdb_drop "$URL" "$db"
 done

@@ -49,22 +49,10 @@ for name in "${names[@]}"; do
     rm -rf "$out"
     mkdir -p "$out"
     testdb_create "$URL" "$db"
-    if "$PG_REGRESS" --use-existing --bindir="$("$PG_CONFIG" --bindir)" \
-        --host="$host" --port="$port" --user="$user" --dbname="$db" \
-        --inputdir="$DIR" --outputdir="$out" "$name" >"$out/pg_regress.log" 2>&1; then
+    if testdb_regress_one regress "$PG_REGRESS" "$DIR" "$out" "$db" "$name"; then
         passed=$((passed + 1))
-        echo "test regress::$name ... ok"
     else
         failed=$((failed + 1))
-        echo "test regress::$name ... FAILED"
-        # The diff against the expected output (or pg_regress's own complaint).
-        if [ ! -e "$DIR/expected/$name.out" ]; then
-            echo "no $DIR/expected/$name.out: read $out/results/$name.out and, if right, copy it there"
-        elif [ -s "$out/regression.diffs" ]; then
-            cat "$out/regression.diffs"
-        else
-            cat "$out/pg_regress.log"
-        fi
     fi
     testdb_drop "$URL" "$db"
 done

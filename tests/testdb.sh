@@ -28,3 +28,26 @@ testdb_install_sql() {
 port_of() {
     python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).port)' "$1"
 }
+# One file of a pg_regress-style suite (pg_regress or pg_isolation_regress, the same
+# options and layout) in database $db of the cluster at $host:$port as $user: prints the
+# cargo-style line, with the diff against the expected output (or the tool's own
+# complaint) under a failure; returns 0 when it passed. Logs to OUT/<tool>.log.
+testdb_regress_one() { # suite tool inputdir outdir db name
+    local suite=$1 tool=$2 dir=$3 out=$4 db=$5 name=$6 log
+    log=$out/$(basename "$tool").log
+    if "$tool" --use-existing --bindir="$("$PG_CONFIG" --bindir)" \
+        --host="$host" --port="$port" --user="$user" --dbname="$db" \
+        --inputdir="$dir" --outputdir="$out" "$name" >"$log" 2>&1; then
+        echo "test $suite::$name ... ok"
+        return 0
+    fi
+    echo "test $suite::$name ... FAILED"
+    if [ ! -e "$dir/expected/$name.out" ]; then
+        echo "no $dir/expected/$name.out: read $out/results/$name.out and, if right, copy it there"
+    elif [ -s "$out/regression.diffs" ]; then
+        cat "$out/regression.diffs"
+    else
+        cat "$log"
+    fi
+    return 1
+}
