@@ -15,9 +15,8 @@ export PGOPTIONS="-c client_min_messages=warning"
 DBNAME=queen_citus
 DB=${URL%/*}/$DBNAME
 passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "test citus::$1 ... ok"; }
-fail() { failed=$((failed + 1)); echo "test citus::$1 ... FAILED${2:+: $2}"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$2]"; fi; }
+SUITE=citus
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sql() { psql "$DB" -X -qAt -v ON_ERROR_STOP=1 -c "$1" 2>&1; }
 
 bash tests/citus.sh createdb "$DBNAME"

@@ -20,9 +20,8 @@ SDATA=/tmp/qa-standby-$SPORT
 SSOCK=/tmp/qa-standby-sock-$SPORT
 as_pg() { sudo -u postgres "$@"; }
 passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "test lease_durability::$1 ... ok"; }
-fail() { failed=$((failed + 1)); echo "test lease_durability::$1 ... FAILED${2:+: $2}"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$2]"; fi; }
+SUITE=lease_durability
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sql() { psql "postgres://postgres@127.0.0.1:$1/queen_test" -X -qAt -v ON_ERROR_STOP=1 -c "$2" 2>&1; }
 cleanup() {
     as_pg "$PGBIN/pg_ctl" -D "$SDATA" stop -m immediate >/dev/null 2>&1

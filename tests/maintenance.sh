@@ -18,9 +18,8 @@ URL=${1:?usage: tests/maintenance.sh <postgres-url>}
 export PGOPTIONS="-c client_min_messages=warning"
 DB=${URL%/*}/queen_maint
 passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "test maintenance::$1 ... ok"; }
-fail() { failed=$((failed + 1)); echo "test maintenance::$1 ... FAILED${2:+: $2}"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$2]"; fi; }
+SUITE=maintenance
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sql() { psql "$1" -X -qAt -v ON_ERROR_STOP=1 -c "$2" 2>&1; }
 report() { sql "$1" "CALL queen.run_maintenance(${2:-10000}, ${3:-1000})"; }
 field() { python3 -c 'import json, sys; print(json.loads(sys.argv[1]).get(sys.argv[2]))' "$1" "$2"; }

@@ -22,8 +22,8 @@ export PGOPTIONS="-c client_min_messages=warning"
 q() { psql "$URL" -X -qAt -v ON_ERROR_STOP=1 -c "$1" 2>&1; }
 version=$(q "SHOW server_version_num") || { echo "pg_stats: cannot connect: $version"; exit 1; }
 passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "test pg_stats::$1 ... ok"; }
-fail() { failed=$((failed + 1)); echo "test pg_stats::$1 ... FAILED${2:+: $2}"; }
+SUITE=pg_stats
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 number() { local got; got=$(q "SELECT $1") && [[ $got =~ ^[0-9]+$ ]]; }
 for name in $(awk -F'\t' '!/^#/ {print $1}' "$PG_STATS_TSV" | sort -u); do

@@ -16,9 +16,8 @@ export PGOPTIONS="-c client_min_messages=warning"
 DB=${URL%/*}/queen_races
 PGBIN=$(dirname "$(command -v pgbench || echo /usr/lib/postgresql/15/bin/pgbench)")
 passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "test races::$1 ... ok"; }
-fail() { failed=$((failed + 1)); echo "test races::$1 ... FAILED${2:+: $2}"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$2]"; fi; }
+SUITE=races
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sql() { psql "$DB" -X -qAt -v ON_ERROR_STOP=1 -c "$1" 2>&1; }
 . "$(dirname "$0")/testdb.sh"
 WORK=$(mktemp -d /tmp/qa-races.XXXXXX)

@@ -37,9 +37,8 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 PG_MAJOR=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 WORK=$(mktemp -d /tmp/queen-upgrade.XXXXXX)
 passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "test upgrade::$1 ... ok"; }
-fail() { failed=$((failed + 1)); echo "test upgrade::$1 ... FAILED${2:+: $2}"; }
-check() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1" "expected [$3] got [$2]"; fi; }
+SUITE=upgrade
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 psql_db() { local db=$1; shift; psql "$BASE/$db" -X -qAt -v ON_ERROR_STOP=1 "$@"; }
 recreate_db() {
     psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1" >/dev/null
