@@ -5,9 +5,9 @@
 //! pushes per partition and of acks per key, and sealing (pushes and timers) for queues
 //! that encrypt.
 
-use std::sync::Arc;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
+use std::sync::Arc;
 
 use queen_log::ack::Status;
 use queen_log::frame::Frame;

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::engine::items::stamp_subject;
 use crate::engine::push::{push as push_items, Outcome, Pushed};
 use crate::error::ApiResult;
-use crate::engine::items::stamp_subject;
 use crate::http::auth::{Subject, Tenant};
 use crate::http::binary_body::{is_binary, read_push, BinaryPush, PUSH_MAGIC};
 use crate::http::input::parse_json;
