@@ -48,12 +48,15 @@ async fn filled(b: &Broker, q: &str, n: usize) {
 }
 
 fn partition_id(v: &Value) -> uuid::Uuid {
-    v["messages"][0]["partitionId"].as_str().unwrap().parse().unwrap()
+    v["messages"][0]["partitionId"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
 }
 
 #[tokio::test]
-async fn a_queue_pop_goes_past_a_page_of_locked_candidates_and_is_empty_only_when_none_is_free()
-{
+async fn a_queue_pop_goes_past_a_page_of_locked_candidates_and_is_empty_only_when_none_is_free() {
     let b = start().await;
     let ns = unique("emptypop");
     let q = format!("{ns}.a");
