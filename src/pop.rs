@@ -999,7 +999,7 @@ struct QueueServed {
 /// answers empty only when every partition that looked ready was leased, locked by a
 /// concurrent pop (SKIP LOCKED), deferred or drained meanwhile: concurrent pops all read
 /// the same first page, and a first page wholly locked by them is no reason to stop while
-/// other partitions have ready messages (docs/decisions.md, "A queue pop's candidates").
+/// other partitions have ready messages (docs/decisions.md, "Which partitions a queue pop tries").
 /// Each partition is tried at most once, so a pop reads at most the queue's partitions.
 fn pop_queue(
     client: &mut SpiClient<'_>,

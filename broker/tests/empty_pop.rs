@@ -1,5 +1,5 @@
 //! A queue-level pop (and a namespace pop) answers empty only when no partition it may
-//! serve has ready, unleased messages (docs/decisions.md, "A queue pop's candidates").
+//! serve has ready, unleased messages (docs/decisions.md, "Which partitions a queue pop tries").
 //! Concurrent pops are stood in for by a transaction holding the lease rows of most
 //! partitions FOR UPDATE, as a pop in flight does while it serves them: deterministic,
 //! no sleeps.

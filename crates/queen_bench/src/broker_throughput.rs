@@ -43,7 +43,7 @@ pub struct ConsumerOut {
     pub msgs: u64,
     pub failed_items: u64,
     /// Pops answered 204 (empty), the last one of a drained partition included: a round
-    /// trip that delivered nothing (docs/decisions.md, "A queue pop's candidates").
+    /// trip that delivered nothing (docs/decisions.md, "Which partitions a queue pop tries").
     pub empty_pops: u64,
     pub lat_ms: Vec<f64>,
     pub errors: Vec<String>,
