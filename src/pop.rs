@@ -917,12 +917,13 @@ fn register_group(
 }
 
 /// Partitions of the queue that may have work for the group, hold no live lease and no
-/// pending nack delay, least recently leased first (fairness); more than needed, since
-/// some will be locked.
+/// pending nack delay, least recently leased first (fairness), leaving out the ones this
+/// pop already tried ($5); more than needed, since some will be locked. A pop reads
+/// further pages until one serves or none is left (`pop_queue`).
 const CANDIDATES: &str = "SELECT p.id, p.name FROM queen.log_partitions p
    LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
    LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
-  WHERE p.queue_id = $1
+  WHERE p.queue_id = $1 AND p.id <> ALL($5)
     AND (c.partition_id IS NULL AND p.last_offset >= 0
          OR p.last_offset > c.committed
             AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL OR l.lease_expires_at < $4)
@@ -931,14 +932,14 @@ const CANDIDATES: &str = "SELECT p.id, p.name FROM queen.log_partitions p
   LIMIT $3";
 
 /// The same under `delayedProcessing` or `windowBuffer`: only partitions whose next
-/// message is visible ($5 = now − delay, or infinity; one index probe each) and that have
-/// been quiet since $6 (now − windowBuffer, or infinity). Without it, partitions holding
+/// message is visible ($6 = now − delay, or infinity; one index probe each) and that have
+/// been quiet since $7 (now − windowBuffer, or infinity). Without it, partitions holding
 /// only young messages, never leased and so first in line, would fill the candidate list
 /// and starve the ready ones behind them until their delay passed.
 const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name FROM queen.log_partitions p
    LEFT JOIN queen.log_consumers c ON c.partition_id = p.id AND c.consumer_group = $2
    LEFT JOIN queen.log_leases l ON l.partition_id = p.id AND l.consumer_group = $2
-  WHERE p.queue_id = $1
+  WHERE p.queue_id = $1 AND p.id <> ALL($5)
     AND (c.partition_id IS NULL AND p.last_offset >= 0
          OR p.last_offset > c.committed
             AND (l.worker_id IS NULL OR l.lease_expires_at IS NULL OR l.lease_expires_at < $4)
@@ -946,25 +947,33 @@ const CANDIDATES_DELAYED: &str = "SELECT p.id, p.name FROM queen.log_partitions 
     AND COALESCE((SELECT s.created_at FROM queen.log_segments s
                    WHERE s.partition_id = p.id
                      AND s.base_offset <= GREATEST(COALESCE(c.committed + 1, p.log_start), p.log_start)
-                   ORDER BY s.base_offset DESC LIMIT 1), '-infinity') <= $5
-    AND p.last_write_at <= $6
+                   ORDER BY s.base_offset DESC LIMIT 1), '-infinity') <= $6
+    AND p.last_write_at <= $7
   ORDER BY l.lease_acquired_at NULLS FIRST, p.id
   LIMIT $3";
 
+/// One page of candidates: up to `want` × 4 + 8, none of `tried`.
 fn candidates(
     client: &SpiClient<'_>,
     queue: &QueueRef,
     group: &str,
     want: i32,
+    tried: &[Uuid],
 ) -> Vec<(Uuid, String)> {
     let limit = i64::from(want).saturating_mul(4).saturating_add(8);
-    let args = [queue.id.into(), group.into(), limit.into(), now().into()];
+    let args = [
+        queue.id.into(),
+        group.into(),
+        limit.into(),
+        now().into(),
+        tried.to_vec().into(),
+    ];
     match hold(queue) {
         None => q(client, CANDIDATES, &args),
         Some(h) => {
-            let [a, b, c, d] = args;
-            let (e, f) = (h.visible_before.into(), h.quiet_before.into());
-            q(client, CANDIDATES_DELAYED, &[a, b, c, d, e, f])
+            let [a, b, c, d, e] = args;
+            let (f, g) = (h.visible_before.into(), h.quiet_before.into());
+            q(client, CANDIDATES_DELAYED, &[a, b, c, d, e, f, g])
         }
     }
     .or_raise()
@@ -985,7 +994,13 @@ struct QueueServed {
 }
 
 /// Pop across a queue: claim up to `max_partitions` ready partitions under one worker,
-/// with the budget as a global cap.
+/// with the budget as a global cap. Candidates come a page at a time; while the pop has
+/// served nothing it reads the next page (the partitions it has not tried yet), so it
+/// answers empty only when every partition that looked ready was leased, locked by a
+/// concurrent pop (SKIP LOCKED), deferred or drained meanwhile: concurrent pops all read
+/// the same first page, and a first page wholly locked by them is no reason to stop while
+/// other partitions have ready messages (docs/decisions.md, "Which partitions a queue pop tries").
+/// Each partition is tried at most once, so a pop reads at most the queue's partitions.
 fn pop_queue(
     client: &mut SpiClient<'_>,
     queue: &QueueRef,
@@ -996,23 +1011,36 @@ fn pop_queue(
     register_group(client, queue.id, queue.tenant, req, &mut held);
     let mut out = Vec::new();
     let mut budget = Budget::new(i64::from(req.budget));
-    for (pid, name) in candidates(client, queue, req.group, max_partitions) {
-        if out.len() >= max_partitions as usize || budget.is_spent() {
+    let mut tried: Vec<Uuid> = Vec::new();
+    loop {
+        let page = candidates(client, queue, req.group, max_partitions, &tried);
+        if page.is_empty() {
             break;
         }
-        let part_req = Checked {
-            budget: budget.left() as i32,
-            ..*req
-        };
-        let Some(served) = pop_partition(client, pid, queue, &part_req, &mut held) else {
-            continue;
-        };
-        budget.spend(frames(&served.slices));
-        out.push(QueueServed {
-            partition_id: pid,
-            partition: name,
-            served,
-        });
+        for (pid, name) in page {
+            if out.len() >= max_partitions as usize || budget.is_spent() {
+                break;
+            }
+            tried.push(pid);
+            let part_req = Checked {
+                budget: budget.left() as i32,
+                ..*req
+            };
+            let Some(served) = pop_partition(client, pid, queue, &part_req, &mut held) else {
+                continue;
+            };
+            budget.spend(frames(&served.slices));
+            out.push(QueueServed {
+                partition_id: pid,
+                partition: name,
+                served,
+            });
+        }
+        // Something served: this pop is done (as before, one page at most); a further
+        // page is read only to avoid answering empty.
+        if !out.is_empty() {
+            break;
+        }
     }
     out
 }

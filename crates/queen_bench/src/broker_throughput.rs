@@ -42,6 +42,9 @@ pub struct ConsumerOut {
     pub acks: u64,
     pub msgs: u64,
     pub failed_items: u64,
+    /// Pops answered 204 (empty), the last one of a drained partition included: a round
+    /// trip that delivered nothing (docs/decisions.md, "Which partitions a queue pop tries").
+    pub empty_pops: u64,
     pub lat_ms: Vec<f64>,
     pub errors: Vec<String>,
     pub finished: Duration,
@@ -86,6 +89,7 @@ pub async fn consume(
             }
         };
         if resp.status().as_u16() == 204 {
+            out.empty_pops += 1;
             if long_poll {
                 continue;
             }
@@ -246,6 +250,8 @@ pub struct CellOut {
     pub acks: u64,
     pub msgs: u64,
     pub failed_items: u64,
+    /// Pops that came back empty (204), over every consumer.
+    pub empty_pops: u64,
     pub prefilled: i64,
     pub secs: f64,
     pub lat: Summary,
@@ -379,6 +385,7 @@ async fn cell(
         acks: outs.iter().map(|o| o.acks).sum(),
         msgs: outs.iter().map(|o| o.msgs).sum(),
         failed_items: outs.iter().map(|o| o.failed_items).sum(),
+        empty_pops: outs.iter().map(|o| o.empty_pops).sum(),
         prefilled: per * consumers as i64,
         secs,
         lat: Summary::of(&lat),
@@ -397,11 +404,12 @@ async fn cell(
         ctx,
         "broker",
         format!(
-            "{mode}: C={consumers} B={batch}: {} acks/s, {} msgs/s, p50 {} ms, p99 {} ms{}",
+            "{mode}: C={consumers} B={batch}: {} acks/s, {} msgs/s, p50 {} ms, p99 {} ms, {} empty pops{}",
             fmt_num(out.acks_per_s()),
             fmt_num(out.msgs_per_s()),
             fmt_ms(out.lat.median),
             fmt_ms(out.lat.p99),
+            out.empty_pops,
             if out.errors.is_empty() {
                 String::new()
             } else {
@@ -621,6 +629,7 @@ fn write_section(ctx: &Ctx, sec: &mut Section, cells: &[CellOut], logs: &Path) {
             range(&c.reps),
             fmt_num(c.msgs_per_s()),
             format!("{} / {}", c.msgs, c.prefilled),
+            c.empty_pops.to_string(),
             format!("{:.2}", c.secs),
             fmt_ms(c.lat.median),
             fmt_ms(c.lat.p99),
@@ -653,6 +662,7 @@ fn write_section(ctx: &Ctx, sec: &mut Section, cells: &[CellOut], logs: &Path) {
             "acks/s min – max",
             "msgs/s",
             "acked / prefilled",
+            "empty pops",
             "wall s",
             "ack p50 ms",
             "ack p99 ms",
