@@ -272,6 +272,16 @@ impl CycleRequest {
     pub fn releases(&self) -> bool {
         self.release_lease.unwrap_or(true)
     }
+
+    /// A cycle without a source ack (the SDKs' idle flush: it closes ripe windows it read
+    /// outside any lease) is fenced by the state it read (docs/decisions.md, "Streams"):
+    /// every row it deletes must still be there, and no cycle may hold the source
+    /// partition's lease for its group when it commits. An acked cycle is fenced by its
+    /// lease instead: it read the state after its pop, and no fenced cycle commits while
+    /// that lease is live.
+    pub fn fenced_by_state(&self) -> bool {
+        self.ack.is_none()
+    }
 }
 
 fn required_uuid(key: &str, v: &Option<String>) -> Result<uuid::Uuid, String> {
