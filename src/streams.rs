@@ -15,7 +15,7 @@ use queen_log::frame::Frame;
 use queen_log::hash::txn_hash;
 use queen_log::streams::{
     check_cycle, cycle_digest, final_ops, AckKind, AckResult, CycleAck, CycleRequest, CycleResult,
-    PushResult, RegisterRequest, SinkItem, StateGetRequest, MAX_BATCH,
+    PushResult, RegisterRequest, SinkItem, StateGetRequest, FENCED, MAX_BATCH,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -311,9 +311,8 @@ fn apply_state(client: &mut SpiClient<'_>, query: Uuid, pid: Uuid, r: &CycleRequ
         if r.fenced_by_state() && gone.len() < deletes.len() {
             let missing = deletes.iter().find(|k| !gone.contains(k));
             raise_q(format!(
-                "{QSTREAM} cycle without an ack refused for partition {pid}: the state row {:?} \
-                 it deletes no longer exists (another cycle closed it after this one read it); \
-                 nothing was written",
+                "{FENCED} partition {pid}: the state row {:?} this cycle deletes no longer \
+                 exists (another cycle closed it after this one read it); nothing was written",
                 missing.map(String::as_str).unwrap_or_default()
             ));
         }
@@ -522,9 +521,8 @@ fn fence_unleased(client: &mut SpiClient<'_>, pid: Uuid, group: &str) {
     };
     if cur.lease_live && cur.state.batch_end.is_some() {
         raise_q(format!(
-            "{QSTREAM} cycle without an ack refused for partition {pid}: a cycle of group \
-             \"{group}\" holds the partition's lease and commits the state this one read; \
-             nothing was written"
+            "{FENCED} partition {pid}: a cycle of group \"{group}\" holds the partition's \
+             lease and commits over the state this one read; nothing was written"
         ));
     }
 }
@@ -573,7 +571,8 @@ fn cycle(client: &mut SpiClient<'_>, tenant: Uuid, r: &CycleRequest) -> CycleRes
 }
 
 /// One cycle, all or nothing: raises on any refusal (`QSTREAM ...`, P0001; input 22023;
-/// QENC 55000), so its caller's subtransaction undoes everything it wrote. Called by
+/// QENC 55000) and when fenced out by the state it read (`QFENCE ...`, P0001), so its
+/// caller's subtransaction undoes everything it wrote. Called by
 /// `queen.streams_cycle_v1`, which is the function to call.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]

@@ -1,6 +1,7 @@
 //! Queen's streams over real HTTP (docs/decisions.md, "Streams"): a cycle commits its
 //! state ops, sink pushes and source ack together or not at all; a retried cycle is
-//! applied once; two runners of one query cannot both commit the same messages; a
+//! applied once; two runners of one query cannot both commit the same messages; an idle
+//! flush (a cycle without an ack) cannot commit over state that changed since it read it; a
 //! registration with another config hash is a 409 until `reset`; bad input is a 400
 //! naming its field and writes nothing.
 
@@ -534,8 +535,9 @@ mod window {
 /// Queen's `tumblingPerPartitionIsolation` counted a message twice: the idle flush read a
 /// ripe window, a cycle then closed the same window (deleted its row, pushed its value),
 /// and the flush's cycle — no ack, so no lease to fence it — pushed the value again. The
-/// flush is fenced by the state it read: the row it deletes is gone, so it is refused and
-/// writes nothing; the window is in the sink once.
+/// flush is fenced by the state it read: the row it deletes is gone, so it writes nothing
+/// (answered `success: true, fenced`: the SDK counts a `success: false` as an error); the
+/// window is in the sink once.
 #[tokio::test]
 async fn an_idle_flush_cannot_emit_a_window_a_cycle_already_closed() {
     let b = start().await;
@@ -560,13 +562,26 @@ async fn an_idle_flush_cannot_emit_a_window_a_cycle_already_closed() {
     assert_eq!(v["success"], true, "{v}");
     // The flush's cycle arrives: the row it read is gone.
     let v = cycle(&b, &window::flush(&st, &pid, &rows)).await;
-    assert_eq!(
-        v["success"], false,
-        "a flush of a closed window is refused: {v}"
-    );
     assert!(
-        v["error"].as_str().unwrap().contains("no longer exists"),
-        "{v}"
+        v["fenced"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no longer exists"),
+        "a flush of a closed window is fenced out: {v}"
+    );
+    assert_eq!(
+        (
+            v["success"].clone(),
+            v["state_ops_applied"].clone(),
+            v["push_results"].clone()
+        ),
+        (json!(true), json!(0), json!([])),
+        "not the SDK's error, nothing applied: {v}"
+    );
+    let m = metrics(&b).await;
+    assert_eq!(
+        metric(&m, "queen_stream_cycles_total{result=\"fenced\"}"),
+        1.0
     );
     assert_eq!(
         window::emitted(&b, &st).await,
@@ -590,7 +605,7 @@ async fn an_idle_flush_cannot_emit_a_window_a_cycle_already_closed() {
 /// the shard while the runner pops a late message of the same window and reads the
 /// window's row. Unfenced, the flush deleted and emitted the window, and the runner's
 /// cycle wrote it back with the late message added — the first message counted twice.
-/// Fenced, the flush finds the source partition leased when it commits and is refused;
+/// Fenced, the flush finds the source partition leased when it commits and writes nothing;
 /// the runner's cycle commits, and the next flush emits the window once with both.
 #[tokio::test]
 async fn an_idle_flush_yields_to_the_cycle_holding_the_source_lease() {
@@ -638,8 +653,14 @@ async fn an_idle_flush_yields_to_the_cycle_holding_the_source_lease() {
     db.batch_execute("COMMIT").await.unwrap();
     let (s, v) = flush.await.unwrap();
     assert_eq!(s, StatusCode::OK, "{v}");
-    assert_eq!(v["success"], false, "the flush yields to the lease: {v}");
-    assert!(v["error"].as_str().unwrap().contains("lease"), "{v}");
+    assert!(
+        v["fenced"].as_str().unwrap_or_default().contains("lease"),
+        "the flush yields to the lease: {v}"
+    );
+    assert_eq!(
+        (v["success"].clone(), v["state_ops_applied"].clone()),
+        (json!(true), json!(0))
+    );
     // The runner's cycle adds the late message to the window it read.
     let add = json!([{"type": "upsert", "key": window::key(0), "value": window::row(0, 605, 2)}]);
     let v = cycle(&b, &window::acked(&st, &p1, add, &[])).await;

@@ -459,11 +459,27 @@ pub struct CycleResult {
     /// A retry of the shard's last committed cycle: nothing was applied again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// Why a cycle fenced by the state it read ([`CycleRequest::fenced_by_state`]) did not
+    /// apply: the state it read changed or is being changed ([`is_fenced`]). Nothing was
+    /// written, and `success` is true: the caller did nothing wrong, and its next read
+    /// sees what happened (the SDKs count a `success: false` as a runner error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The SQLSTATE of a refusal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sqlstate: Option<String>,
+}
+
+/// The message prefix of the error that rolls back a cycle fenced by the state it read
+/// (raised with SQLSTATE P0001, as every Q-prefixed contract error): its callers answer
+/// it with [`CycleResult::fenced`], not as a refusal.
+pub const FENCED: &str = "QFENCE";
+
+/// Whether a failed cycle was fenced out ([`FENCED`]) rather than refused.
+pub fn is_fenced(sqlstate: &str, message: &str) -> bool {
+    sqlstate == "P0001" && message.starts_with(FENCED)
 }
 
 /// Whether a failed cycle is the cycle's own refusal (answered `success: false`, nothing
@@ -493,8 +509,19 @@ impl CycleResult {
             push_results: Vec::new(),
             ack_result: None,
             replayed: false,
+            fenced: None,
             error: None,
             sqlstate: None,
+        }
+    }
+
+    /// A cycle fenced out by the state it read: nothing applied, `success` true, the
+    /// reason without its [`FENCED`] prefix.
+    pub fn fenced(r: &CycleRequest, message: &str) -> CycleResult {
+        let reason = message.strip_prefix(FENCED).unwrap_or(message).trim_start();
+        CycleResult {
+            fenced: Some(reason.to_string()),
+            ..CycleResult::empty(r)
         }
     }
 
