@@ -294,8 +294,9 @@ fn lock_shard(client: &mut SpiClient<'_>, query: Uuid, pid: Uuid, digest: &str) 
 
 /// The state ops' final effect per key (queen_log::streams::final_ops): one delete and
 /// one upsert statement, whatever the number of ops. A cycle fenced by the state it read
-/// (`CycleRequest::fenced_by_state`, an idle flush) is refused when a row it deletes is
-/// gone: it closed a window that another cycle has closed (and emitted) since it read it.
+/// (`CycleRequest::fenced_by_state`, an idle flush) is fenced out (rolled back) when a
+/// row it deletes is gone: it closes a window that another cycle has closed (and
+/// emitted) since it read it.
 fn apply_state(client: &mut SpiClient<'_>, query: Uuid, pid: Uuid, r: &CycleRequest) {
     let (upserts, deletes) = final_ops(r.ops());
     if !deletes.is_empty() {

@@ -682,6 +682,36 @@ mod tests {
     }
 
     #[test]
+    fn a_fenced_cycle_is_answered_success_with_its_reason() {
+        let flush = cycle(json!({"query_id": Q, "partition_id": P,
+                                 "state_ops": [{"type": "delete", "key": "k"}], "ack": null}));
+        assert!(flush.fenced_by_state());
+        let acked = cycle(json!({"query_id": Q, "partition_id": P,
+                                 "ack": {"transactionId": "t"}}));
+        assert!(!acked.fenced_by_state());
+        assert!(is_fenced("P0001", "QFENCE partition x: gone"));
+        assert!(!is_fenced("P0001", "QSTREAM query x not found"));
+        assert!(!is_fenced("22023", "QFENCE"));
+        let v =
+            serde_json::to_value(CycleResult::fenced(&flush, "QFENCE partition x: gone")).unwrap();
+        assert_eq!(
+            (
+                &v["success"],
+                &v["fenced"],
+                &v["state_ops_applied"],
+                &v["push_results"]
+            ),
+            (
+                &json!(true),
+                &json!("partition x: gone"),
+                &json!(0),
+                &json!([])
+            )
+        );
+        assert!(v.get("error").is_none());
+    }
+
+    #[test]
     fn ripe_is_read_only_from_a_number() {
         let g = |v: Value| {
             serde_json::from_value::<StateGetRequest>(v)
