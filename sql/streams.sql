@@ -5,7 +5,10 @@
 -- Commits stream processing cycles: one request (a JSON object; the answer is its result)
 -- or Queen's merged form (an array of requests with `idx`; the answer [{idx, result}]).
 -- Each request is all or nothing in its own subtransaction: a refused one answers
--- {success: false, error} with nothing of it written, the others commit. A transient
+-- {success: false, error} with nothing of it written, the others commit; one fenced out
+-- by the state it read (QFENCE: a cycle without an ack whose state changed) answers
+-- {success: true, fenced: why} with nothing of it written (queen_log::streams::
+-- CycleResult::fenced, the broker's answer for the same error). A transient
 -- failure (deadlock, serialization, resources, connection, shutdown) is raised for the
 -- whole call instead: the caller retries, nothing was written.
 CREATE OR REPLACE FUNCTION queen.streams_cycle_v1(
@@ -42,12 +45,21 @@ BEGIN
             IF SQLSTATE IN ('40001', '40P01') OR left(SQLSTATE, 2) IN ('08', '53', '57', '58', 'XX') THEN
                 RAISE;
             END IF;
-            v_result := jsonb_build_object(
-                'success', false,
-                'query_id', COALESCE(v_item->>'query_id', ''),
-                'partition_id', COALESCE(v_item->>'partition_id', ''),
-                'queueName', NULL, 'state_ops_applied', 0, 'push_results', '[]'::jsonb,
-                'ack_result', NULL, 'error', SQLERRM, 'sqlstate', SQLSTATE);
+            IF SQLSTATE = 'P0001' AND starts_with(SQLERRM, 'QFENCE') THEN
+                v_result := jsonb_build_object(
+                    'success', true,
+                    'query_id', COALESCE(v_item->>'query_id', ''),
+                    'partition_id', COALESCE(v_item->>'partition_id', ''),
+                    'queueName', NULL, 'state_ops_applied', 0, 'push_results', '[]'::jsonb,
+                    'ack_result', NULL, 'fenced', ltrim(substr(SQLERRM, 7)));
+            ELSE
+                v_result := jsonb_build_object(
+                    'success', false,
+                    'query_id', COALESCE(v_item->>'query_id', ''),
+                    'partition_id', COALESCE(v_item->>'partition_id', ''),
+                    'queueName', NULL, 'state_ops_applied', 0, 'push_results', '[]'::jsonb,
+                    'ack_result', NULL, 'error', SQLERRM, 'sqlstate', SQLSTATE);
+            END IF;
         END;
         v_out := v_out || jsonb_build_array(jsonb_build_object(
             'idx', COALESCE((v_item->>'idx')::bigint, v_i), 'result', v_result));

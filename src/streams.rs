@@ -15,7 +15,7 @@ use queen_log::frame::Frame;
 use queen_log::hash::txn_hash;
 use queen_log::streams::{
     check_cycle, cycle_digest, final_ops, AckKind, AckResult, CycleAck, CycleRequest, CycleResult,
-    PushResult, RegisterRequest, SinkItem, StateGetRequest, MAX_BATCH,
+    PushResult, RegisterRequest, SinkItem, StateGetRequest, FENCED, MAX_BATCH,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -293,17 +293,30 @@ fn lock_shard(client: &mut SpiClient<'_>, query: Uuid, pid: Uuid, digest: &str) 
 }
 
 /// The state ops' final effect per key (queen_log::streams::final_ops): one delete and
-/// one upsert statement, whatever the number of ops.
+/// one upsert statement, whatever the number of ops. A cycle fenced by the state it read
+/// (`CycleRequest::fenced_by_state`, an idle flush) is fenced out (rolled back) when a
+/// row it deletes is gone: it closes a window that another cycle has closed (and
+/// emitted) since it read it.
 fn apply_state(client: &mut SpiClient<'_>, query: Uuid, pid: Uuid, r: &CycleRequest) {
     let (upserts, deletes) = final_ops(r.ops());
     if !deletes.is_empty() {
-        q(
+        let gone: Vec<String> = q(
             client,
             "DELETE FROM queen.stream_state WHERE query_id = $1 AND partition_id = $2
-                AND key = ANY ($3)",
-            &[query.into(), pid.into(), deletes.into()],
+                AND key = ANY ($3) RETURNING key",
+            &[query.into(), pid.into(), deletes.clone().into()],
         )
-        .or_raise();
+        .or_raise()
+        .map(|row| col::<String>(&row, 1, "stream_state.key"))
+        .collect();
+        if r.fenced_by_state() && gone.len() < deletes.len() {
+            let missing = deletes.iter().find(|k| !gone.contains(k));
+            raise_q(format!(
+                "{FENCED} partition {pid}: the state row {:?} this cycle deletes no longer \
+                 exists (another cycle closed it after this one read it); nothing was written",
+                missing.map(String::as_str).unwrap_or_default()
+            ));
+        }
     }
     if !upserts.is_empty() {
         let (keys, values): (Vec<String>, Vec<JsonB>) =
@@ -495,6 +508,26 @@ fn ack_source(
     }
 }
 
+/// The second half of the fence of a cycle without an ack (an idle flush): the source
+/// partition's cursor for the cycle's group is locked where an ack would lock it (the
+/// lock order's last step) and must hold no live lease. A live lease is a cycle in
+/// flight that read the shard's state after its pop and will commit over it (closing the
+/// same window, or adding to a window this one emits); it goes first, and the flush reads
+/// again on its next tick. Holding the lock until commit makes a pop skip the partition
+/// (its claim is SKIP LOCKED), so no cycle can read the state between this check and the
+/// commit.
+fn fence_unleased(client: &mut SpiClient<'_>, pid: Uuid, group: &str) {
+    let Some(cur) = crate::db::lock_cursor(client, pid, group) else {
+        return;
+    };
+    if cur.lease_live && cur.state.batch_end.is_some() {
+        raise_q(format!(
+            "{FENCED} partition {pid}: a cycle of group \"{group}\" holds the partition's \
+             lease and commits over the state this one read; nothing was written"
+        ));
+    }
+}
+
 fn cycle(client: &mut SpiClient<'_>, tenant: Uuid, r: &CycleRequest) -> CycleResult {
     check_cycle(r).unwrap_or_else(|e| bad_param(e));
     let (query, pid) = (
@@ -520,6 +553,9 @@ fn cycle(client: &mut SpiClient<'_>, tenant: Uuid, r: &CycleRequest) -> CycleRes
         .ack
         .as_ref()
         .map(|a| ack_source(client, pid, r.group(), r.releases(), a));
+    if r.fenced_by_state() {
+        fence_unleased(client, pid, r.group());
+    }
     q(
         client,
         "UPDATE queen.stream_shards SET last_digest = $3, cycles = cycles + 1, updated_at = $4
@@ -536,7 +572,8 @@ fn cycle(client: &mut SpiClient<'_>, tenant: Uuid, r: &CycleRequest) -> CycleRes
 }
 
 /// One cycle, all or nothing: raises on any refusal (`QSTREAM ...`, P0001; input 22023;
-/// QENC 55000), so its caller's subtransaction undoes everything it wrote. Called by
+/// QENC 55000) and when fenced out by the state it read (`QFENCE ...`, P0001), so its
+/// caller's subtransaction undoes everything it wrote. Called by
 /// `queen.streams_cycle_v1`, which is the function to call.
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]

@@ -1,6 +1,7 @@
 //! Queen's streams over real HTTP (docs/decisions.md, "Streams"): a cycle commits its
 //! state ops, sink pushes and source ack together or not at all; a retried cycle is
-//! applied once; two runners of one query cannot both commit the same messages; a
+//! applied once; two runners of one query cannot both commit the same messages; an idle
+//! flush (a cycle without an ack) cannot commit over state that changed since it read it; a
 //! registration with another config hash is a 409 until `reset`; bad input is a 400
 //! naming its field and writes nothing.
 
@@ -440,5 +441,237 @@ async fn a_cycle_ack_is_not_applied_again_by_the_fast_path() {
         metric(&m, "queen_acks_total{path=\"fast\"}"),
         0.0,
         "the registry's entry went with the cycle"
+    );
+}
+
+/// The SDK's windowed aggregate as HTTP calls (Queen's JS runtime: `Runner.js`): a
+/// tumbling window's state row `tumb:2␟<window>␟<key>` holds `{acc, windowStart,
+/// windowEnd}`; a cycle closes a window by deleting its row and pushing its value; the
+/// idle flush reads the ripe rows (`key_prefix` + `ripe_at_or_before`) and commits a
+/// cycle without an ack that deletes and pushes them.
+mod window {
+    use super::*;
+
+    pub const PREFIX: &str = "tumb:2\u{1f}";
+
+    pub fn key(w: i64) -> String {
+        format!("{PREFIX}{w}\u{1f}cust-C")
+    }
+
+    /// The stored accumulator of window `w` (2 s wide, starting at `w` ms).
+    pub fn row(w: i64, sum: i64, count: i64) -> Value {
+        json!({"acc": {"sum": sum, "count": count}, "windowStart": w, "windowEnd": w + 2000})
+    }
+
+    /// One message popped alone (the SDK pops batches; one message keeps the steps plain).
+    pub async fn pop_one(b: &Broker, st: &Stream) -> Value {
+        b.pop(
+            &st.source,
+            &format!("batch=1&wait=false&consumerGroup={}", st.group),
+        )
+        .await
+        .expect("a message")
+    }
+
+    /// An acked cycle of the popped message: `ops` and the closed windows' values pushed.
+    pub fn acked(st: &Stream, pop: &Value, ops: Value, emits: &[Value]) -> Value {
+        let m = &pop["messages"][0];
+        json!({"query_id": st.query_id, "partition_id": m["partitionId"],
+               "consumer_group": st.group, "state_ops": ops,
+               "push_items": emits.iter().map(|e| json!({"queue": st.sink, "partition": "cust-C",
+                                                          "payload": e})).collect::<Vec<_>>(),
+               "ack": {"transactionId": m["transactionId"], "leaseId": pop["leaseId"],
+                       "status": "completed", "count": 1},
+               "release_lease": true})
+    }
+
+    /// The idle flush's read: the ripe rows of the window operator.
+    pub async fn ripe(b: &Broker, st: &Stream, pid: &Value, at: i64) -> Vec<Value> {
+        let (s, v) = b
+            .post(
+                "/streams/v1/state/get",
+                &json!({"query_id": st.query_id, "partition_id": pid, "keys": [],
+                        "key_prefix": PREFIX, "ripe_at_or_before": at}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        v["rows"].as_array().unwrap().clone()
+    }
+
+    /// The idle flush's cycle over the rows it read: each deleted, its `acc` pushed, no ack.
+    pub fn flush(st: &Stream, pid: &Value, rows: &[Value]) -> Value {
+        json!({"query_id": st.query_id, "partition_id": pid, "consumer_group": st.group,
+               "state_ops": rows.iter().map(|r| json!({"type": "delete", "key": r["key"]}))
+                                .collect::<Vec<_>>(),
+               "push_items": rows.iter().map(|r| json!({"queue": st.sink, "partition": "cust-C",
+                                                         "payload": r["value"]["acc"]}))
+                                 .collect::<Vec<_>>(),
+               "ack": null, "release_lease": true})
+    }
+
+    /// Every window value the sink holds, in order.
+    pub async fn emitted(b: &Broker, st: &Stream) -> Vec<Value> {
+        let mut out = Vec::new();
+        let g = unique("drain");
+        while let Some(p) = b
+            .pop(
+                &st.sink,
+                &format!("batch=100&wait=false&consumerGroup={g}&autoAck=true"),
+            )
+            .await
+        {
+            out.extend(
+                p["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|m| m["data"].clone()),
+            );
+        }
+        out
+    }
+}
+
+/// Queen's `tumblingPerPartitionIsolation` counted a message twice: the idle flush read a
+/// ripe window, a cycle then closed the same window (deleted its row, pushed its value),
+/// and the flush's cycle — no ack, so no lease to fence it — pushed the value again. The
+/// flush is fenced by the state it read: the row it deletes is gone, so it writes nothing
+/// (answered `success: true, fenced`: the SDK counts a `success: false` as an error); the
+/// window is in the sink once.
+#[tokio::test]
+async fn an_idle_flush_cannot_emit_a_window_a_cycle_already_closed() {
+    let b = start().await;
+    let st = stream(&b, 2).await;
+    let p0 = window::pop_one(&b, &st).await;
+    let pid = p0["messages"][0]["partitionId"].clone();
+    let open = json!([{"type": "upsert", "key": window::key(0), "value": window::row(0, 300, 1)}]);
+    let v = cycle(&b, &window::acked(&st, &p0, open, &[])).await;
+    assert_eq!(v["success"], true, "{v}");
+    // The flush timer fires: window 0 is ripe.
+    let rows = window::ripe(&b, &st, &pid, 2000).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    // Before its cycle is sent, the runner's next message (window 1) closes window 0.
+    let p1 = window::pop_one(&b, &st).await;
+    let close = json!([{"type": "delete", "key": window::key(0)},
+                       {"type": "upsert", "key": window::key(2000), "value": window::row(2000, 301, 1)}]);
+    let v = cycle(
+        &b,
+        &window::acked(&st, &p1, close, &[json!({"sum": 300, "count": 1})]),
+    )
+    .await;
+    assert_eq!(v["success"], true, "{v}");
+    // The flush's cycle arrives: the row it read is gone.
+    let v = cycle(&b, &window::flush(&st, &pid, &rows)).await;
+    assert!(
+        v["fenced"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no longer exists"),
+        "a flush of a closed window is fenced out: {v}"
+    );
+    assert_eq!(
+        (
+            v["success"].clone(),
+            v["state_ops_applied"].clone(),
+            v["push_results"].clone()
+        ),
+        (json!(true), json!(0), json!([])),
+        "not the SDK's error, nothing applied: {v}"
+    );
+    let m = metrics(&b).await;
+    assert_eq!(
+        metric(&m, "queen_stream_cycles_total{result=\"fenced\"}"),
+        1.0
+    );
+    assert_eq!(
+        window::emitted(&b, &st).await,
+        vec![json!({"sum": 300, "count": 1})],
+        "window 0 is in the sink once"
+    );
+    let keys: Vec<Value> = st
+        .state(&b, &pid)
+        .await
+        .iter()
+        .map(|r| r["key"].clone())
+        .collect();
+    assert_eq!(
+        keys,
+        vec![json!(window::key(2000))],
+        "window 1 is still open"
+    );
+}
+
+/// The other order of the same race, driven by a row lock: the flush's cycle is held on
+/// the shard while the runner pops a late message of the same window and reads the
+/// window's row. Unfenced, the flush deleted and emitted the window, and the runner's
+/// cycle wrote it back with the late message added — the first message counted twice.
+/// Fenced, the flush finds the source partition leased when it commits and writes nothing;
+/// the runner's cycle commits, and the next flush emits the window once with both.
+#[tokio::test]
+async fn an_idle_flush_yields_to_the_cycle_holding_the_source_lease() {
+    let b = start().await;
+    let st = stream(&b, 2).await;
+    let p0 = window::pop_one(&b, &st).await;
+    let pid = p0["messages"][0]["partitionId"].clone();
+    let open = json!([{"type": "upsert", "key": window::key(0), "value": window::row(0, 300, 1)}]);
+    let v = cycle(&b, &window::acked(&st, &p0, open, &[])).await;
+    assert_eq!(v["success"], true, "{v}");
+    let rows = window::ripe(&b, &st, &pid, 2000).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+
+    // Hold the shard row: the flush's cycle waits on it.
+    let db = admin().await;
+    let holder: i32 = db
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    db.batch_execute(&format!(
+        "BEGIN; SELECT 1 FROM queen.stream_shards WHERE query_id = '{}' FOR UPDATE",
+        st.query_id
+    ))
+    .await
+    .unwrap();
+    let flush = {
+        let (http, url) = (b.http.clone(), format!("{}/streams/v1/cycle", b.base));
+        let body = window::flush(&st, &pid, &rows);
+        tokio::spawn(async move {
+            let r = http.post(url).json(&body).send().await.expect("request");
+            (r.status(), r.json::<Value>().await.expect("json"))
+        })
+    };
+    while common::waiters_of(&db, "SELECT queen.streams_cycle_request_v1", holder)
+        .await
+        .is_empty()
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The runner pops a late message of window 0 and reads the window as it stands.
+    let p1 = window::pop_one(&b, &st).await;
+    let read = st.state(&b, &pid).await;
+    assert_eq!(read[0]["value"], window::row(0, 300, 1));
+    db.batch_execute("COMMIT").await.unwrap();
+    let (s, v) = flush.await.unwrap();
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(
+        v["fenced"].as_str().unwrap_or_default().contains("lease"),
+        "the flush yields to the lease: {v}"
+    );
+    assert_eq!(
+        (v["success"].clone(), v["state_ops_applied"].clone()),
+        (json!(true), json!(0))
+    );
+    // The runner's cycle adds the late message to the window it read.
+    let add = json!([{"type": "upsert", "key": window::key(0), "value": window::row(0, 605, 2)}]);
+    let v = cycle(&b, &window::acked(&st, &p1, add, &[])).await;
+    assert_eq!(v["success"], true, "{v}");
+    // The next tick's flush (no lease now) closes the window once, with both messages.
+    let rows = window::ripe(&b, &st, &pid, 2000).await;
+    let v = cycle(&b, &window::flush(&st, &pid, &rows)).await;
+    assert_eq!(v["success"], true, "{v}");
+    assert_eq!(
+        window::emitted(&b, &st).await,
+        vec![json!({"sum": 605, "count": 2})],
+        "each message is counted once"
     );
 }

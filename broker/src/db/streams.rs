@@ -2,7 +2,9 @@
 //! pooled connection, one request per call (the extension also takes Queen's merged
 //! form, for psql and other brokers).
 
-use queen_log::streams::{is_refusal, CycleRequest, CycleResult, RegisterRequest, StateGetRequest};
+use queen_log::streams::{
+    is_fenced, is_refusal, CycleRequest, CycleResult, RegisterRequest, StateGetRequest,
+};
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -44,8 +46,9 @@ impl Conn {
 
     /// One cycle as one statement (`queen.streams_cycle_request_v1`: no subtransaction,
     /// the statement's own transaction is the cycle's); a refusal (queen_log::streams::
-    /// is_refusal) is the result `success: false` with nothing written, as
-    /// `streams_cycle_v1` answers it; the database's state is an error (503).
+    /// is_refusal) is the result `success: false` with nothing written, a cycle fenced out
+    /// by the state it read (is_fenced) the result `success: true, fenced` with nothing
+    /// written, as `streams_cycle_v1` answers them; the database's state is an error (503).
     pub async fn streams_cycle(&self, r: &CycleRequest, tenant: Uuid) -> Result<Value, DbError> {
         let p = body("cycle", r)?;
         let e = match self
@@ -58,6 +61,12 @@ impl Conn {
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
+        if let Some(d) = e
+            .server()
+            .filter(|d| is_fenced(d.code().code(), d.message()))
+        {
+            return body("cycle result", &CycleResult::fenced(r, d.message()));
+        }
         let refusal = e
             .server()
             .filter(|d| is_refusal(d.code().code()))

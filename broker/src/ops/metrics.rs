@@ -68,6 +68,7 @@ pub struct Metrics {
     pub stream_cycles_committed: AtomicU64,
     pub stream_cycles_replayed: AtomicU64,
     pub stream_cycles_refused: AtomicU64,
+    pub stream_cycles_fenced: AtomicU64,
     /// When the broker started (uptime).
     pub started: Started,
     /// Requests whose body did not arrive within `QUEEN_BODY_READ_TIMEOUT_MS` (408).
@@ -162,12 +163,14 @@ impl Metrics {
             &mut out,
             "queen_stream_cycles_total",
             "counter",
-            "Stream cycles by result (replayed = a retry of the shard's last commit, applied once).",
+            "Stream cycles by result (replayed = a retry of the shard's last commit, applied once; \
+             fenced = a cycle without an ack whose state changed since it read it, nothing written).",
         );
         for (result, c) in [
             ("committed", &self.stream_cycles_committed),
             ("replayed", &self.stream_cycles_replayed),
             ("refused", &self.stream_cycles_refused),
+            ("fenced", &self.stream_cycles_fenced),
         ] {
             let _ = writeln!(
                 out,

@@ -272,6 +272,16 @@ impl CycleRequest {
     pub fn releases(&self) -> bool {
         self.release_lease.unwrap_or(true)
     }
+
+    /// A cycle without a source ack (the SDKs' idle flush: it closes ripe windows it read
+    /// outside any lease) is fenced by the state it read (docs/decisions.md, "Streams"):
+    /// every row it deletes must still be there, and no cycle may hold the source
+    /// partition's lease for its group when it commits. An acked cycle is fenced by its
+    /// lease instead: it read the state after its pop, and no fenced cycle commits while
+    /// that lease is live.
+    pub fn fenced_by_state(&self) -> bool {
+        self.ack.is_none()
+    }
 }
 
 fn required_uuid(key: &str, v: &Option<String>) -> Result<uuid::Uuid, String> {
@@ -449,11 +459,27 @@ pub struct CycleResult {
     /// A retry of the shard's last committed cycle: nothing was applied again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replayed: bool,
+    /// Why a cycle fenced by the state it read ([`CycleRequest::fenced_by_state`]) did not
+    /// apply: the state it read changed or is being changed ([`is_fenced`]). Nothing was
+    /// written, and `success` is true: the caller did nothing wrong, and its next read
+    /// sees what happened (the SDKs count a `success: false` as a runner error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The SQLSTATE of a refusal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sqlstate: Option<String>,
+}
+
+/// The message prefix of the error that rolls back a cycle fenced by the state it read
+/// (raised with SQLSTATE P0001, as every Q-prefixed contract error): its callers answer
+/// it with [`CycleResult::fenced`], not as a refusal.
+pub const FENCED: &str = "QFENCE";
+
+/// Whether a failed cycle was fenced out ([`FENCED`]) rather than refused.
+pub fn is_fenced(sqlstate: &str, message: &str) -> bool {
+    sqlstate == "P0001" && message.starts_with(FENCED)
 }
 
 /// Whether a failed cycle is the cycle's own refusal (answered `success: false`, nothing
@@ -483,8 +509,19 @@ impl CycleResult {
             push_results: Vec::new(),
             ack_result: None,
             replayed: false,
+            fenced: None,
             error: None,
             sqlstate: None,
+        }
+    }
+
+    /// A cycle fenced out by the state it read: nothing applied, `success` true, the
+    /// reason without its [`FENCED`] prefix.
+    pub fn fenced(r: &CycleRequest, message: &str) -> CycleResult {
+        let reason = message.strip_prefix(FENCED).unwrap_or(message).trim_start();
+        CycleResult {
+            fenced: Some(reason.to_string()),
+            ..CycleResult::empty(r)
         }
     }
 
@@ -642,6 +679,36 @@ mod tests {
         ] {
             assert!(!is_refusal(s), "{s}");
         }
+    }
+
+    #[test]
+    fn a_fenced_cycle_is_answered_success_with_its_reason() {
+        let flush = cycle(json!({"query_id": Q, "partition_id": P,
+                                 "state_ops": [{"type": "delete", "key": "k"}], "ack": null}));
+        assert!(flush.fenced_by_state());
+        let acked = cycle(json!({"query_id": Q, "partition_id": P,
+                                 "ack": {"transactionId": "t"}}));
+        assert!(!acked.fenced_by_state());
+        assert!(is_fenced("P0001", "QFENCE partition x: gone"));
+        assert!(!is_fenced("P0001", "QSTREAM query x not found"));
+        assert!(!is_fenced("22023", "QFENCE"));
+        let v =
+            serde_json::to_value(CycleResult::fenced(&flush, "QFENCE partition x: gone")).unwrap();
+        assert_eq!(
+            (
+                &v["success"],
+                &v["fenced"],
+                &v["state_ops_applied"],
+                &v["push_results"]
+            ),
+            (
+                &json!(true),
+                &json!("partition x: gone"),
+                &json!(0),
+                &json!([])
+            )
+        );
+        assert!(v.get("error").is_none());
     }
 
     #[test]

@@ -151,6 +151,38 @@ SELECT r->'ack_result' AS ack FROM queen.streams_cycle_v1(jsonb_build_object(
 SELECT transaction_id, error FROM queen.log_dlq;
 SELECT committed FROM queen.log_consumers WHERE consumer_group = 'streams.sum';
 
+-- streams::flush_fenced_by_the_state_it_read: a cycle without an ack (the SDKs' idle
+-- flush) commits only over the state it read: a row it deletes that is gone (another
+-- cycle closed the window) or the source leased to its group (a cycle in flight read the
+-- same rows) rolls it back, answered success with `fenced` and nothing applied; once the
+-- lease is released it commits.
+SELECT r->'success' AS success, r->'state_ops_applied' AS ops, r->'push_results' AS pushed,
+       regexp_replace(r->>'fenced', '[0-9a-f-]{36}', '<id>', 'g') AS fenced
+  FROM queen.streams_cycle_v1(jsonb_build_object(
+       'query_id', :'qid', 'partition_id', :'pid', 'consumer_group', 'streams.sum',
+       'state_ops', '[{"type": "delete", "key": "w\u001f1"}, {"type": "delete", "key": "w\u001f0"}]'::jsonb,
+       'push_items', '[{"queue": "sums", "partition": "p1", "payload": {"value": 0}}]'::jsonb)) r;
+SELECT r_lease_id AS lease4
+  FROM queen.pop('events', p_partition => 'Default', p_group => 'streams.sum', p_batch => 3) \gset
+SELECT jsonb_path_query_array(r, '$[*].result.success') AS success,
+       regexp_replace(r->0->'result'->>'fenced', '[0-9a-f-]{36}', '<id>', 'g') AS fenced
+  FROM queen.streams_cycle_v1(jsonb_build_array(jsonb_build_object(
+       'idx', 0, 'query_id', :'qid', 'partition_id', :'pid', 'consumer_group', 'streams.sum',
+       'state_ops', '[{"type": "delete", "key": "w\u001f1"}]'::jsonb,
+       'push_items', '[{"queue": "sums", "partition": "p1", "payload": {"value": 0}}]'::jsonb))) r;
+SELECT jsonb_path_query_array(r->'rows', '$[*].key') AS keys_kept
+  FROM queen.streams_state_get_v1(jsonb_build_object('query_id', :'qid', 'partition_id', :'pid')) r;
+SELECT r->'ack_result'->'lease_released' AS released FROM queen.streams_cycle_v1(jsonb_build_object(
+       'query_id', :'qid', 'partition_id', :'pid', 'consumer_group', 'streams.sum',
+       'ack', jsonb_build_object('transactionId', 'e7', 'leaseId', :'lease4'))) r;
+SELECT r->'success' AS success, r->'state_ops_applied' AS ops, r ? 'fenced' AS fenced
+  FROM queen.streams_cycle_v1(jsonb_build_object(
+       'query_id', :'qid', 'partition_id', :'pid', 'consumer_group', 'streams.sum',
+       'state_ops', '[{"type": "delete", "key": "w\u001f1"}]'::jsonb,
+       'push_items', '[{"queue": "sums", "partition": "p1", "payload": {"value": 0}}]'::jsonb)) r;
+SELECT count(*) AS sink_messages FROM queen.log_txns t JOIN queen.log_partitions p ON p.id = t.partition_id
+  JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'sums';
+
 -- streams::reset_wipes_state: another hash is a conflict answer without reset (nothing
 -- changes), and wipes the state with it (same id).
 SELECT r->'success' AS success, r->>'error' AS error

@@ -6,8 +6,9 @@
 //! - `POST /streams/v1/state/get`: a (query, partition)'s state rows.
 //! - `POST /streams/v1/cycle`: state ops, sink pushes and the source ack in one database
 //!   transaction; a refused cycle is 200 `{success: false, error}` with nothing written
-//!   (Queen's answer), a database that is down is 503 with nothing written, and so is a
-//!   cycle with sink items while the write gate is closed (crate::engine::write_gate).
+//!   (Queen's answer), one fenced out by the state it read 200 `{success: true, fenced}`
+//!   with nothing written, a database that is down is 503 with nothing written, and so is
+//!   a cycle with sink items while the write gate is closed (crate::engine::write_gate).
 //! - `DELETE /streams/v1/queries/{name}` (ours): the query with its state.
 //!
 //! Input is checked here as the extension checks it (queen_log::streams), so a bad
@@ -103,7 +104,7 @@ pub async fn cycle(
         .await?;
     let answer = state.db.conn().await?.streams_cycle(&r, tenant).await?;
     count(&state.metrics, &answer);
-    if refused(&answer) {
+    if refused(&answer) || fenced(&answer) {
         return Ok(Json(answer).into_response());
     }
     if let (Some(a), Some(pid)) = (&r.ack, r.partition_id.as_deref()) {
@@ -138,13 +139,19 @@ pub async fn delete_query(
     Ok(Json(json!({"success": true, "deleted": existed, "name": name})).into_response())
 }
 
+/// `fenced` in an answer: a cycle fenced out by the state it read, nothing written.
+fn fenced(v: &Value) -> bool {
+    v.get("fenced").is_some_and(|f| !f.is_null())
+}
+
 /// The cycle counters of `queen_stream_cycles_total{result}`.
 fn count(m: &Metrics, answer: &Value) {
     let replayed = answer.get("replayed").and_then(Value::as_bool) == Some(true);
-    let c: &AtomicU64 = match (refused(answer), replayed) {
-        (true, _) => &m.stream_cycles_refused,
-        (false, true) => &m.stream_cycles_replayed,
-        (false, false) => &m.stream_cycles_committed,
+    let c: &AtomicU64 = match (refused(answer), replayed, fenced(answer)) {
+        (true, _, _) => &m.stream_cycles_refused,
+        (false, true, _) => &m.stream_cycles_replayed,
+        (false, false, true) => &m.stream_cycles_fenced,
+        (false, false, false) => &m.stream_cycles_committed,
     };
     Metrics::add(c, 1);
 }

@@ -1,0 +1,6 @@
+/**
+ * Admin module exports
+ */
+
+export { Admin } from './Admin.js'
+
