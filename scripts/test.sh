@@ -248,6 +248,10 @@ if PG_URL=$(bash tests/cluster.sh start); then
     run_suite readme bash tests/readme_examples.sh "$PG_URL"
     # The real Python SDK (queen-mq from PyPI, in target/py-venv) against the broker.
     run_suite python bash tests/python_e2e.sh "$PG_URL"
+    # Queen's own JS client suites, unchanged (tests/queen-js: its clients/client-js at
+    # ab23212; known differences in tests/queen-js/KNOWN_DIFFERENCES.md): the streams
+    # suite always (~2 min), the client suite too with QUEEN_JS_FULL=1 (~8 min more).
+    run_suite queen_js bash tests/queen_js.sh "$PG_URL" stream ${QUEEN_JS_FULL:+human}
     # The operator console in headless Chromium (skipped, in one line, without it).
     run_suite browser bash tests/browser_console.sh "$PG_URL"
     # Soak with faults, crash durability (kill -9 broker, PostgreSQL -m immediate),
