@@ -402,8 +402,11 @@ pub struct QueueRef {
     pub delay: i32,
     /// `windowBuffer`: seconds a partition stays unserved after its last push (0 = none).
     pub window_buffer: i32,
-    /// `ttl`: seconds after which a message is retired unserved, counted (0 = none).
-    pub ttl: i32,
+    /// Seconds after which a message is retired unserved, counted (0 = none): `ttl`, or
+    /// `maxWaitTimeSeconds` when that is shorter, so a group that starts reading after
+    /// the maintenance step ran is not served what waited too long either
+    /// (docs/decisions.md, "Queue options").
+    pub expiry: i32,
 }
 
 /// A partition resolved by names, with its queue.
@@ -422,7 +425,8 @@ pub fn find_partition_ref(
 ) -> Option<PartitionRef> {
     q(
         client,
-        "SELECT p.id, q.id, q.lease_time, q.delayed_processing, q.window_buffer, q.ttl
+        "SELECT p.id, q.id, q.lease_time, q.delayed_processing, q.window_buffer,
+                    COALESCE(LEAST(NULLIF(q.ttl, 0), NULLIF(q.max_wait_time_seconds, 0)), 0)
                FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
         &[tenant.into(), queue.into(), partition.into()],
@@ -437,7 +441,7 @@ pub fn find_partition_ref(
             lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
             delay: col(&row, 4, "queues.delayed_processing"),
             window_buffer: col(&row, 5, "queues.window_buffer"),
-            ttl: col(&row, 6, "queues.ttl"),
+            expiry: col(&row, 6, "queues.ttl or max_wait_time_seconds"),
         },
     })
 }
@@ -451,7 +455,8 @@ pub fn find_partition_by_id(
 ) -> Option<(PartitionRef, String)> {
     q(
         client,
-        "SELECT p.name, q.id, q.lease_time, q.delayed_processing, q.window_buffer, q.ttl
+        "SELECT p.name, q.id, q.lease_time, q.delayed_processing, q.window_buffer,
+                    COALESCE(LEAST(NULLIF(q.ttl, 0), NULLIF(q.max_wait_time_seconds, 0)), 0)
                FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
               WHERE p.id = $1 AND q.tenant_id = $2",
         &[pid.into(), tenant.into()],
@@ -465,7 +470,7 @@ pub fn find_partition_by_id(
             lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
             delay: col(&row, 4, "queues.delayed_processing"),
             window_buffer: col(&row, 5, "queues.window_buffer"),
-            ttl: col(&row, 6, "queues.ttl"),
+            expiry: col(&row, 6, "queues.ttl or max_wait_time_seconds"),
         };
         (
             PartitionRef { id: pid, queue },
@@ -488,8 +493,9 @@ pub fn find_partition(
 pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<QueueRef> {
     q(
         client,
-        "SELECT id, lease_time, delayed_processing, window_buffer, ttl FROM queen.queues
-          WHERE tenant_id = $1 AND name = $2",
+        "SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer,
+                COALESCE(LEAST(NULLIF(q.ttl, 0), NULLIF(q.max_wait_time_seconds, 0)), 0)
+           FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $2",
         &[tenant.into(), queue.into()],
     )
     .or_raise()
@@ -500,7 +506,7 @@ pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<Q
         lease_time: queue_lease_time(row.get::<i32>(2).or_raise()),
         delay: col(&row, 3, "queues.delayed_processing"),
         window_buffer: col(&row, 4, "queues.window_buffer"),
-        ttl: col(&row, 5, "queues.ttl"),
+        expiry: col(&row, 5, "queues.ttl or max_wait_time_seconds"),
     })
 }
 

@@ -510,8 +510,8 @@ fn quiet(client: &SpiClient<'_>, pid: Uuid, quiet_before: TimestampWithTimeZone)
     .unwrap_or(false)
 }
 
-/// Under `ttl` (docs/decisions.md, "Queue options"): a claimed cursor whose next messages
-/// are older than the queue's ttl moves past them before anything is served, and the
+/// Under `ttl` or `maxWaitTimeSeconds` (docs/decisions.md, "Queue options"): a claimed
+/// cursor whose next messages are older than the queue's expiry moves past them before anything is served, and the
 /// group's `evicted` count says how many it lost, as retention's evictions do: an expired
 /// message is never delivered and never dropped silently. The floor is the first segment
 /// created at or after now − ttl above the cursor (one index range from the cursor), or
@@ -525,10 +525,10 @@ fn expire(
     claim: &Claim,
 ) -> CursorState {
     let old = &claim.state;
-    if queue.ttl <= 0 || old.committed >= claim.last_offset {
+    if queue.expiry <= 0 || old.committed >= claim.last_offset {
         return old.clone();
     }
-    let cutoff = plus_seconds(now(), -i64::from(queue.ttl));
+    let cutoff = plus_seconds(now(), -i64::from(queue.expiry));
     let young = q(
         client,
         "SELECT base_offset FROM queen.log_segments

@@ -97,6 +97,15 @@ SELECT count(*) AS due_after FROM queen.wait_eviction_plan_v1();
 SELECT r_transaction_id FROM queen.pop('mw', p_batch => 10, p_lease_seconds => 30);
 SELECT evicted FROM queen.history_lifecycle ORDER BY at DESC LIMIT 1;
 
+-- options::max_wait_first_contact: a group that starts reading after messages waited
+-- too long is not served them, even before maintenance ran (retired at its pop, counted).
+SELECT queen.configure_queue_v1('mw2', NULL, NULL, '{"maxWaitTimeSeconds":60}') IS NOT NULL AS configured;
+SELECT queen.push('mw2', '[1,2]', ARRAY['w1','w2'])->>'status' AS pushed;
+SELECT regress.age('mw2', 61);
+SELECT queen.push('mw2', '[3]', ARRAY['w3'])->>'status' AS pushed;
+SELECT r_transaction_id FROM queen.pop('mw2', p_batch => 10, p_lease_seconds => 30);
+SELECT consumer_group, evicted FROM queen.consumer_lag WHERE queue = 'mw2';
+
 -- options::max_size: a push that would leave more unconsumed messages than maxSize is
 -- 54000 QFULL and writes nothing; consuming makes room.
 SELECT queen.configure_queue_v1('cap', NULL, NULL, '{"maxSize":3}') IS NOT NULL AS configured;
