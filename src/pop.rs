@@ -782,8 +782,8 @@ fn log_pop_v1(
     ),
 > {
     let _ = p_skip_window_debounce; // accepted for compatibility: there is no window debounce here
-    // The compatibility contract's conflation flag stays unsupported (docs/contract.md §5);
-    // last-value delivery is a group policy, reached through broker_pop_v1.
+                                    // The compatibility contract's conflation flag stays unsupported (docs/contract.md §5);
+                                    // last-value delivery is a group policy, reached through broker_pop_v1.
     if p_conflate.unwrap_or(false) {
         raise(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -823,13 +823,13 @@ fn pop_resolved(
     let mut held = AscendingLocks::default();
     let checked = with_policy(client, &p.queue, req.checked(p.queue.lease_time), &mut held);
     pop_partition(client, p.id, &p.queue, &checked, &mut held)
-    .map(|served| QueueServed {
-        partition_id: p.id,
-        partition: name,
-        served,
-    })
-    .into_iter()
-    .collect()
+        .map(|served| QueueServed {
+            partition_id: p.id,
+            partition: name,
+            served,
+        })
+        .into_iter()
+        .collect()
 }
 
 /// The rows of what a pop served, partition by partition.

@@ -328,7 +328,11 @@ async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
 /// What the answer to a pop that asked for conflation says about it, from the group's
 /// stored policy on the queues it popped (queen_log::pop::conflation_echo); None (no key,
 /// the answer unchanged) for a pop that did not ask.
-async fn echo(state: &AppState, req: &PopReq, queues: &[String]) -> ApiResult<Option<ConflationEcho>> {
+async fn echo(
+    state: &AppState,
+    req: &PopReq,
+    queues: &[String],
+) -> ApiResult<Option<ConflationEcho>> {
     let Some(group) = named_group(req.group.as_deref()).filter(|_| req.conflation) else {
         return Ok(None);
     };
