@@ -142,3 +142,29 @@ async fn conflation_is_refused_without_a_group_and_with_auto_ack() {
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["messages"][0]["transactionId"], "c1", "nothing was taken");
 }
+
+/// The consumer-group views show the group's stored policy.
+#[tokio::test]
+async fn the_admin_views_show_the_policy() {
+    let b = start().await;
+    let q = unique("confadm");
+    b.push(items(&q, &["x1", "x2"])).await;
+    for (g, flag) in [("gc", "&conflation=true"), ("gp", "")] {
+        let (s, _) = b
+            .get(&format!("/api/v1/pop/queue/{q}?consumerGroup={g}{flag}"))
+            .await;
+        assert_eq!(s, StatusCode::OK);
+    }
+    let (_, all) = b.get("/api/v1/consumer-groups").await;
+    let policy = |g: &str| {
+        all.as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["queueName"] == q && v["name"] == g)
+            .map(|v| v["conflation"].clone())
+    };
+    assert_eq!(policy("gc"), Some(json!(true)), "{all}");
+    assert_eq!(policy("gp"), Some(json!(false)), "{all}");
+    let (_, one) = b.get("/api/v1/consumer-groups/gc").await;
+    assert_eq!(one[&q]["conflation"], true, "{one}");
+}

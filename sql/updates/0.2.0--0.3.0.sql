@@ -18,3 +18,5 @@ ALTER TABLE queen.queues
 -- it registers; broker_pop_v1 takes it as a trailing argument (a new signature).
 ALTER TABLE queen.consumer_groups_metadata ADD COLUMN conflation bool NOT NULL DEFAULT false;
 DROP FUNCTION IF EXISTS queen.broker_pop_v1(uuid, text, text, text, int, int, text, bool, text, text, int);
+-- The consumer-group view's records gain the policy (a new result type).
+DROP FUNCTION IF EXISTS queen.subscriptions_v1(uuid);
