@@ -566,16 +566,18 @@ BEGIN
                               'pagination', jsonb_build_object('limit', p_limit, 'offset', p_offset));
 END $$;
 -- The tenant's subscription records (docs/sql-api.md): per (queue, group) the mode and
--- instant its first contact with a partition starts from (the consumer-group views).
+-- instant its first contact with a partition starts from, and its conflation policy
+-- (docs/decisions.md, "Conflation"; the consumer-group views).
 CREATE OR REPLACE FUNCTION queen.subscriptions_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
 RETURNS TABLE(r_queue text, r_consumer_group text, r_mode text, r_timestamp timestamptz,
-              r_created_at timestamptz)
+              r_created_at timestamptz, r_conflation bool)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN QUERY
-    SELECT q.name::text, m.consumer_group, m.subscription_mode, m.subscription_timestamp, m.created_at
+    SELECT q.name::text, m.consumer_group, m.subscription_mode, m.subscription_timestamp, m.created_at,
+           m.conflation
       FROM queen.consumer_groups_metadata m JOIN queen.queues q ON q.id = m.queue_id
      WHERE m.tenant_id = p_tenant AND q.tenant_id = p_tenant;
 END $$;

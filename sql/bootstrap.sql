@@ -194,6 +194,8 @@ CREATE TABLE queen.consumer_groups_metadata (
         CHECK (subscription_mode IN ('all', 'new', 'timestamp')),
     subscription_timestamp timestamptz,
     created_at timestamptz NOT NULL DEFAULT now(),
+    -- Last-value delivery (docs/decisions.md, "Conflation"): stored at registration, wins after.
+    conflation bool NOT NULL DEFAULT false,
     UNIQUE (tenant_id, consumer_group, queue_id)
 );
 

@@ -255,6 +255,20 @@ BEGIN
              WHERE partition_id = p_partition_id AND consumer_group = p_group);
 END $$;
 
+-- A group's stored conflation policy on a queue (docs/decisions.md, "Conflation"): false
+-- for an unregistered group, queue mode or an unknown queue. The pop answer echoes it.
+CREATE OR REPLACE FUNCTION queen.group_conflation_v1(p_tenant uuid, p_queue text, p_group text)
+RETURNS bool
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN COALESCE((SELECT m.conflation FROM queen.consumer_groups_metadata m
+                       JOIN queen.queues q ON q.id = m.queue_id
+                      WHERE m.tenant_id = p_tenant AND q.tenant_id = p_tenant
+                        AND q.name = p_queue AND m.consumer_group = p_group), false);
+END $$;
+
 -- The dedup window of a partition as the broker's watermark cache loads it, in one
 -- snapshot: the partition's last offset, its queue's window now, and the sidecar rows
 -- inside that window, oldest first (one row with NULL base when there are none; no row

@@ -32,6 +32,7 @@ fn broker_pop_v1(
     p_sub_mode: default!(Option<&str>, "'all'"),
     p_sub_from: default!(Option<&str>, "''"),
     p_max_partitions: default!(Option<i32>, 1),
+    p_conflation: default!(Option<bool>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -68,7 +69,7 @@ fn broker_pop_v1(
         auto_ack: p_auto_ack,
         sub_mode: p_sub_mode,
         sub_from: p_sub_from,
-        conflate: false,
+        conflate: p_conflation,
     });
     TableIterator::new(rows.into_iter().map(PopRow::columns))
 }
@@ -119,7 +120,7 @@ fn log_pop_at_v1(
         auto_ack: p_auto_ack,
         sub_mode: p_sub_mode,
         sub_from: p_sub_from,
-        conflate: false,
+        conflate: None,
     });
     TableIterator::new(rows.into_iter().map(PopRow::columns))
 }

@@ -316,7 +316,7 @@ fn pop(
         auto_ack: p_auto_ack,
         sub_mode: None,
         sub_from: None,
-        conflate: false,
+        conflate: None,
     });
     TableIterator::new(decoded(&rows, &lease_id))
 }

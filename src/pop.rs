@@ -60,7 +60,9 @@ pub struct PopRequest<'a> {
     pub auto_ack: Option<bool>,
     pub sub_mode: Option<&'a str>,
     pub sub_from: Option<&'a str>,
-    pub conflate: bool,
+    /// Last-value delivery asked for (docs/decisions.md, "Conflation"): None leaves it to
+    /// the group's stored policy; a group's first registration stores what it asked.
+    pub conflate: Option<bool>,
 }
 
 /// One served slice of one partition: the one row type of every pop entry point (each
@@ -119,6 +121,10 @@ struct Checked<'a> {
     auto_ack: bool,
     /// Where a new cursor starts when the group has no subscription record.
     start: Start<&'a str>,
+    /// Conflation as asked (stored when this pop registers the group).
+    conflate_asked: Option<bool>,
+    /// Conflation in effect: the group's stored policy, else what was asked.
+    conflate: bool,
 }
 
 /// One served slice of a segment.
@@ -164,14 +170,8 @@ impl PopRequest<'_> {
 
     /// Validate the pop arguments (docs/contract.md §5) for a queue whose lease time is
     /// `queue_lease`: budget and lease below 1 are 22023, a leasing pop needs a worker,
-    /// conflation is 0A000.
+    /// conflation needs a named group and a leasing pop.
     fn checked(&self, queue_lease: i32) -> Checked<'_> {
-        if self.conflate {
-            raise(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                "p_conflate is not supported by queen_ack",
-            );
-        }
         let auto_ack = self.auto_ack.unwrap_or(false);
         let budget = self.budget.unwrap_or(0);
         if budget < 1 {
@@ -190,6 +190,9 @@ impl PopRequest<'_> {
         if let Some(g) = self.group {
             crate::names::check(NameKind::ConsumerGroup, g);
         }
+        if self.conflate == Some(true) {
+            check_conflation(self.group.unwrap_or(QUEUE_MODE), auto_ack);
+        }
         Checked {
             group: self.group.unwrap_or(QUEUE_MODE),
             budget,
@@ -197,8 +200,66 @@ impl PopRequest<'_> {
             worker,
             auto_ack,
             start: requested_start(self.sub_mode.unwrap_or("all"), self.sub_from.unwrap_or("")),
+            conflate_asked: self.conflate,
+            conflate: false,
         }
     }
+}
+
+/// Conflation needs a named group (it is a group's policy) and a leasing pop (the newest
+/// message's ack is what retires everything behind it): 22023 otherwise.
+fn check_conflation(group: &str, auto_ack: bool) {
+    if group == QUEUE_MODE {
+        bad_param("conflation needs a consumer group");
+    }
+    if auto_ack {
+        bad_param("conflation cannot be combined with auto-ack (commit on delivery)");
+    }
+}
+
+/// The group's stored conflation policy on a queue; None when it has no record.
+fn stored_conflation(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    group: &str,
+    queue_id: Uuid,
+) -> Option<bool> {
+    if group == QUEUE_MODE {
+        return None;
+    }
+    q(
+        client,
+        "SELECT conflation FROM queen.consumer_groups_metadata
+          WHERE tenant_id = $1 AND consumer_group = $2 AND queue_id = $3",
+        &[tenant.into(), group.into(), queue_id.into()],
+    )
+    .or_raise()
+    .next()
+    .map(|r| col::<bool>(&r, 1, "consumer_groups_metadata.conflation"))
+}
+
+/// The request with its conflation resolved (docs/decisions.md, "Conflation"): a group
+/// that asks for conflation and has no record registers now (so the policy is stored);
+/// afterwards the stored policy wins over what a pop asks.
+fn with_policy<'a>(
+    client: &mut SpiClient<'_>,
+    queue: &QueueRef,
+    req: Checked<'a>,
+    held: &mut AscendingLocks,
+) -> Checked<'a> {
+    if req.group == QUEUE_MODE {
+        return req;
+    }
+    let mut stored = stored_conflation(client, queue.tenant, req.group, queue.id);
+    if stored.is_none() && req.conflate_asked == Some(true) {
+        register_group(client, queue.id, queue.tenant, &req, held);
+        stored = stored_conflation(client, queue.tenant, req.group, queue.id);
+    }
+    let conflate = stored.unwrap_or(false);
+    if conflate {
+        check_conflation(req.group, req.auto_ack);
+    }
+    Checked { conflate, ..req }
 }
 
 /// Serve a pop call: check its arguments (refused whether or not its queue exists; a
@@ -654,7 +715,14 @@ fn pop_partition(
     }
     let expired = expire(client, pid, req.group, queue, &claim);
     let old = &expired;
-    let slices = match serve(client, pid, old.committed + 1, req.budget, visible_before) {
+    // Conflation: only the newest message is served, under a lease whose ack commits the
+    // cursor past it and so retires everything behind it (docs/decisions.md, "Conflation").
+    let (from, budget) = if req.conflate {
+        (claim.last_offset.max(old.committed + 1), 1)
+    } else {
+        (old.committed + 1, req.budget)
+    };
+    let slices = match serve(client, pid, from, budget, visible_before) {
         Found::Slices(s) => s,
         // A seal over deferred messages would skip them: leave the cursor alone.
         Found::Deferred => return None,
@@ -714,6 +782,14 @@ fn log_pop_v1(
     ),
 > {
     let _ = p_skip_window_debounce; // accepted for compatibility: there is no window debounce here
+                                    // The compatibility contract's conflation flag stays unsupported (docs/contract.md §5);
+                                    // last-value delivery is a group policy, reached through broker_pop_v1.
+    if p_conflate.unwrap_or(false) {
+        raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "p_conflate is not supported by queen_ack",
+        );
+    }
     let target = match (p_queue, p_partition) {
         (Some(queue), Some(partition)) => Target::Partition { queue, partition },
         _ => Target::Nothing,
@@ -729,7 +805,7 @@ fn log_pop_v1(
         auto_ack: p_auto_ack,
         sub_mode: p_sub_mode,
         sub_from: p_sub_from,
-        conflate: p_conflate.unwrap_or(false),
+        conflate: None,
     });
     TableIterator::new(rows.into_iter().map(|r| {
         let (_, _, base, start_idx, take, msg_count, created_at, blob, _) = r.columns();
@@ -745,20 +821,15 @@ fn pop_resolved(
     req: &PopRequest<'_>,
 ) -> Vec<QueueServed> {
     let mut held = AscendingLocks::default();
-    pop_partition(
-        client,
-        p.id,
-        &p.queue,
-        &req.checked(p.queue.lease_time),
-        &mut held,
-    )
-    .map(|served| QueueServed {
-        partition_id: p.id,
-        partition: name,
-        served,
-    })
-    .into_iter()
-    .collect()
+    let checked = with_policy(client, &p.queue, req.checked(p.queue.lease_time), &mut held);
+    pop_partition(client, p.id, &p.queue, &checked, &mut held)
+        .map(|served| QueueServed {
+            partition_id: p.id,
+            partition: name,
+            served,
+        })
+        .into_iter()
+        .collect()
 }
 
 /// The rows of what a pop served, partition by partition.
@@ -839,8 +910,9 @@ fn register_group(
     let written = q(
         client,
         "INSERT INTO queen.consumer_groups_metadata
-                (tenant_id, consumer_group, queue_id, subscription_mode, subscription_timestamp)
-         VALUES ($1, $2, $3, $4, $5)
+                (tenant_id, consumer_group, queue_id, subscription_mode, subscription_timestamp,
+                 conflation)
+         VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (tenant_id, consumer_group, queue_id) DO NOTHING RETURNING id",
         &[
             tenant.into(),
@@ -848,6 +920,7 @@ fn register_group(
             queue_id.into(),
             mode.into(),
             ts.into(),
+            (req.conflate_asked == Some(true)).into(),
         ],
     )
     .or_raise();
@@ -1009,6 +1082,7 @@ fn pop_queue(
 ) -> Vec<QueueServed> {
     let mut held = AscendingLocks::default();
     register_group(client, queue.id, queue.tenant, req, &mut held);
+    let req = &with_policy(client, queue, *req, &mut held);
     let mut out = Vec::new();
     let mut budget = Budget::new(i64::from(req.budget));
     let mut tried: Vec<Uuid> = Vec::new();
@@ -1099,7 +1173,7 @@ fn log_pop_queue_v1(
         auto_ack: p_auto_ack,
         sub_mode: p_sub_mode,
         sub_from: p_sub_from,
-        conflate: false,
+        conflate: None,
     });
     TableIterator::new(rows.into_iter().map(|r| {
         let (pid, name, base, start_idx, take, msg_count, created_at, blob, _) = r.columns();

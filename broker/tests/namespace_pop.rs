@@ -1,7 +1,6 @@
 //! Pops across a namespace or task (`GET /api/v1/pop?namespace=&task=`, Queen 2.x): the
 //! queue pop over every queue of the caller whose namespace and task match, each request
-//! starting at the next queue in turn, long-polling on all of them; and the refusal of
-//! conflation on every pop route.
+//! starting at the next queue in turn, long-polling on all of them.
 
 mod common;
 
@@ -76,34 +75,4 @@ async fn a_namespace_long_poll_wakes_for_a_push_into_any_of_its_queues() {
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["queue"], format!("{ns}.y"));
     assert_eq!(v["messages"][0]["transactionId"], "w");
-}
-
-/// Queen 2.x's conflation is not built: `conflation=true` is a 400 naming it (the 2.x
-/// SDK raises on it rather than draining the backlog unconflated), on every pop route;
-/// `conflation=false` is an ordinary pop.
-#[tokio::test]
-async fn conflation_is_refused_not_ignored() {
-    let b = start().await;
-    let q = unique("conflate");
-    b.push(json!([{"queue": q, "transactionId": "c1", "payload": 1}]))
-        .await;
-    for path in [
-        format!("/api/v1/pop/queue/{q}?consumerGroup=g&conflation=true"),
-        format!("/api/v1/pop/queue/{q}/partition/Default?consumerGroup=g&conflation=true"),
-        format!("/api/v1/pop?namespace={q}&consumerGroup=g&conflation=true"),
-    ] {
-        let (s, v) = b.get(&path).await;
-        assert_eq!(s, StatusCode::BAD_REQUEST, "{path}: {v}");
-        assert_eq!(v["parameter"], "conflation", "{v}");
-    }
-    let (s, v) = b
-        .get(&format!(
-            "/api/v1/pop/queue/{q}?consumerGroup=g&conflation=false"
-        ))
-        .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
-    assert_eq!(
-        v["messages"][0]["transactionId"], "c1",
-        "nothing was taken by the refusals"
-    );
 }

@@ -13,3 +13,10 @@ ALTER TABLE queen.queues
     ADD COLUMN ttl int NOT NULL DEFAULT 0 CHECK (ttl >= 0),
     ADD COLUMN window_buffer int NOT NULL DEFAULT 0 CHECK (window_buffer >= 0),
     ADD COLUMN max_wait_time_seconds int NOT NULL DEFAULT 0 CHECK (max_wait_time_seconds >= 0);
+
+-- Conflation (docs/decisions.md, "Conflation"): a group's last-value policy, stored when
+-- it registers; broker_pop_v1 takes it as a trailing argument (a new signature).
+ALTER TABLE queen.consumer_groups_metadata ADD COLUMN conflation bool NOT NULL DEFAULT false;
+DROP FUNCTION IF EXISTS queen.broker_pop_v1(uuid, text, text, text, int, int, text, bool, text, text, int);
+-- The consumer-group view's records gain the policy (a new result type).
+DROP FUNCTION IF EXISTS queen.subscriptions_v1(uuid);

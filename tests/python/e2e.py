@@ -693,13 +693,31 @@ async def test_namespace_pop(client):
         check([m["data"] for m in both] == [{"q": "beta"}], f"namespace+task pop {both!r}")
     else:
         check(both == [], f"beta was already served: {both!r}")
-    # Conflation is not built: the broker refuses it and the SDK raises, never drains.
-    try:
-        await client.queue(f"{ns}.alpha").group("g").conflation().wait(False).pop()
-        raised = "returned"
-    except Exception as e:  # the SDK raises a conflating pop's 400
-        raised = str(e)
-    check("conflation" in raised, f"a conflating pop must be refused: {raised!r}")
+
+
+async def test_conflation(client):
+    """The 2.x SDK's `.conflation()` (docs/decisions.md, "Conflation"): the group gets the
+    newest message only, its ack retires the rest, the SDK sees the echo on empty pops too
+    (it raises when the echo is missing), and the refusals with no group and with
+    commit-on-delivery raise."""
+    q = qname("conflate")
+    await client.queue(q).push([{"data": {"n": i}, "transactionId": f"c{i}"} for i in range(1, 6)])
+    got = await client.queue(q).group("last").conflation().batch(10).wait(False).pop()
+    check([m["data"] for m in got] == [{"n": 5}], f"a conflating pop gets the newest only: {got!r}")
+    ack = await client.ack(got[0], True, {"group": "last"})
+    check(ack.get("success", True) is not False, f"the newest's ack: {ack!r}")
+    empty = await client.queue(q).group("last").conflation().batch(10).wait(False).pop()
+    check(empty == [], f"everything behind it was retired: {empty!r}")
+    every = await client.queue(q).group("all").batch(10).wait(False).pop()
+    check(len(every) == 5, f"a group without conflation gets every message: {every!r}")
+    for builder in (client.queue(q).conflation(),
+                    client.queue(q).group("x").conflation().commit_on_delivery()):
+        try:
+            await builder.wait(False).pop()
+            raised = "returned"
+        except Exception as e:  # the SDK raises a conflating pop's 400
+            raised = str(e)
+        check(raised != "returned", f"a refused conflating pop must raise: {raised!r}")
 
 
 async def test_binary_push(client):
@@ -961,6 +979,7 @@ SCENARIOS = [
     ("trace_seek_browse", test_trace_seek_browse),
     ("fetch_by_offset", test_fetch_by_offset),
     ("namespace_pop", test_namespace_pop),
+    ("conflation", test_conflation),
     ("timers", test_timers),
     ("binary_push", test_binary_push),
     ("ephemeral", test_ephemeral),

@@ -67,6 +67,8 @@ pub struct Subscription {
     pub mode: String,
     pub timestamp: Option<String>,
     pub created_at: Option<String>,
+    /// The group's stored conflation policy (docs/decisions.md, "Conflation").
+    pub conflation: bool,
 }
 
 /// A timestamp column in the HTTP form.
@@ -454,7 +456,7 @@ impl Conn {
     ) -> Result<HashMap<(String, String), Subscription>, DbError> {
         let rows = self
             .rows(
-                "SELECT r_queue, r_consumer_group, r_mode, r_timestamp, r_created_at
+                "SELECT r_queue, r_consumer_group, r_mode, r_timestamp, r_created_at, r_conflation
                    FROM queen.subscriptions_v1($1::uuid)",
                 &[&tenant],
             )
@@ -465,6 +467,7 @@ impl Conn {
                     mode: get(r, 2)?,
                     timestamp: ts(r, 3)?,
                     created_at: ts(r, 4)?,
+                    conflation: get(r, 5)?,
                 };
                 Ok(((get(r, 0)?, get(r, 1)?), sub))
             })

@@ -22,6 +22,9 @@ pub struct PopArgs<'a> {
     pub sub_mode: &'a str,
     pub sub_from: &'a str,
     pub max_partitions: i32,
+    /// `Some(true)`: last-value delivery asked for (stored if the group registers now);
+    /// None leaves it to the group's stored policy (docs/decisions.md, "Conflation").
+    pub conflation: Option<bool>,
 }
 
 /// One served slice of a segment.
@@ -47,7 +50,7 @@ impl Conn {
                 "SELECT r_partition_id, r_partition, r_base, r_start_idx, r_take, r_msg_count,
                         r_created_at, r_blob, r_attempt
                    FROM queen.broker_pop_v1($1::uuid, $2::text, $3::text, $4::text, $5::int,
-                        $6::int, $7::text, $8::bool, $9::text, $10::text, $11::int)",
+                        $6::int, $7::text, $8::bool, $9::text, $10::text, $11::int, $12::bool)",
                 &[
                     &a.tenant,
                     &a.queue,
@@ -60,6 +63,7 @@ impl Conn {
                     &a.sub_mode,
                     &a.sub_from,
                     &a.max_partitions,
+                    &a.conflation,
                 ],
             )
             .await?;
@@ -78,5 +82,22 @@ impl Conn {
                 })
             })
             .collect()
+    }
+
+    /// `queen.group_conflation_v1`: the group's stored conflation policy on the queue
+    /// (false when it has none), what a conflating pop's answer echoes.
+    pub async fn group_conflation(
+        &self,
+        tenant: Uuid,
+        queue: &str,
+        group: &str,
+    ) -> Result<bool, DbError> {
+        let row = self
+            .one(
+                "SELECT queen.group_conflation_v1($1::uuid, $2::text, $3::text)",
+                &[&tenant, &queue, &group],
+            )
+            .await?;
+        get(&row, 0)
     }
 }

@@ -381,3 +381,49 @@ mod tests {
         assert!(Budget::new(-1).is_spent());
     }
 }
+
+/// Why a pop asking for conflation (last-value delivery, docs/decisions.md "Conflation")
+/// is refused, if it is: it is a consumer group's policy, and the newest message's ack is
+/// what retires everything behind it, so commit-on-delivery has nothing to retire with.
+/// The extension refuses the same (22023).
+pub fn conflation_refusal(named_group: bool, auto_ack: bool) -> Option<&'static str> {
+    if !named_group {
+        Some("conflation=true needs a consumerGroup (it is a consumer group's policy)")
+    } else if auto_ack {
+        Some("conflation=true cannot be combined with autoAck (commit on delivery)")
+    } else {
+        None
+    }
+}
+
+/// What the answer to a pop that asked for conflation says, given the policies stored for
+/// the group on the queues it popped: `Conflating` (`"conflation": true`) when every one
+/// conflates, else `Conflict` (`"conflationConflict": true`: a stored non-conflating
+/// policy won, as Queen's SDK expects). A pop that did not ask gets no key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConflationEcho {
+    Conflating,
+    Conflict,
+}
+
+pub fn conflation_echo(stored: impl IntoIterator<Item = bool>) -> ConflationEcho {
+    if stored.into_iter().all(|c| c) {
+        ConflationEcho::Conflating
+    } else {
+        ConflationEcho::Conflict
+    }
+}
+
+#[cfg(test)]
+mod conflation_tests {
+    use super::*;
+
+    #[test]
+    fn refusals_and_echoes() {
+        assert!(conflation_refusal(false, false).is_some());
+        assert!(conflation_refusal(true, true).is_some());
+        assert_eq!(conflation_refusal(true, false), None);
+        assert_eq!(conflation_echo([true, true]), ConflationEcho::Conflating);
+        assert_eq!(conflation_echo([true, false]), ConflationEcho::Conflict);
+    }
+}

@@ -16,6 +16,7 @@ use axum::Json;
 use chrono::{DateTime, Utc};
 use queen_log::conventions::requested_lease;
 use queen_log::payload;
+use queen_log::pop::{conflation_echo, conflation_refusal, ConflationEcho};
 use queen_log::served::{decode_served_here, ServedSlice};
 use serde::Serialize;
 use tokio::time::Instant;
@@ -55,6 +56,8 @@ struct PopReq {
     max_partitions: i32,
     lease_id: String,
     tenant: Uuid,
+    /// `conflation=true`: last-value delivery asked for (docs/decisions.md, "Conflation").
+    conflation: bool,
 }
 
 pub async fn pop_queue(
@@ -172,14 +175,14 @@ fn parse_params(state: &AppState, tenant: Uuid, q: &HashMap<String, String>) -> 
         check_name(NameKind::ConsumerGroup, g)?;
     }
     let auto_ack = bool_param(get("autoAck"), "autoAck", false)?;
-    // Queen 2.x's last-value delivery is not built: refused, never ignored (its SDK would
-    // otherwise drain the backlog message by message; on a 400 it raises instead).
-    if bool_param(get("conflation"), "conflation", false)? {
+    let conflation = bool_param(get("conflation"), "conflation", false)?;
+    if let Some(why) = conflation
+        .then(|| conflation_refusal(group.is_some(), auto_ack))
+        .flatten()
+    {
         return Err(ApiError::BadParameter {
             name: "conflation".into(),
-            message: "conflation=true (last-value delivery) is not implemented by this broker; \
-                      pop without it"
-                .into(),
+            message: why.into(),
         });
     }
     Ok(PopReq {
@@ -202,6 +205,7 @@ fn parse_params(state: &AppState, tenant: Uuid, q: &HashMap<String, String>) -> 
             Uuid::now_v7().to_string()
         },
         tenant,
+        conflation,
     })
 }
 
@@ -220,13 +224,13 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
         }
         let now = Instant::now();
         if !req.wait || now >= deadline || state.is_stopping() {
-            return Ok(StatusCode::NO_CONTENT.into_response());
+            return empty(&state, &req, std::slice::from_ref(&req.queue)).await;
         }
         tokio::select! {
             _ = &mut notified => {}
             _ = tokio::time::sleep(backoff.min(deadline - now)) => {}
             // Shutdown: answer now, the drain must not wait out the long-poll.
-            _ = state.stopping() => return Ok(StatusCode::NO_CONTENT.into_response()),
+            _ = state.stopping() => return empty(&state, &req, std::slice::from_ref(&req.queue)).await,
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
@@ -287,13 +291,14 @@ async fn run_across(state: AppState, req: PopReq, tiers: Vec<Vec<String>>) -> Ap
             }
         }
         let now = Instant::now();
+        let all: Vec<String> = tiers.iter().flatten().cloned().collect();
         if !req.wait || now >= deadline || state.is_stopping() || tiers.is_empty() {
-            return Ok(StatusCode::NO_CONTENT.into_response());
+            return empty(&state, &req, &all).await;
         }
         tokio::select! {
             _ = futures_util::future::select_all(notified) => {}
             _ = tokio::time::sleep(backoff.min(deadline - now)) => {}
-            _ = state.stopping() => return Ok(StatusCode::NO_CONTENT.into_response()),
+            _ = state.stopping() => return empty(&state, &req, &all).await,
         }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
@@ -315,8 +320,49 @@ async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
         sub_mode: &req.sub_mode,
         sub_from: &req.sub_from,
         max_partitions: req.max_partitions,
+        conflation: req.conflation.then_some(true),
     };
     Ok(state.db.conn().await?.broker_pop(&args).await?)
+}
+
+/// What the answer to a pop that asked for conflation says about it, from the group's
+/// stored policy on the queues it popped (queen_log::pop::conflation_echo); None (no key,
+/// the answer unchanged) for a pop that did not ask.
+async fn echo(
+    state: &AppState,
+    req: &PopReq,
+    queues: &[String],
+) -> ApiResult<Option<ConflationEcho>> {
+    let Some(group) = named_group(req.group.as_deref()).filter(|_| req.conflation) else {
+        return Ok(None);
+    };
+    let conn = state.db.conn().await?;
+    let mut stored = Vec::with_capacity(queues.len());
+    for q in queues {
+        stored.push(conn.group_conflation(req.tenant, q, group).await?);
+    }
+    Ok(Some(conflation_echo(stored)))
+}
+
+/// An empty pop's answer: 204, or, when the pop asked for conflation, a 200 body that
+/// carries the echo (Queen's SDK reads it on empty pops too).
+async fn empty(state: &AppState, req: &PopReq, queues: &[String]) -> ApiResult<Response> {
+    let Some(e) = echo(state, req, queues).await? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    Ok(Json(PopResponse {
+        success: true,
+        queue: &req.queue,
+        partition: None,
+        partition_id: None,
+        lease_id: &req.lease_id,
+        consumer_group: named_group(req.group.as_deref()),
+        partitions_claimed: 0,
+        messages: Vec::new(),
+        conflation: (e == ConflationEcho::Conflating).then_some(true),
+        conflation_conflict: (e == ConflationEcho::Conflict).then_some(true),
+    })
+    .into_response())
 }
 
 /// One decoded message, ready to render.
@@ -370,6 +416,7 @@ async fn respond(state: &AppState, req: &PopReq, slices: Vec<Slice>) -> ApiResul
     let mut claimed: Vec<Uuid> = msgs.iter().map(|m| m.pid).collect();
     claimed.dedup();
     let first = msgs.first();
+    let echo = echo(state, req, std::slice::from_ref(&req.queue)).await?;
     Ok(Json(PopResponse {
         success: true,
         queue: &req.queue,
@@ -379,6 +426,8 @@ async fn respond(state: &AppState, req: &PopReq, slices: Vec<Slice>) -> ApiResul
         consumer_group: group,
         partitions_claimed: claimed.len(),
         messages,
+        conflation: (echo == Some(ConflationEcho::Conflating)).then_some(true),
+        conflation_conflict: (echo == Some(ConflationEcho::Conflict)).then_some(true),
     })
     .into_response())
 }
@@ -396,6 +445,11 @@ struct PopResponse<'a> {
     consumer_group: Option<&'a str>,
     partitions_claimed: usize,
     messages: Vec<WireMsg<'a>>,
+    /// Only on the answer to a pop that asked for conflation (queen_log::pop::ConflationEcho).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflation: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflation_conflict: Option<bool>,
 }
 
 /// What the ack registry learns from this pop: per partition, the batch end and hashes.

@@ -177,7 +177,8 @@ pub async fn groups(
                 "subscriptionMode": sub.map(|s| s.mode.as_str()),
                 "subscriptionTimestamp": sub.and_then(|s| s.timestamp.as_deref()),
                 "subscriptionCreatedAt": sub.and_then(|s| s.created_at.as_deref()),
-                "conflation": false,
+                // The group's stored policy (docs/decisions.md, "Conflation").
+                "conflation": sub.is_some_and(|s| s.conflation),
             });
             for (k, x) in extra.as_object().expect("object") {
                 v[k] = x.clone();
@@ -195,6 +196,7 @@ pub async fn group(
     Path(group): Path<String>,
 ) -> ApiResult<Response> {
     let queues = load(&state.db, Some(tenant), None).await?;
+    let subs = state.db.conn().await?.subscriptions(tenant).await?;
     let mut out = serde_json::Map::new();
     for q in &queues {
         let parts: Vec<Value> = q
@@ -213,9 +215,12 @@ pub async fn group(
             })
             .collect();
         if !parts.is_empty() {
+            let conflation = subs
+                .get(&(q.meta.name.clone(), group.clone()))
+                .is_some_and(|s| s.conflation);
             out.insert(
                 q.meta.name.clone(),
-                json!({"conflation": false, "kind": "queen", "partitions": parts}),
+                json!({"conflation": conflation, "kind": "queen", "partitions": parts}),
             );
         }
     }
