@@ -101,13 +101,16 @@ async def test_configure_queue(client):
     # The SDK sends every QUEUE_DEFAULTS key camelCased; the broker echoes them verbatim.
     check(opts.get("leaseTime") == 7, f"leaseTime echo {opts.get('leaseTime')!r}")
     check(opts.get("retryLimit") == 1, f"retryLimit echo {opts.get('retryLimit')!r}")
-    # Options the broker does not implement are accepted at the SDK's neutral default
-    # (priority 0, maxSize 0, ...) and echoed; any other value is refused.
-    check(opts.get("priority") == 0, f"priority (neutral default) echo {opts.get('priority')!r}")
+    # Every option Queen takes is accepted and enforced (docs/decisions.md, "Queue
+    # options"), echoed with its effective value: here the SDK's defaults.
+    check(opts.get("priority") == 0, f"priority (SDK default) echo {opts.get('priority')!r}")
     check(opts.get("encryptionEnabled") is False, f"encryptionEnabled not echoed: {opts!r}")
+    tuned = await client.queue(qname("cfgo")).config({"priority": 4, "max_size": 5000}).create()
+    topts = tuned.get("options") or {}
+    check(tuned.get("configured") is True and topts.get("priority") == 4
+          and topts.get("maxSize") == 5000, f"priority/maxSize must be accepted: {tuned!r}")
     # encryptionEnabled is implemented, but this broker runs without QUEEN_ENCRYPTION_KEY.
-    for option, why in (({"priority": 4}, "not supported"), ({"max_size": 10}, "not supported"),
-                        ({"encryption_enabled": True}, "QUEEN_ENCRYPTION_KEY")):
+    for option, why in (({"encryption_enabled": True}, "QUEEN_ENCRYPTION_KEY"),):
         try:
             refused = await client.queue(qname("cfgx")).config(option).create()
         except Exception as e:  # the SDK raises on a 4xx
