@@ -11,8 +11,9 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::kv::{
-    check_writable, decide, get_result, next_version, read_ops, write_result, Decision, Expiry,
-    KvOp, Precondition, RawOp, Row, Shown, Write, HIGH_WATER_NS, QKV_PRECONDITION,
+    check_writable, decide, get_result, next_version, read_ops, shown_value_version, write_result,
+    Decision, Expiry, KvOp, Precondition, RawOp, Row, Shown, Write, HIGH_WATER_NS,
+    QKV_PRECONDITION,
 };
 use serde_json::{json, Value};
 
@@ -237,7 +238,13 @@ fn key_of(op: &KvOp) -> (&str, &str) {
 }
 
 /// A write op (put, delete, incr, check): its decision and answer.
-fn write(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> (Decision, Value) {
+/// The write's verdict, the row its answer shows, and that answer.
+fn write(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    i: usize,
+    op: &KvOp,
+) -> (Decision, Option<Shown>, Value) {
     let (ns, key) = key_of(op);
     // The key's lock is held from the look to the commit, the clock read under it.
     let (found, now) = find_locked(client, tenant, ns, key);
@@ -265,7 +272,7 @@ fn write(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> (Decision
         }
     };
     let result = write_result(i, key, &d, after.as_ref());
-    (d, result)
+    (d, after, result)
 }
 
 fn read(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> Value {
@@ -363,13 +370,14 @@ pub fn apply(client: &SpiClient<'_>, tenant: Uuid, ops: &[KvOp]) -> Vec<Value> {
                 read(client, tenant, i, op)
             }
             _ => {
-                let (d, result) = write(client, tenant, i, op);
+                let (d, after, result) = write(client, tenant, i, op);
                 if d.required && !d.applied {
+                    let (value, version) = shown_value_version(&d, after.as_ref());
                     let p = Precondition {
                         failed_index: i,
                         kv_reason: d.reason.unwrap_or("precondition").to_string(),
-                        version: result["version"].as_i64().unwrap_or(0),
-                        value: result["value"].clone(),
+                        version,
+                        value,
                     };
                     raise_detail(
                         PgSqlErrorCode::ERRCODE_RAISE_EXCEPTION,
