@@ -15,6 +15,7 @@ use queen_log::kv::{
     Decision, Expiry, KvOp, Precondition, RawOp, Row, Shown, Write, HIGH_WATER_NS,
     QKV_PRECONDITION,
 };
+use queen_log::wire::OpResults;
 use serde_json::{json, Value};
 
 use crate::db::{
@@ -408,7 +409,9 @@ fn kv_apply_v1(
     let ops = read_ops(&raw, false)
         .unwrap_or_else(|(i, e)| bad_param(format!("QKV {}: op {i}: {}", e.reason, e.detail)));
     let tenant = p_tenant.unwrap_or_else(default_tenant);
-    jsonb(&json!({"results": Spi::connect(|c| apply(c, tenant, &ops))}))
+    jsonb(&OpResults {
+        results: Spi::connect(|c| apply(c, tenant, &ops)),
+    })
 }
 
 /// `queen.kv_expire_step_v1(max_rows)`: removes up to `max_rows` rows past their expiry

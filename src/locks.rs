@@ -17,6 +17,7 @@ use queen_log::locks::{
     guard, may_renew, plan_acquire, read_ops, slot_key, slot_of, AcquirePlan, Holder, LockOp,
     Permit, RawLockOp, NAMESPACE,
 };
+use queen_log::wire::OpResults;
 use serde_json::{json, Value};
 
 use crate::db::{bad_param, clock_plus, col, default_tenant, iso_ms, jsonb, q, required, OrRaise};
@@ -256,5 +257,7 @@ fn locks_apply_v1(
     let ops = read_ops(&raw)
         .unwrap_or_else(|(i, e)| bad_param(format!("QLOCK {}: op {i}: {}", e.reason, e.detail)));
     let tenant = p_tenant.unwrap_or_else(default_tenant);
-    jsonb(&json!({"results": Spi::connect(|c| apply(c, tenant, &ops))}))
+    jsonb(&OpResults {
+        results: Spi::connect(|c| apply(c, tenant, &ops)),
+    })
 }
