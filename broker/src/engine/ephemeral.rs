@@ -1046,6 +1046,25 @@ mod tests {
     }
 
     #[test]
+    fn depth_lists_named_groups_by_name_and_queue_mode_last() {
+        let s = store();
+        s.push(Uuid::nil(), "q", None, msgs(3)).unwrap();
+        pop(&s, "q", None, 1);
+        pop(&s, "q", Some("zeta"), 2);
+        pop(&s, "q", Some("alpha"), 3);
+        let d = s.depth(Uuid::nil(), "q").unwrap();
+        assert_eq!(
+            d["groups"],
+            json!([
+                {"group": "alpha", "leased": 3, "redeliveries": 0, "undelivered": 0},
+                {"group": "zeta", "leased": 2, "redeliveries": 0, "undelivered": 1},
+                {"group": null, "leased": 1, "redeliveries": 0, "undelivered": 2},
+            ])
+        );
+        assert_eq!(s.list(Uuid::nil(), |_| true)[0].queue, "q");
+    }
+
+    #[test]
     fn competing_within_a_group_fanning_out_across_groups() {
         let s = store();
         s.push(Uuid::nil(), "q", None, msgs(4)).unwrap();
