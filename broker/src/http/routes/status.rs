@@ -93,7 +93,7 @@ fn config_json(q: &QueueStats) -> Value {
 
 /// `GET /api/v1/status/queues/{queue}`: Queen's status detail.
 pub async fn queue_detail(KnownQueue(q): KnownQueue) -> Response {
-    let priority = q.meta.options.get("priority").cloned().unwrap_or(json!(0));
+    let priority = queen_log::options::priority(&q.meta.options);
     let detail = StatusDetail {
         queue: json!({
             "id": q.meta.id, "name": q.meta.name, "namespace": q.meta.namespace,
