@@ -7,8 +7,9 @@ LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
 
--- UTC with milliseconds: the timestamp form of Queen's answers (its routes' to_char), as
--- the broker's own HTTP timestamps (broker/src/util.rs iso_ms).
+-- UTC with milliseconds: the timestamp form of Queen's answers (its routes' to_char). It
+-- must agree with the Rust one, queen_log::time::iso_ms, which the extension and the broker
+-- format their own timestamps with (a #[pg_test] in src/db.rs compares them).
 CREATE OR REPLACE FUNCTION queen.iso_ms(ts timestamptz) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp

@@ -542,8 +542,7 @@ pub fn clock_plus(
     .expect("one row")
 }
 
-/// UTC with milliseconds (queen.iso_ms's format: truncated, not rounded).
+/// UTC with milliseconds: the one form queen_log::time owns (queen.iso_ms agrees).
 pub fn iso_ms(t: TimestampWithTimeZone) -> String {
-    let micros = iso_utc(t);
-    format!("{}Z", &micros[..23])
+    queen_log::time::iso_ms(micros(t).saturating_add(queen_log::time::PG_EPOCH_UNIX_MICROS))
 }

@@ -10,6 +10,7 @@ use pgrx::prelude::*;
 use pgrx::JsonB;
 use queen_log::ephemeral::Options;
 use queen_log::names::NameKind;
+use queen_log::wire::EphemeralConfigured;
 use serde_json::json;
 
 use crate::db::{bad_param, col, default_tenant, jsonb, q, required, OrRaise};
@@ -47,5 +48,9 @@ fn ephemeral_configure_v1(
         .expect("INSERT ... RETURNING answers a row");
         col(&row, 1, "created")
     });
-    jsonb(&json!({"queue": queue, "options": wire, "created": created}))
+    jsonb(&EphemeralConfigured {
+        queue: queue.to_string(),
+        options: wire,
+        created,
+    })
 }

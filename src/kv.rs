@@ -11,9 +11,11 @@ use pgrx::prelude::*;
 use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::kv::{
-    check_writable, decide, get_result, next_version, read_ops, write_result, Decision, Expiry,
-    KvOp, Precondition, RawOp, Row, Shown, Write, HIGH_WATER_NS, QKV_PRECONDITION,
+    check_writable, decide, get_result, next_version, read_ops, shown_value_version, write_result,
+    Decision, Expiry, KvOp, Precondition, RawOp, Row, Shown, Write, HIGH_WATER_NS,
+    QKV_PRECONDITION,
 };
+use queen_log::wire::OpResults;
 use serde_json::{json, Value};
 
 use crate::db::{
@@ -237,7 +239,13 @@ fn key_of(op: &KvOp) -> (&str, &str) {
 }
 
 /// A write op (put, delete, incr, check): its decision and answer.
-fn write(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> (Decision, Value) {
+/// The write's verdict, the row its answer shows, and that answer.
+fn write(
+    client: &SpiClient<'_>,
+    tenant: Uuid,
+    i: usize,
+    op: &KvOp,
+) -> (Decision, Option<Shown>, Value) {
     let (ns, key) = key_of(op);
     // The key's lock is held from the look to the commit, the clock read under it.
     let (found, now) = find_locked(client, tenant, ns, key);
@@ -265,7 +273,7 @@ fn write(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> (Decision
         }
     };
     let result = write_result(i, key, &d, after.as_ref());
-    (d, result)
+    (d, after, result)
 }
 
 fn read(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &KvOp) -> Value {
@@ -363,13 +371,14 @@ pub fn apply(client: &SpiClient<'_>, tenant: Uuid, ops: &[KvOp]) -> Vec<Value> {
                 read(client, tenant, i, op)
             }
             _ => {
-                let (d, result) = write(client, tenant, i, op);
+                let (d, after, result) = write(client, tenant, i, op);
                 if d.required && !d.applied {
+                    let (value, version) = shown_value_version(&d, after.as_ref());
                     let p = Precondition {
                         failed_index: i,
                         kv_reason: d.reason.unwrap_or("precondition").to_string(),
-                        version: result["version"].as_i64().unwrap_or(0),
-                        value: result["value"].clone(),
+                        version,
+                        value,
                     };
                     raise_detail(
                         PgSqlErrorCode::ERRCODE_RAISE_EXCEPTION,
@@ -400,7 +409,9 @@ fn kv_apply_v1(
     let ops = read_ops(&raw, false)
         .unwrap_or_else(|(i, e)| bad_param(format!("QKV {}: op {i}: {}", e.reason, e.detail)));
     let tenant = p_tenant.unwrap_or_else(default_tenant);
-    jsonb(&json!({"results": Spi::connect(|c| apply(c, tenant, &ops))}))
+    jsonb(&OpResults {
+        results: Spi::connect(|c| apply(c, tenant, &ops)),
+    })
 }
 
 /// `queen.kv_expire_step_v1(max_rows)`: removes up to `max_rows` rows past their expiry

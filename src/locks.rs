@@ -15,19 +15,21 @@ use pgrx::JsonB;
 use queen_log::kv::{Expiry, Shown};
 use queen_log::locks::{
     guard, may_renew, plan_acquire, read_ops, slot_key, slot_of, AcquirePlan, Holder, LockOp,
-    RawLockOp, NAMESPACE,
+    Permit, RawLockOp, NAMESPACE,
 };
+use queen_log::wire::OpResults;
 use serde_json::{json, Value};
 
 use crate::db::{bad_param, clock_plus, col, default_tenant, iso_ms, jsonb, q, required, OrRaise};
 use crate::kv::{find_locked, shown, tombstone, upsert, Found};
 
 fn holder(slot: i64, s: &Shown) -> Holder {
+    let Permit { owner, since } = Permit::of(&s.value);
     Holder {
         slot,
-        owner: s.value["owner"].as_str().unwrap_or_default().to_string(),
+        owner,
         token: s.version,
-        since: s.value.get("since").cloned().unwrap_or(Value::Null),
+        since,
         expires_at: s.expires_at.clone(),
         renewed_at: s.updated_at.clone(),
     }
@@ -103,7 +105,7 @@ fn write_permit(
 
 fn granted(i: usize, name: &str, slot: i64, s: &Shown, already: bool) -> Value {
     let mut v = json!({"index": i, "acquired": true, "slot": slot, "token": s.version,
-                       "owner": s.value["owner"], "guard": guard(name, slot, s.version)});
+                       "owner": Permit::of(&s.value).owner, "guard": guard(name, slot, s.version)});
     if already {
         v["already"] = json!(true);
     }
@@ -128,7 +130,7 @@ fn acquire(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &LockOp) -> Value
     let free = match plan_acquire(&found, &owner, *limit) {
         AcquirePlan::Already(slot) => {
             let (row, _) = permit(client, tenant, name, slot);
-            if let Some(f) = row.filter(|f| f.live && f.shown.value["owner"] == json!(owner)) {
+            if let Some(f) = row.filter(|f| f.live && Permit::of(&f.shown.value).owner == owner) {
                 return granted(i, name, slot, &f.shown, true);
             }
             vec![slot]
@@ -144,7 +146,11 @@ fn acquire(client: &SpiClient<'_>, tenant: Uuid, i: usize, op: &LockOp) -> Value
         if row.as_ref().is_some_and(|f| f.live) {
             continue; // taken since the look
         }
-        let value = json!({"owner": owner, "since": iso_ms(now)});
+        let value = Permit {
+            owner: owner.clone(),
+            since: json!(iso_ms(now)),
+        }
+        .value();
         if let Some(s) = write_permit(
             client,
             tenant,
@@ -251,5 +257,7 @@ fn locks_apply_v1(
     let ops = read_ops(&raw)
         .unwrap_or_else(|(i, e)| bad_param(format!("QLOCK {}: op {i}: {}", e.reason, e.detail)));
     let tenant = p_tenant.unwrap_or_else(default_tenant);
-    jsonb(&json!({"results": Spi::connect(|c| apply(c, tenant, &ops))}))
+    jsonb(&OpResults {
+        results: Spi::connect(|c| apply(c, tenant, &ops)),
+    })
 }

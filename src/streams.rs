@@ -18,6 +18,7 @@ use queen_log::streams::{
     PushResult, RegisterRequest, SinkItem, StateGetRequest, FENCED, MAX_BATCH,
 };
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 // `now()` is a value, not a call in the statement: Citus refuses volatile functions in
@@ -31,6 +32,12 @@ use crate::push::{push_groups, FrameGroup, Landed};
 
 /// Every refusal of a cycle starts with this (P0001), so callers can tell it apart.
 const QSTREAM: &str = "QSTREAM";
+
+/// The position a merged request's element carries.
+#[derive(Deserialize)]
+struct Idx {
+    idx: Option<i64>,
+}
 
 /// A request, or Queen's merged form `[{..., idx}]`: each element with its position.
 fn requests<T: DeserializeOwned>(p: Value, what: &str) -> (bool, Vec<(i64, T)>) {
@@ -46,7 +53,11 @@ fn requests<T: DeserializeOwned>(p: Value, what: &str) -> (bool, Vec<(i64, T)>) 
         .into_iter()
         .enumerate()
         .map(|(i, v)| {
-            let idx = v.get("idx").and_then(Value::as_i64).unwrap_or(i as i64);
+            // Queen's position, when it is an integer; else the element's own.
+            let idx = Idx::deserialize(&v)
+                .ok()
+                .and_then(|x| x.idx)
+                .unwrap_or(i as i64);
             let r = serde_json::from_value(v)
                 .unwrap_or_else(|e| bad_param(format!("{what}[{i}]: {e}")));
             (idx, r)

@@ -9,7 +9,8 @@ use pgrx::spi::SpiClient;
 use pgrx::JsonB;
 use queen_log::conventions::QUEUE_MODE;
 use queen_log::names::{check_name, NameKind};
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use serde_json::{json, Value};
 
 use crate::browse::offset_of;
 use crate::db::{bad_param, col, q, raise, required, OrRaise};
@@ -30,23 +31,48 @@ struct TraceIn {
     names: Vec<String>,
 }
 
-fn text(o: &Map<String, Value>, k: &str) -> Option<String> {
-    match o.get(k) {
+/// `p_data` as Queen's SDKs send it; each field checked by its own rule below (a value
+/// of the wrong type is refused with its key named, so fields stay JSON values here).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawTrace {
+    transaction_id: Option<Value>,
+    partition_id: Option<Value>,
+    consumer_group: Option<Value>,
+    event_type: Option<Value>,
+    data: Option<Value>,
+    trace_names: Option<Value>,
+    worker_id: Option<Value>,
+}
+
+/// The keys RawTrace reads; any other is refused.
+const KNOWN: [&str; 7] = [
+    "transactionId",
+    "partitionId",
+    "consumerGroup",
+    "eventType",
+    "data",
+    "traceNames",
+    "workerId",
+];
+
+fn text(v: Option<Value>, k: &str) -> Option<String> {
+    match v {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::String(s)) => Some(s),
         Some(v) => bad_param(format!("record_trace_v1: {k} must be a string, got {v}")),
     }
 }
 
 /// Queen's `traceNames`: an array of names, or one name; empty names dropped.
-fn names(o: &Map<String, Value>) -> Vec<String> {
-    let list: Vec<String> = match o.get("traceNames") {
+fn names(v: Option<Value>) -> Vec<String> {
+    let list: Vec<String> = match v {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::String(s)) => vec![s],
         Some(Value::Array(a)) => a
-            .iter()
+            .into_iter()
             .map(|v| match v {
-                Value::String(s) => s.clone(),
+                Value::String(s) => s,
                 v => bad_param(format!(
                     "record_trace_v1: traceNames holds a non-string {v}"
                 )),
@@ -75,19 +101,15 @@ fn parse(v: &Value) -> TraceIn {
     let Some(o) = v.as_object() else {
         bad_param("record_trace_v1: p_data must be a JSON object")
     };
-    const KNOWN: [&str; 7] = [
-        "transactionId",
-        "partitionId",
-        "consumerGroup",
-        "eventType",
-        "data",
-        "traceNames",
-        "workerId",
-    ];
     if let Some(k) = o.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         bad_param(format!("record_trace_v1: unknown key {k}"));
     }
-    let (Some(txn), Some(pid)) = (text(o, "transactionId"), text(o, "partitionId")) else {
+    // Every field is an optional JSON value, so an object always reads.
+    let raw = RawTrace::deserialize(v).unwrap_or_default();
+    let (Some(txn), Some(pid)) = (
+        text(raw.transaction_id, "transactionId"),
+        text(raw.partition_id, "partitionId"),
+    ) else {
         bad_param("transactionId and partitionId are required")
     };
     let pid = Uuid::from_bytes(
@@ -99,17 +121,17 @@ fn parse(v: &Value) -> TraceIn {
             })
             .as_bytes(),
     );
-    let Some(data) = o.get("data").filter(|d| !d.is_null()).cloned() else {
+    let Some(data) = raw.data.filter(|d| !d.is_null()) else {
         bad_param("data is required")
     };
     TraceIn {
         pid,
         txn,
-        group: text(o, "consumerGroup").unwrap_or_else(|| QUEUE_MODE.to_string()),
-        event_type: text(o, "eventType").unwrap_or_else(|| "info".to_string()),
+        group: text(raw.consumer_group, "consumerGroup").unwrap_or_else(|| QUEUE_MODE.to_string()),
+        event_type: text(raw.event_type, "eventType").unwrap_or_else(|| "info".to_string()),
         data,
-        worker: text(o, "workerId"),
-        names: names(o),
+        worker: text(raw.worker_id, "workerId"),
+        names: names(raw.trace_names),
     }
 }
 

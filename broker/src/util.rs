@@ -46,7 +46,7 @@ pub fn capacity_for(n: usize) -> usize {
 
 /// UTC with milliseconds, the timestamp form of every HTTP answer.
 pub fn iso_ms(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+    queen_log::time::iso_ms(t.timestamp_micros())
 }
 
 /// A SQL result's timestamp (UTC with microseconds) in the HTTP form (milliseconds);

@@ -629,3 +629,25 @@ fn a_trace_is_kept_against_its_message_bounded_and_deleted_with_it_by_retention(
     assert_eq!(i64_of("SELECT count(*) FROM queen.log_traces"), 0);
     assert!(sqlstate_of(&rec("t1")).starts_with("P0002"), "a removed message takes no trace");
 }
+
+/// queen.iso_ms (SQL) and queen_log::time::iso_ms (the extension's and the broker's) print
+/// the same instants the same way: truncated milliseconds, leap days, both epochs, the
+/// range's ends.
+#[pg_test]
+fn iso_ms_in_sql_agrees_with_the_rust_one() {
+    for t in [
+        "2024-02-29 12:34:56.789999+00",
+        "1999-12-31 23:59:59.9995+00",
+        "2000-01-01 00:00:00+00",
+        "1969-12-31 23:59:59.999001+00",
+        "2100-03-01 00:00:00.001+00",
+        "0001-01-01 00:00:00+00",
+        "9999-12-31 23:59:59.999999+00",
+    ] {
+        let ts = Spi::get_one::<TimestampWithTimeZone>(&format!("SELECT '{t}'::timestamptz"))
+            .unwrap()
+            .unwrap();
+        let sql = text_of(&format!("SELECT queen.iso_ms('{t}'::timestamptz)")).unwrap();
+        assert_eq!(crate::db::iso_ms(ts), sql, "{t}");
+    }
+}

@@ -227,7 +227,12 @@ impl Conn {
 
     /// `queen.list_messages_v1`: one page of the tenant's messages, newest first, with
     /// Queen's filters (a JSON object of its keys).
-    pub async fn list_messages(&self, filters: &Value, tenant: Uuid) -> Result<Value, DbError> {
+    /// Read as `T`: the whole page as JSON, or a typed view of it (queen_log::wire).
+    pub async fn list_messages<T: serde::de::DeserializeOwned>(
+        &self,
+        filters: &Value,
+        tenant: Uuid,
+    ) -> Result<T, DbError> {
         self.json(
             "SELECT queen.list_messages_v1($1::jsonb, $2::uuid)",
             &[filters, &tenant],

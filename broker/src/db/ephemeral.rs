@@ -3,6 +3,7 @@
 //! broker reads at start. The contents never come here.
 
 use queen_log::ephemeral::Options;
+use queen_log::wire::EphemeralConfigured;
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -26,15 +27,13 @@ impl Conn {
         queue: &str,
         options: &Options,
     ) -> Result<bool, DbError> {
-        let answer: Value = self
+        let answer: EphemeralConfigured = self
             .json(
                 "SELECT queen.ephemeral_configure_v1($1::text, $2::jsonb, $3::uuid)",
                 &[&queue, &options.to_wire(), &tenant],
             )
             .await?;
-        answer["created"]
-            .as_bool()
-            .ok_or_else(|| DbError::Unreadable(format!("ephemeral_configure_v1 answered {answer}")))
+        Ok(answer.created)
     }
 
     /// `queen.ephemeral_delete_v1`: whether a declaration was deleted.

@@ -4,6 +4,7 @@
 
 use queen_log::kv::{Precondition, RawOp, QKV_PRECONDITION};
 use queen_log::locks::RawLockOp;
+use queen_log::wire::OpResults;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -14,18 +15,13 @@ impl Conn {
     pub async fn kv_apply(&self, ops: &[RawOp], tenant: Uuid) -> Result<Vec<Value>, DbError> {
         let ops =
             serde_json::to_value(ops).map_err(|e| DbError::Unreadable(format!("kv ops: {e}")))?;
-        let answer: Value = self
+        let answer: OpResults = self
             .json(
                 "SELECT queen.kv_apply_v1($1::jsonb, $2::uuid)",
                 &[&ops, &tenant],
             )
             .await?;
-        match answer.get("results") {
-            Some(Value::Array(r)) => Ok(r.clone()),
-            _ => Err(DbError::Unreadable(format!(
-                "kv_apply_v1 answered {answer}"
-            ))),
-        }
+        Ok(answer.results)
     }
 }
 
@@ -38,18 +34,13 @@ impl Conn {
     ) -> Result<Vec<Value>, DbError> {
         let ops =
             serde_json::to_value(ops).map_err(|e| DbError::Unreadable(format!("lock ops: {e}")))?;
-        let answer: Value = self
+        let answer: OpResults = self
             .json(
                 "SELECT queen.locks_apply_v1($1::jsonb, $2::uuid)",
                 &[&ops, &tenant],
             )
             .await?;
-        match answer.get("results") {
-            Some(Value::Array(r)) => Ok(r.clone()),
-            _ => Err(DbError::Unreadable(format!(
-                "locks_apply_v1 answered {answer}"
-            ))),
-        }
+        Ok(answer.results)
     }
 
     /// `queen.store_sizes_v1`: the tenant's kv and timer rows and bytes.

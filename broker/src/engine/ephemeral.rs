@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use queen_log::conventions::QUEUE_MODE;
 use queen_log::ephemeral::{exhausted, group_tag, AckStatus, MessageId, Options, Overflow, Window};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -194,6 +195,25 @@ impl Group {
             .map(|c| c.pending.len() - c.ready.len())
             .sum()
     }
+}
+
+/// A queue as `GET /api/v1/ephemeral/queues` lists it (also what a peer answers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueSummary {
+    pub queue: String,
+    pub declared: bool,
+    pub length: u64,
+    pub bytes: u64,
+    pub partitions: usize,
+    pub groups: usize,
+    pub options: Value,
+}
+
+/// A peer's answer to `GET /api/v1/ephemeral/queues`: its queues (the rest unread).
+#[derive(Debug, Default, Deserialize)]
+pub struct QueueList {
+    #[serde(default)]
+    pub queues: Vec<QueueSummary>,
 }
 
 struct RingState {
@@ -436,8 +456,8 @@ impl Store {
 
     /// The queues of `tenant` this broker holds (live or declared) that `keep` admits
     /// (the route keeps those it owns), as `queues` lists them.
-    pub fn list(&self, tenant: Uuid, keep: impl Fn(&str) -> bool) -> Vec<Value> {
-        let mut out: BTreeMap<String, Value> = BTreeMap::new();
+    pub fn list(&self, tenant: Uuid, keep: impl Fn(&str) -> bool) -> Vec<QueueSummary> {
+        let mut out: BTreeMap<String, QueueSummary> = BTreeMap::new();
         for ((t, q), r) in self.rings().iter() {
             if *t == tenant && keep(q) {
                 out.insert(q.clone(), r.lock().summary(q));
@@ -921,19 +941,28 @@ impl RingState {
         self.parts[i].base += n;
     }
 
-    fn summary(&self, queue: &str) -> Value {
-        json!({
-            "queue": queue,
-            "declared": self.declared,
-            "length": self.length,
-            "bytes": self.bytes,
-            "partitions": self.parts.len(),
-            "groups": self.groups.len(),
-            "options": self.options.to_wire(),
-        })
+    fn summary(&self, queue: &str) -> QueueSummary {
+        QueueSummary {
+            queue: queue.to_string(),
+            declared: self.declared,
+            length: self.length,
+            bytes: self.bytes,
+            partitions: self.parts.len(),
+            groups: self.groups.len(),
+            options: self.options.to_wire(),
+        }
     }
 
     fn depth(&self, queue: &str) -> Value {
+        /// One group's row of a queue's depth.
+        #[derive(Serialize)]
+        struct GroupDepth<'a> {
+            group: Option<&'a str>,
+            leased: usize,
+            redeliveries: usize,
+            undelivered: u64,
+        }
+
         let partitions: Vec<Value> = self
             .parts
             .iter()
@@ -945,7 +974,7 @@ impl RingState {
                 })
             })
             .collect();
-        let mut groups: Vec<Value> = self
+        let mut groups: Vec<GroupDepth> = self
             .groups
             .iter()
             .map(|(name, g)| {
@@ -960,18 +989,19 @@ impl RingState {
                         None => undelivered += part.msgs.len() as u64,
                     }
                 }
-                json!({
-                    "group": (name != QUEUE_MODE).then_some(name),
-                    "leased": leased,
-                    "redeliveries": waiting,
-                    "undelivered": undelivered,
-                })
+                GroupDepth {
+                    group: (name != QUEUE_MODE).then_some(name.as_str()),
+                    leased,
+                    redeliveries: waiting,
+                    undelivered,
+                }
             })
             .collect();
-        groups.sort_by(|a, b| a["group"].to_string().cmp(&b["group"].to_string()));
-        let mut v = self.summary(queue);
+        // Named groups by name, queue mode (null) last.
+        groups.sort_by(|a, b| (a.group.is_none(), a.group).cmp(&(b.group.is_none(), b.group)));
+        let mut v = json!(self.summary(queue));
         v["partitions"] = Value::Array(partitions);
-        v["groups"] = Value::Array(groups);
+        v["groups"] = json!(groups);
         v["ageSeconds"] = json!(self.created.elapsed().as_secs());
         v
     }
@@ -1013,6 +1043,25 @@ mod tests {
     ) -> Vec<Outcome> {
         let acks: Vec<_> = ids.iter().map(|i| (MessageId::parse(i), status)).collect();
         s.ack(Uuid::nil(), q, group, &acks)
+    }
+
+    #[test]
+    fn depth_lists_named_groups_by_name_and_queue_mode_last() {
+        let s = store();
+        s.push(Uuid::nil(), "q", None, msgs(3)).unwrap();
+        pop(&s, "q", None, 1);
+        pop(&s, "q", Some("zeta"), 2);
+        pop(&s, "q", Some("alpha"), 3);
+        let d = s.depth(Uuid::nil(), "q").unwrap();
+        assert_eq!(
+            d["groups"],
+            json!([
+                {"group": "alpha", "leased": 3, "redeliveries": 0, "undelivered": 0},
+                {"group": "zeta", "leased": 2, "redeliveries": 0, "undelivered": 1},
+                {"group": null, "leased": 1, "redeliveries": 0, "undelivered": 2},
+            ])
+        );
+        assert_eq!(s.list(Uuid::nil(), |_| true)[0].queue, "q");
     }
 
     #[test]

@@ -137,11 +137,32 @@ async fn admit(cfg: &AuthConfig, keys: &Keys, req: Asked) -> Result<(Tenant, Sub
     Ok((tenant_of(&claims, cfg)?, subject_of(&claims)?))
 }
 
+/// The claims that say who calls: each kept as the token has it (a value of another
+/// type is judged by the reader below, never a failed parse).
+#[derive(serde::Deserialize, Default)]
+struct IdClaims {
+    #[serde(default)]
+    sub: Option<Value>,
+    #[serde(default)]
+    tenant: Option<Value>,
+}
+
+impl IdClaims {
+    fn of(claims: &Value) -> IdClaims {
+        match claims {
+            Value::Object(_) => {
+                <IdClaims as serde::Deserialize>::deserialize(claims).unwrap_or_default()
+            }
+            _ => IdClaims::default(),
+        }
+    }
+}
+
 /// The `sub` claim as a producer subject: a non-empty string (Queen stamps only those);
 /// any other value stamps nothing. One longer than a stored frame can hold (65,535
 /// bytes) is refused rather than cut: a subject is an identity.
 fn subject_of(claims: &Value) -> Result<Subject, ApiError> {
-    match claims.get("sub") {
+    match IdClaims::of(claims).sub {
         Some(Value::String(s)) if s.len() > usize::from(u16::MAX) => Err(unauthorized(
             "token sub claim longer than 65535 bytes (a producer subject must fit a stored frame)",
         )),
@@ -225,12 +246,12 @@ pub async fn verify(cfg: &AuthConfig, keys: &Keys, token: &str) -> Result<Value,
 /// The `tenant` claim (a uuid); absent: 403 when tenancy requires it, else the default
 /// tenant (a Queen token, which knows no tenants).
 fn tenant_of(claims: &Value, cfg: &AuthConfig) -> Result<Tenant, ApiError> {
-    match claims.get("tenant") {
+    match IdClaims::of(claims).tenant {
         None | Some(Value::Null) if cfg.tenant_required => {
             Err(ApiError::Forbidden("token has no tenant claim".into()))
         }
         None | Some(Value::Null) => Ok(Tenant(DEFAULT_TENANT)),
-        Some(Value::String(s)) => Uuid::parse_str(s)
+        Some(Value::String(s)) => Uuid::parse_str(&s)
             .map(Tenant)
             .map_err(|_| ApiError::Forbidden("token tenant claim is not a UUID".into())),
         Some(_) => Err(ApiError::Forbidden(

@@ -610,21 +610,27 @@ pub fn write_result(index: usize, key: &str, d: &Decision, now: Option<&Shown>) 
     if let Some(r) = d.reason {
         m.insert("reason".into(), json!(r));
     }
+    let (value, version) = shown_value_version(d, now);
+    m.insert("value".into(), value);
+    m.insert("version".into(), json!(version));
+    m.insert(
+        "expiresAt".into(),
+        json!(now.and_then(|s| s.expires_at.as_ref())),
+    );
+    Value::Object(m)
+}
+
+/// The value and version a write's answer shows (and a refused precondition reports):
+/// the row's, or with no row version 0 and a null value, except an incr refused on an
+/// absent key, whose value is the counter's zero.
+pub fn shown_value_version(d: &Decision, now: Option<&Shown>) -> (Value, i64) {
     match now {
-        Some(s) => {
-            m.insert("value".into(), s.value.clone());
-            m.insert("version".into(), json!(s.version));
-            m.insert("expiresAt".into(), json!(s.expires_at));
-        }
+        Some(s) => (s.value.clone(), s.version),
         None => {
-            // incr refused on an absent key: its value is the counter's zero.
             let zero = matches!(d.reason, Some("limit")).then(|| json!(0));
-            m.insert("value".into(), zero.unwrap_or(Value::Null));
-            m.insert("version".into(), json!(0));
-            m.insert("expiresAt".into(), Value::Null);
+            (zero.unwrap_or(Value::Null), 0)
         }
     }
-    Value::Object(m)
 }
 
 /// A get's answer: `{index, found, key, value, version, expiresAt, updatedAt}`.

@@ -26,6 +26,7 @@
 //! - [`segment_cache`]: recently decoded segments, per thread.
 //! - [`served`]: a pop's rows turned into their messages (the one decode loop).
 //! - [`timers`]: Queen 2.x's scheduled messages: an op's shape, bounds and answers.
+//! - [`time`]: the one form of an instant in an answer (`iso_ms`).
 //!
 //! Shared by the extension (`queen_ack`) and the broker (`queen_broker`), so that both
 //! encode, hash, decide and read results exactly alike.
@@ -54,6 +55,7 @@ pub mod served;
 pub mod sqlstate;
 pub mod stats;
 pub mod streams;
+pub mod time;
 pub mod timers;
 pub mod wire;
 

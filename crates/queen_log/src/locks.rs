@@ -248,6 +248,29 @@ pub fn guard(name: &str, slot: i64, token: i64) -> Value {
            "required": true})
 }
 
+/// A permit row's value: who holds it and since when (ISO-8601 UTC, milliseconds), as
+/// acquire writes it. Read leniently, once per row: a value without them reads as an
+/// empty owner and a null `since`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Permit {
+    #[serde(default)]
+    pub owner: String,
+    #[serde(default)]
+    pub since: Value,
+}
+
+impl Permit {
+    /// The permit a row's value holds.
+    pub fn of(value: &Value) -> Permit {
+        Permit::deserialize(value).unwrap_or_default()
+    }
+
+    /// The row value that stores it.
+    pub fn value(&self) -> Value {
+        json!({"owner": self.owner, "since": self.since})
+    }
+}
+
 /// A live permit as `get` and a refusal show it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Holder {
@@ -298,6 +321,23 @@ pub fn may_renew(h: &Holder, token: i64, owner: Option<&str>) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_permit_reads_back_as_written_and_a_foreign_value_as_nobody() {
+        let p = super::Permit {
+            owner: "w1".into(),
+            since: serde_json::json!("2026-01-01T00:00:00.000Z"),
+        };
+        assert_eq!(super::Permit::of(&p.value()), p);
+        assert_eq!(
+            super::Permit::of(&serde_json::json!(7)),
+            super::Permit::default()
+        );
+        assert_eq!(
+            super::Permit::of(&serde_json::json!({"owner": 1})).owner,
+            ""
+        );
+    }
+
     use super::*;
 
     fn raw(v: Value) -> RawLockOp {

@@ -5,6 +5,7 @@
 //! enforced or refused, never stored and ignored; what each one does here, and where that
 //! differs from Queen, is docs/decisions.md, "Queue options".
 
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 /// What configure does with an option key.
@@ -73,6 +74,21 @@ pub fn json_integer(v: &Value) -> Option<i64> {
             .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
             .map(|f| f as i64)
     })
+}
+
+/// A queue's `priority` as configure stored it (an integer >= 0, [`check`]ed); 0 when
+/// absent. Namespace and task pops order by it; the status view shows it.
+pub fn priority(stored: &Value) -> i64 {
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        priority: Option<Value>,
+    }
+    Stored::deserialize(stored)
+        .ok()
+        .and_then(|s| s.priority)
+        .as_ref()
+        .and_then(json_integer)
+        .unwrap_or(0)
 }
 
 /// The options as stored: every key verbatim, except that the implemented ones are
@@ -153,6 +169,19 @@ fn bool_opt(o: &Map<String, Value>, key: &str) -> Result<Option<bool>, Refusal> 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn priority_reads_the_stored_integer_or_zero() {
+        use serde_json::json;
+        assert_eq!(
+            super::priority(&json!({"priority": 10, "leaseTime": 30})),
+            10
+        );
+        assert_eq!(super::priority(&json!({"priority": 3.0})), 3);
+        assert_eq!(super::priority(&json!({"leaseTime": 30})), 0);
+        assert_eq!(super::priority(&json!({"priority": "high"})), 0);
+        assert_eq!(super::priority(&json!(null)), 0);
+    }
+
     use super::*;
 
     fn check(v: Value) -> Result<Map<String, Value>, Refusal> {

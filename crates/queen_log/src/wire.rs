@@ -339,6 +339,47 @@ pub struct Renewed {
     pub expires_at: Option<String>,
 }
 
+/// `kv_apply_v1` and `locks_apply_v1`: one answer per op, index-aligned (each op's own
+/// shape, built by queen_log::kv and queen_log::locks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpResults {
+    pub results: Vec<serde_json::Value>,
+}
+
+/// `ephemeral_configure_v1`: the effective options stored, and whether the declaration
+/// is new.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EphemeralConfigured {
+    pub queue: String,
+    pub options: serde_json::Value,
+    pub created: bool,
+}
+
+/// `list_messages_v1`'s page as the queue status view reads it (the listing's other keys
+/// stay unread).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct MessagePage {
+    #[serde(default)]
+    pub messages: Vec<ListedMessage>,
+}
+
+/// One message of a `list_messages_v1` page: its names and statuses (src/browse.rs).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedMessage {
+    pub id: Option<String>,
+    pub transaction_id: Option<String>,
+    pub partition_id: Option<String>,
+    pub queue_path: Option<String>,
+    pub queue: Option<String>,
+    pub partition: Option<String>,
+    /// Over every group; `dead_letter` when filed.
+    pub status: Option<String>,
+    /// The queue-mode cursor's.
+    pub queue_status: Option<String>,
+    pub created_at: Option<String>,
+}
+
 /// `configure_queue_v1` (sql/broker_api.sql).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

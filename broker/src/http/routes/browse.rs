@@ -56,7 +56,7 @@ pub async fn list(
         .db
         .conn()
         .await?
-        .list_messages(&Value::Object(f), tenant)
+        .list_messages::<Value>(&Value::Object(f), tenant)
         .await?;
     Ok(Json(page))
 }

@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::engine::ephemeral::{Delivered, PopAsk, Refusal};
+use crate::engine::ephemeral::{Delivered, PopAsk, QueueList, Refusal};
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
 use crate::http::input::{
@@ -494,12 +494,13 @@ pub async fn queues(
                 .get_json(peer, "/api/v1/ephemeral/queues", &hop.headers)
                 .await
             {
-                Ok(v) => list.extend(v["queues"].as_array().cloned().unwrap_or_default()),
+                // An answer of another shape lists nothing, as an empty one.
+                Ok(v) => list.extend(QueueList::deserialize(&v).unwrap_or_default().queues),
                 Err(e) => unreachable.push(json!({"peer": peer, "error": e})),
             }
         }
     }
-    list.sort_by(|a, b| a["queue"].as_str().cmp(&b["queue"].as_str()));
+    list.sort_by(|a, b| a.queue.cmp(&b.queue));
     Ok(Json(json!({"queues": list, "unreachable": unreachable})).into_response())
 }
 

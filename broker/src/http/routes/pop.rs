@@ -239,10 +239,7 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
 /// A queue's `priority` option as configure stored it (queen_log::options: an integer
 /// >= 0); 0 when absent.
 fn priority(options: &serde_json::Value) -> i64 {
-    options
-        .get("priority")
-        .and_then(queen_log::options::json_integer)
-        .unwrap_or(0)
+    queen_log::options::priority(options)
 }
 
 /// Queues sorted by priority (highest first) into tiers of equal priority.

@@ -18,6 +18,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use queen_log::wire::{ListedMessage, MessagePage};
 use serde_json::{json, Value};
 
 use crate::error::ApiResult;
@@ -92,7 +93,7 @@ fn config_json(q: &QueueStats) -> Value {
 
 /// `GET /api/v1/status/queues/{queue}`: Queen's status detail.
 pub async fn queue_detail(KnownQueue(q): KnownQueue) -> Response {
-    let priority = q.meta.options.get("priority").cloned().unwrap_or(json!(0));
+    let priority = queen_log::options::priority(&q.meta.options);
     let detail = StatusDetail {
         queue: json!({
             "id": q.meta.id, "name": q.meta.name, "namespace": q.meta.namespace,
@@ -114,7 +115,7 @@ pub async fn queue_messages(
     Tenant(tenant): Tenant,
     Path(queue): Path<String>,
     Query(params): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<Vec<QueueMessage>>> {
     let limit = int_query(&params, &QUEUE_MESSAGES_LIMIT)?.unwrap_or(QUEUE_MESSAGES_DEFAULT);
     let offset = int_query(&params, &OFFSET)?.unwrap_or(0);
     let filters = json!({"queue": queue, "limit": limit, "offset": offset});
@@ -122,27 +123,42 @@ pub async fn queue_messages(
         .db
         .conn()
         .await?
-        .list_messages(&filters, tenant)
+        .list_messages::<MessagePage>(&filters, tenant)
         .await?;
-    let out: Vec<Value> = page["messages"]
-        .as_array()
-        .map(|ms| ms.iter().map(queue_message).collect())
-        .unwrap_or_default();
-    Ok(Json(Value::Array(out)))
+    Ok(Json(page.messages.into_iter().map(queue_message).collect()))
 }
 
 /// One listed message in `get_queue_messages_v1`'s keys.
-fn queue_message(m: &Value) -> Value {
-    let status = if m["status"] == "dead_letter" {
-        m["status"].clone()
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueMessage {
+    id: Option<String>,
+    transaction_id: Option<String>,
+    partition_id: Option<String>,
+    queue_path: Option<String>,
+    queue: Option<String>,
+    partition: Option<String>,
+    status: Option<String>,
+    created_at: Option<String>,
+}
+
+/// The queue-mode status, except a filed message's `dead_letter`.
+fn queue_message(m: ListedMessage) -> QueueMessage {
+    let status = if m.status.as_deref() == Some("dead_letter") {
+        m.status
     } else {
-        m["queueStatus"].clone()
+        m.queue_status
     };
-    json!({
-        "id": m["id"], "transactionId": m["transactionId"], "partitionId": m["partitionId"],
-        "queuePath": m["queuePath"], "queue": m["queue"], "partition": m["partition"],
-        "status": status, "createdAt": m["createdAt"],
-    })
+    QueueMessage {
+        id: m.id,
+        transaction_id: m.transaction_id,
+        partition_id: m.partition_id,
+        queue_path: m.queue_path,
+        queue: m.queue,
+        partition: m.partition,
+        status,
+        created_at: m.created_at,
+    }
 }
 
 /// Queen's status detail (the partitions typed, as in the resource detail).

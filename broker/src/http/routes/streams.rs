@@ -23,6 +23,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use queen_log::streams::{check_cycle, CycleRequest, RegisterRequest, SinkItem, StateGetRequest};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::atomic::AtomicU64;
 use uuid::Uuid;
@@ -36,9 +37,26 @@ use crate::http::items::check_item_count;
 use crate::ops::metrics::Metrics;
 use crate::state::AppState;
 
+/// What the metrics and the status read of a cycle's answer (an object; any other
+/// answer, or a flag of another type, reads as neither).
+#[derive(Deserialize, Default)]
+struct Verdict {
+    success: Option<bool>,
+    replayed: Option<bool>,
+    /// Any non-null value (null reads as None).
+    fenced: Option<Value>,
+}
+
+fn verdict(v: &Value) -> Verdict {
+    match v {
+        Value::Object(_) => Verdict::deserialize(v).unwrap_or_default(),
+        _ => Verdict::default(),
+    }
+}
+
 /// `success: false` in an answer of the extension.
 fn refused(v: &Value) -> bool {
-    v.get("success").and_then(Value::as_bool) == Some(false)
+    verdict(v).success == Some(false)
 }
 
 pub async fn register(
@@ -141,12 +159,12 @@ pub async fn delete_query(
 
 /// `fenced` in an answer: a cycle fenced out by the state it read, nothing written.
 fn fenced(v: &Value) -> bool {
-    v.get("fenced").is_some_and(|f| !f.is_null())
+    verdict(v).fenced.is_some()
 }
 
 /// The cycle counters of `queen_stream_cycles_total{result}`.
 fn count(m: &Metrics, answer: &Value) {
-    let replayed = answer.get("replayed").and_then(Value::as_bool) == Some(true);
+    let replayed = verdict(answer).replayed == Some(true);
     let c: &AtomicU64 = match (refused(answer), replayed, fenced(answer)) {
         (true, _, _) => &m.stream_cycles_refused,
         (false, true, _) => &m.stream_cycles_replayed,
