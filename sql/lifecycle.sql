@@ -238,29 +238,41 @@ $$;
 -- The partitions where maxWaitTimeSeconds has work (docs/decisions.md, "Queue options"):
 -- of a queue with the option set, the slowest group's next message (or, for a group
 -- registered on the queue without a cursor here, the log start's) is older than the
--- cutoff. One index probe per such partition; queues without the option cost nothing.
+-- cutoff. Queues without the option cost nothing. Per partition, each read names the
+-- partition (a router query on Citus, which refuses the correlated form).
 CREATE OR REPLACE FUNCTION queen.wait_eviction_plan_v1()
 RETURNS TABLE(r_partition_id uuid)
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT p.id
-      FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id,
-           LATERAL (SELECT LEAST((SELECT min(c.committed) FROM queen.log_consumers c
-                                   WHERE c.partition_id = p.id),
-                                 CASE WHEN EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
-                                                    WHERE m.queue_id = q.id
-                                                      AND NOT EXISTS (SELECT 1 FROM queen.log_consumers c
-                                                                       WHERE c.partition_id = p.id
-                                                                         AND c.consumer_group = m.consumer_group))
-                                      THEN p.log_start - 1 END) AS slowest) s
-     WHERE q.max_wait_time_seconds > 0 AND s.slowest < p.last_offset
-       AND (SELECT g.created_at FROM queen.log_segments g
-             WHERE g.partition_id = p.id AND g.end_offset > s.slowest
-             ORDER BY g.base_offset LIMIT 1)
-           < clock_timestamp() - make_interval(secs => q.max_wait_time_seconds)
-     ORDER BY p.id
-$$;
+DECLARE
+    r record;
+    v_slowest bigint;
+    v_groups text[];
+    v_oldest timestamptz;
+BEGIN
+    FOR r IN SELECT p.id, p.queue_id, p.log_start, p.last_offset, q.max_wait_time_seconds AS wait
+               FROM queen.queues q JOIN queen.log_partitions p ON p.queue_id = q.id
+              WHERE q.max_wait_time_seconds > 0
+              ORDER BY p.id
+    LOOP
+        SELECT min(c.committed), array_agg(c.consumer_group) INTO v_slowest, v_groups
+          FROM queen.log_consumers c WHERE c.partition_id = r.id;
+        IF EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+                    WHERE m.queue_id = r.queue_id
+                      AND m.consumer_group <> ALL (COALESCE(v_groups, '{}'))) THEN
+            v_slowest := LEAST(v_slowest, r.log_start - 1);
+        END IF;
+        CONTINUE WHEN v_slowest IS NULL OR v_slowest >= r.last_offset;
+        SELECT g.created_at INTO v_oldest FROM queen.log_segments g
+         WHERE g.partition_id = r.id AND g.end_offset > v_slowest
+         ORDER BY g.base_offset LIMIT 1;
+        IF v_oldest < clock_timestamp() - make_interval(secs => r.wait) THEN
+            r_partition_id := r.id;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END $$;
 
 -- The driver (docs/contract.md §13): every due step for every partition, a COMMIT after each, so
 -- no transaction stays open long. Exactly one runner works at a time: each step runs

@@ -446,28 +446,29 @@ fn enforce_caps(client: &mut SpiClient<'_>, pids: &[Uuid]) {
     if capped_queues == 0 {
         return;
     }
-    let full = q(
+    // Per capped queue, its unconsumed count: plain statements that name the queue, no
+    // correlated sub-select (Citus refuses one over a reference table).
+    let capped: Vec<(Uuid, String, i32)> = q(
         client,
-        "SELECT q.name::text, q.max_size,
-                (SELECT COALESCE(sum(GREATEST(p.last_offset - GREATEST(p.log_start - 1,
-                            COALESCE((SELECT min(c.committed) FROM queen.log_consumers c
-                                       WHERE c.partition_id = p.id), -1)), 0)), 0)::int8
-                   FROM queen.log_partitions p WHERE p.queue_id = q.id)
-           FROM queen.queues q
-          WHERE q.max_size > 0
-            AND q.id IN (SELECT p.queue_id FROM queen.log_partitions p WHERE p.id = ANY($1))
+        "SELECT DISTINCT q.id, q.name::text, q.max_size
+           FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+          WHERE p.id = ANY($1) AND q.max_size > 0
           ORDER BY q.id",
         &[pids.to_vec().into()],
     )
     .or_raise()
     .map(|r| {
         (
-            col::<String>(&r, 1, "queues.name"),
-            col::<i32>(&r, 2, "queues.max_size"),
-            col::<i64>(&r, 3, "unconsumed"),
+            col::<Uuid>(&r, 1, "queues.id"),
+            col::<String>(&r, 2, "queues.name"),
+            col::<i32>(&r, 3, "queues.max_size"),
         )
     })
-    .find(|(_, cap, n)| *n > i64::from(*cap));
+    .collect();
+    let full = capped
+        .into_iter()
+        .map(|(id, queue, cap)| (queue, cap, unconsumed(client, id)))
+        .find(|(_, cap, n)| *n > i64::from(*cap));
     if let Some((queue, cap, n)) = full {
         crate::db::raise(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -477,6 +478,27 @@ fn enforce_caps(client: &mut SpiClient<'_>, pids: &[Uuid]) {
             ),
         );
     }
+}
+
+/// A queue's unconsumed messages for `maxSize`: per partition, those above its slowest
+/// group's cursor, or above its log start when nobody has read it.
+fn unconsumed(client: &SpiClient<'_>, queue: Uuid) -> i64 {
+    q(
+        client,
+        "SELECT COALESCE(sum(GREATEST(p.last_offset
+                                      - GREATEST(p.log_start - 1, COALESCE(c.slowest, -1)), 0)), 0)::int8
+           FROM queen.log_partitions p
+           LEFT JOIN (SELECT partition_id, min(committed) AS slowest
+                        FROM queen.log_consumers GROUP BY partition_id) c
+             ON c.partition_id = p.id
+          WHERE p.queue_id = $1",
+        &[queue.into()],
+    )
+    .or_raise()
+    .first()
+    .get_one::<i64>()
+    .or_raise()
+    .unwrap_or(0)
 }
 
 /// The segment and sidecar rows of `seg` at `[base, base + msg_count − 1]`.

@@ -55,6 +55,20 @@ fn partition_id(v: &Value) -> uuid::Uuid {
         .unwrap()
 }
 
+/// Holds the queue-mode lease rows of `pids` FOR UPDATE in `tx`, as pops in flight do:
+/// one statement per partition (on Citus a row lock must name its shard's key).
+async fn hold(tx: &tokio_postgres::Transaction<'_>, pids: &[uuid::Uuid]) {
+    for pid in pids {
+        tx.execute(
+            "SELECT 1 FROM queen.log_leases
+              WHERE consumer_group = '__QUEUE_MODE__' AND partition_id = $1 FOR UPDATE",
+            &[pid],
+        )
+        .await
+        .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_queue_pop_goes_past_a_page_of_locked_candidates_and_is_empty_only_when_none_is_free() {
     let b = start().await;
@@ -68,13 +82,7 @@ async fn a_queue_pop_goes_past_a_page_of_locked_candidates_and_is_empty_only_whe
     let free = *ids.last().unwrap();
     let mut db = admin().await;
     let tx = db.transaction().await.unwrap();
-    tx.execute(
-        "SELECT 1 FROM queen.log_leases
-          WHERE consumer_group = '__QUEUE_MODE__' AND partition_id = ANY($1) FOR UPDATE",
-        &[&ids[..ids.len() - 1].to_vec()],
-    )
-    .await
-    .unwrap();
+    hold(&tx, &ids[..ids.len() - 1]).await;
     let v = b
         .pop(&q, "autoAck=true&batch=1")
         .await
@@ -109,13 +117,7 @@ async fn a_queue_pop_with_several_partitions_takes_the_free_ones_behind_locked_o
     // candidates, all locked, then the rest, and serves both free ones.
     let mut db = admin().await;
     let tx = db.transaction().await.unwrap();
-    tx.execute(
-        "SELECT 1 FROM queen.log_leases
-          WHERE consumer_group = '__QUEUE_MODE__' AND partition_id = ANY($1) FOR UPDATE",
-        &[&ids[..18].to_vec()],
-    )
-    .await
-    .unwrap();
+    hold(&tx, &ids[..18]).await;
     let v = b
         .pop(&q, "autoAck=true&batch=10&partitions=2")
         .await

@@ -9,12 +9,15 @@ use common::{acks_for, admin, start, unique};
 use reqwest::StatusCode;
 use serde_json::json;
 
-/// Ages a queue's segments (`created_at`) and partitions (`last_write_at`) by `secs`.
+/// Ages a queue's segments (`created_at`) and partitions (`last_write_at`) to `secs`
+/// ago (they were all written a moment before). The times are constants of the
+/// statement, computed once: Citus refuses a STABLE expression over a column in an
+/// UPDATE of a distributed table.
 async fn age(queue: &str, secs: i32) {
     let db = admin().await;
     let shift = format!("{secs} seconds");
     db.execute(
-        "UPDATE queen.log_segments s SET created_at = s.created_at - $2::text::interval
+        "UPDATE queen.log_segments s SET created_at = now() - $2::text::interval
            FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
           WHERE p.id = s.partition_id AND q.name = $1",
         &[&queue, &shift],
@@ -22,7 +25,7 @@ async fn age(queue: &str, secs: i32) {
     .await
     .unwrap();
     db.execute(
-        "UPDATE queen.log_partitions p SET last_write_at = p.last_write_at - $2::text::interval
+        "UPDATE queen.log_partitions p SET last_write_at = now() - $2::text::interval
            FROM queen.queues q WHERE q.id = p.queue_id AND q.name = $1",
         &[&queue, &shift],
     )

@@ -183,11 +183,20 @@ async fn a_transaction_behind_spooled_records_waits_for_them_or_is_refused() {
         .unwrap();
     }
     let mut db = admin().await;
+    // The partition's id first: on Citus a row lock must name its shard's key.
+    let pid: Uuid = db
+        .query_one(
+            "SELECT p.id FROM queen.log_partitions p JOIN queen.queues qu ON qu.id = p.queue_id
+              WHERE qu.name = $1",
+            &[&q],
+        )
+        .await
+        .unwrap()
+        .get(0);
     let tx = db.transaction().await.unwrap();
     tx.execute(
-        "SELECT 1 FROM queen.log_partitions p JOIN queen.queues qu ON qu.id = p.queue_id
-          WHERE qu.name = $1 FOR UPDATE OF p",
-        &[&q],
+        "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR UPDATE",
+        &[&pid],
     )
     .await
     .unwrap();
