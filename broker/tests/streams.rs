@@ -626,9 +626,12 @@ async fn an_idle_flush_yields_to_the_cycle_holding_the_source_lease() {
         .await
         .unwrap()
         .get(0);
+    // (The shard's partition named: on Citus a row lock must name its shard's key.)
     db.batch_execute(&format!(
-        "BEGIN; SELECT 1 FROM queen.stream_shards WHERE query_id = '{}' FOR UPDATE",
-        st.query_id
+        "BEGIN; SELECT 1 FROM queen.stream_shards
+          WHERE query_id = '{}' AND partition_id = '{}' FOR UPDATE",
+        st.query_id,
+        pid.as_str().unwrap()
     ))
     .await
     .unwrap();
