@@ -8,7 +8,8 @@ use queen_log::wire::{
     Configured, Deleted, DlqDeleted, DlqPage, GroupDeleted, GroupSeek, PartitionSeek, Redriven,
     SubscriptionUpdated,
 };
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
@@ -16,6 +17,17 @@ use super::{get, Conn, DbError};
 use crate::util::iso_ms;
 
 /// A queue's settings: a row of `queue_list_v1`.
+/// `queen.get_message_v1`'s answer: the payload and whether it is sealed, typed (the
+/// reader opens a sealed one); every other key passed through as the extension wrote it.
+#[derive(Debug, Deserialize, Serialize)]
+pub struct MessageDetail {
+    pub payload: Value,
+    #[serde(rename = "isEncrypted")]
+    pub is_encrypted: bool,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
 #[derive(Debug, Clone)]
 pub struct QueueRow {
     pub tenant: Uuid,
@@ -271,7 +283,12 @@ impl Conn {
 
     /// `queen.get_message_v1`: one message of the tenant by address (P0002 when there is
     /// none).
-    pub async fn get_message(&self, pid: Uuid, txn: &str, tenant: Uuid) -> Result<Value, DbError> {
+    pub async fn get_message(
+        &self,
+        pid: Uuid,
+        txn: &str,
+        tenant: Uuid,
+    ) -> Result<MessageDetail, DbError> {
         self.json(
             "SELECT queen.get_message_v1($1::uuid, $2::text, $3::uuid)",
             &[&pid, &txn, &tenant],
@@ -490,5 +507,22 @@ impl Conn {
             )
             .await?;
         rows.first().map_or(Ok(None), |r| get(r, 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MessageDetail;
+
+    /// The keys passed through keep every digit (the broker parses with
+    /// `arbitrary_precision`), and the answer is written back unchanged.
+    #[test]
+    fn message_detail_passes_the_other_keys_through_exactly() {
+        let text = r#"{"isEncrypted":false,"offset":12345678901234567890123,"payload":{"n":0.10000000000000000001},"queueConfig":{"leaseTime":30}}"#;
+        let m: MessageDetail = serde_json::from_str(text).unwrap();
+        assert!(!m.is_encrypted);
+        let back: serde_json::Value = serde_json::to_value(&m).unwrap();
+        assert_eq!(back, serde_json::from_str::<serde_json::Value>(text).unwrap());
+        assert_eq!(back.to_string(), text);
     }
 }

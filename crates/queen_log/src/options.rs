@@ -91,6 +91,27 @@ pub fn priority(stored: &Value) -> i64 {
         .unwrap_or(0)
 }
 
+/// The options a broker checks itself before storing them (its lease cap, whether it can
+/// seal payloads), typed from what [`normalized`] returned.
+#[derive(serde::Deserialize, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Requested {
+    pub lease_time: Option<i64>,
+    pub encryption_enabled: Option<bool>,
+}
+
+impl Requested {
+    /// Never fails on a [`normalized`] map (its values are checked there); anything else
+    /// is a refusal naming `options`.
+    pub fn of(stored: &Value) -> Result<Requested, Refusal> {
+        use serde::Deserialize;
+        Requested::deserialize(stored).map_err(|e| Refusal {
+            field: "options".into(),
+            message: format!("options: {e}"),
+        })
+    }
+}
+
 /// The options as stored: every key verbatim, except that the implemented ones are
 /// checked and written in the canonical form the SQL casts expect (`30.0` -> `30`). A key
 /// not in OPTIONS, or a value of the wrong type or range, is refused naming
@@ -186,6 +207,17 @@ mod tests {
 
     fn check(v: Value) -> Result<Map<String, Value>, Refusal> {
         normalized(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn requested_reads_the_checked_options_typed() {
+        let o =
+            check(json!({"leaseTime": 30.0, "encryptionEnabled": true, "priority": 2})).unwrap();
+        let r = Requested::of(&Value::Object(o)).unwrap();
+        assert_eq!(r.lease_time, Some(30));
+        assert_eq!(r.encryption_enabled, Some(true));
+        let none = Requested::of(&json!({"encryptionEnabled": null})).unwrap();
+        assert_eq!(none, Requested::default());
     }
 
     #[test]

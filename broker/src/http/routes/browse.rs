@@ -78,10 +78,8 @@ pub async fn get_one(
         .get_message(pid, &txn, tenant)
         .await?;
     // A sealed payload is opened for the reader (crate::engine::sealing).
-    if m.get("isEncrypted") == Some(&Value::Bool(true)) {
-        if let Some(p) = m.get_mut("payload") {
-            state.sealer.open_value(p);
-        }
+    if m.is_encrypted {
+        state.sealer.open_value(&mut m.payload);
     }
     Ok(Json(m).into_response())
 }

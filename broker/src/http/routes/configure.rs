@@ -32,13 +32,14 @@ pub async fn configure(
     let body: ConfigureBody = parse_json(&body)?;
     check_queue_name(&body.queue)?;
     let options = body.options.unwrap_or_default();
-    let normalized = normalized_options(&options)?;
-    if let Some(Value::Number(n)) = normalized.get("leaseTime") {
-        let lease = n.as_i64().unwrap_or(i64::MAX);
+    let stored = Value::Object(normalized_options(&options)?);
+    let wanted = queen_log::options::Requested::of(&stored)
+        .map_err(|r| ApiError::field(r.field, r.message))?;
+    if let Some(lease) = wanted.lease_time {
         check_lease_cap("options.leaseTime", lease, state.config.max_lease_seconds)?;
     }
     // Enforced, so only a broker that can seal may turn it on (crate::engine::sealing).
-    if normalized.get("encryptionEnabled") == Some(&Value::Bool(true)) && !state.sealer.has_key() {
+    if wanted.encryption_enabled == Some(true) && !state.sealer.has_key() {
         return Err(ApiError::field(
             "options.encryptionEnabled",
             "options.encryptionEnabled = true needs QUEEN_ENCRYPTION_KEY (64 hex digits) on \
@@ -53,7 +54,7 @@ pub async fn configure(
             &body.queue,
             body.namespace.as_deref(),
             body.task.as_deref(),
-            &Value::Object(normalized),
+            &stored,
             tenant,
         )
         .await?;

@@ -4,11 +4,12 @@
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::Json;
+use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
-use crate::http::input::{check_lease_cap, json_integer, parse_json};
+use crate::http::input::{check_lease_cap, json_integer, parse_json, part_error};
 use crate::state::AppState;
 
 /// Renewal length when the body is missing, empty, `null` or has no `seconds` key.
@@ -38,6 +39,19 @@ pub async fn extend(
     Ok(Json(answer(&lease_id, r.renewed, r.expires_at)))
 }
 
+/// The body: `{"seconds": n}` or `{}`; any other key is refused naming it, never dropped.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExtendBody {
+    /// Present-but-null is kept apart from absent: absent means the default, null is refused.
+    #[serde(default, deserialize_with = "present")]
+    seconds: Option<Value>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 /// The renewal length. No body, an empty one, `null` or `{}` means the default 60 s (the
 /// SDKs send `{}`); any key but `seconds` is refused; a `seconds` that is present must
 /// be an integer (an integral float like `30.0` counts) from 1 to the maximum lease.
@@ -47,24 +61,14 @@ fn requested_seconds(body: &[u8], max: i32) -> ApiResult<i32> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(DEFAULT_SECONDS);
     }
+    // Not straight into the struct: serde would also take `[30]` as a struct's fields.
     let v: Value = parse_json(body)?;
     let seconds = match &v {
-        Value::Null => return Ok(DEFAULT_SECONDS),
-        Value::Object(o) => {
-            // The body's one key; any other is refused naming it, never dropped.
-            if let Some(k) = o.keys().find(|k| *k != "seconds") {
-                return Err(ApiError::field(
-                    k.clone(),
-                    format!(
-                        "unknown field `{k}`: a lease extend body is {{\"seconds\": n}} or {{}}; \
-                         refused, nothing was changed"
-                    ),
-                ));
-            }
-            match o.get("seconds") {
-                None => return Ok(DEFAULT_SECONDS),
-                Some(s) => s,
-            }
+        Value::Null => None,
+        Value::Object(_) => {
+            ExtendBody::deserialize(&v)
+                .map_err(|e| part_error(e, "", ""))?
+                .seconds
         }
         _ => {
             return Err(ApiError::bad(
@@ -72,7 +76,10 @@ fn requested_seconds(body: &[u8], max: i32) -> ApiResult<i32> {
             ))
         }
     };
-    let n = json_integer(seconds).filter(|n| *n >= 1).ok_or_else(|| {
+    let Some(seconds) = seconds else {
+        return Ok(DEFAULT_SECONDS);
+    };
+    let n = json_integer(&seconds).filter(|n| *n >= 1).ok_or_else(|| {
         ApiError::bad(format!(
             "seconds must be an integer from 1 to {max}, got {seconds}"
         ))
