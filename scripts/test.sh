@@ -57,6 +57,27 @@ run_suite() { # name, command...
     local rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
 }
+# A suite that mostly waits (on a cluster of its own) runs beside the next ones: its log
+# is shown and its exit counted when wait_suites collects it.
+BACKGROUND=()
+run_suite_bg() { # name, command...
+    local name=$1; shift
+    echo "=== $name (beside the next suites): $*"
+    ("$@" >"$LOG_DIR/$name.log" 2>&1; echo $? >"$LOG_DIR/$name.rc") &
+    BACKGROUND+=("$name:$!")
+}
+wait_suites() {
+    local entry name
+    for entry in "${BACKGROUND[@]}"; do
+        name=${entry%%:*}
+        wait "${entry##*:}"
+        echo "=== $name (ran beside): $(cat "$LOG_DIR/$name.log" | wc -l) lines"
+        cat "$LOG_DIR/$name.log"
+        [ "$(cat "$LOG_DIR/$name.rc" 2>/dev/null)" = 0 ] || { echo "=== $name FAILED"; status=1; }
+        rm -f "$LOG_DIR/$name.rc"
+    done
+    BACKGROUND=()
+}
 
 # The tests install their builds into a PostgreSQL of their own (scripts/pg.sh 15, i.e.
 # scripts/pg-tree.sh: a private copy of the system's under target/pg) through a pgrx home
@@ -231,9 +252,11 @@ if PG_URL=$(bash tests/cluster.sh start); then
     run_suite upgrade bash tests/upgrade.sh "$PG_URL"
     # The statistics counters that moved between majors (tests/pg_stats.tsv) read right here.
     run_suite pg_stats bash tests/pg_stats.sh "$PG_URL"
-    # CALL queen.run_maintenance() over psql, two runners at once, and a pg_cron schedule
-    # on a cluster that preloads pg_cron (waits for its next minute).
-    run_suite maintenance bash tests/maintenance.sh "$PG_URL"
+    # CALL queen.run_maintenance() over psql, two runners at once; and a pg_cron schedule
+    # on a cluster that preloads pg_cron (it waits for pg_cron's next minute, so it runs
+    # beside the suites that follow, collected before the Citus ones).
+    run_suite_bg maintenance_cron bash tests/maintenance.sh "$PG_URL" --cron-only
+    QUEEN_SKIP_CRON=1 run_suite maintenance bash tests/maintenance.sh "$PG_URL"
     # The races' interleavings as isolation specs (pg_isolation_regress), then the same
     # races as bounded pgbench loops (no deadlock in N rounds).
     run_suite isolation bash tests/isolation.sh "$PG_URL"
@@ -257,6 +280,7 @@ if PG_URL=$(bash tests/cluster.sh start); then
     # Soak with faults, crash durability (kill -9 broker, PostgreSQL -m immediate),
     # hostile input: short forms (~1.5 min). Long forms: tests/reliability.sh URL --long.
     run_suite reliability bash tests/reliability.sh "$PG_URL"
+    wait_suites
     run_citus_suites "$PG_URL"
     bash tests/cluster.sh stop
 else
