@@ -15,24 +15,14 @@ VENV=$TARGET/py-browser-venv
 REQ=tests/browser/requirements.txt
 OUT=$TARGET/browser
 WORK=$(mktemp -d /tmp/queen-browser.XXXXXX)
-BROKER_PID=
+SUITE=browser
+. tests/lib.sh
 
 cleanup() {
-    if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
-        kill -TERM "$BROKER_PID" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$BROKER_PID" 2>/dev/null || true
-    fi
+    broker_stop
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-setup_failed() { # name, message
-    echo "test browser::$1 ... FAILED"
-    echo "$2" >&2
-    echo "test result: FAILED. 0 passed; 1 failed"
-    exit 1
-}
 
 if [ ! -x /usr/bin/chromium ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
@@ -54,21 +44,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$VENV/bin/python" -c 'impo
     echo "$want" >"$stamp"
 fi
 
-cargo build -q -p queen_broker >&2 || setup_failed broker_build "cargo build -p queen_broker failed"
-PORT=$("$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-QUEEN_DATABASE_URL=$URL QUEEN_LISTEN=127.0.0.1:$PORT QUEEN_HISTORY_SAMPLE_MS=500 \
-    QUEEN_MAINTENANCE_INTERVAL_MS=0 RUST_LOG=${RUST_LOG:-warn} \
-    "$TARGET/debug/queen-broker" >"$WORK/broker.log" 2>&1 &
-BROKER_PID=$!
-for _ in $(seq 100); do
-    curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-    sleep 0.1
-done
-curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 ||
-    setup_failed broker_start "queen-broker did not become healthy: $(tail -20 "$WORK/broker.log")"
+broker_start "$URL" "$WORK/broker.log" QUEEN_HISTORY_SAMPLE_MS=500 QUEEN_MAINTENANCE_INTERVAL_MS=0
 
 rm -rf "$OUT"
-timeout 180 "$VENV/bin/python" tests/browser/console.py "http://127.0.0.1:$PORT" "$URL" "$OUT" | tee "$WORK/out"
+timeout 180 "$VENV/bin/python" tests/browser/console.py "$BROKER_BASE" "$URL" "$OUT" | tee "$WORK/out"
 rc=${PIPESTATUS[0]}
 passed=$(grep -c '^test browser::.* \.\.\. ok$' "$WORK/out")
 failed=$(grep -c '^test browser::.* \.\.\. FAILED$' "$WORK/out")

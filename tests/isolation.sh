@@ -20,46 +20,20 @@ URL=${1:?usage: tests/isolation.sh <postgres-url> [NAME...]}
 shift
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 export PGOPTIONS="-c client_min_messages=warning"
-ISOLATION=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress
-if [ ! -x "$ISOLATION" ]; then
-    echo "isolation: no pg_isolation_regress at $ISOLATION (Debian's postgresql-server-dev-15 ships it)"
-    echo "test result: FAILED. 0 passed; 1 failed"
-    exit 1
-fi
 DIR=tests/isolation
-OUT=$PWD/target/isolation
 . tests/testdb.sh
-read -r host port user < <(python3 -c 'import sys, urllib.parse
-u = urllib.parse.urlparse(sys.argv[1])
-print(u.hostname or "127.0.0.1", u.port or 5432, u.username or "postgres")' "$URL")
-
+# The schema `race` every spec's sessions use, in the spec's fresh database.
+helpers() { # db-url outdir name
+    psql "$1" -X -qAt -v ON_ERROR_STOP=1 -f "$DIR/helpers.sql" >"$2/helpers.log" 2>&1 && return
+    echo "test isolation::$3 ... FAILED"
+    cat "$2/helpers.log"
+    return 1
+}
 if (($#)); then
     names=("$@")
 else
     names=()
     for f in "$DIR"/specs/*.spec; do names+=("$(basename "$f" .spec)"); done
 fi
-
-passed=0 failed=0
-for name in "${names[@]}"; do
-    db=isolation_$name
-    out=$OUT/$name
-    rm -rf "$out"
-    mkdir -p "$out"
-    testdb_create "$URL" "$db"
-    psql "${URL%/*}/$db" -X -qAt -v ON_ERROR_STOP=1 -f "$DIR/helpers.sql" >"$out/helpers.log" 2>&1 || {
-        failed=$((failed + 1))
-        echo "test isolation::$name ... FAILED"
-        cat "$out/helpers.log"
-        testdb_drop "$URL" "$db"
-        continue
-    }
-    if testdb_regress_one isolation "$ISOLATION" "$DIR" "$out" "$db" "$name"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-    fi
-    testdb_drop "$URL" "$db"
-done
-echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"
-[ $failed -eq 0 ]
+testdb_suite isolation "$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" \
+    "$DIR" "$PWD/target/isolation" helpers "${names[@]}"

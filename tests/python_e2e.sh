@@ -14,26 +14,14 @@ TARGET=${CARGO_TARGET_DIR:-target}
 VENV=$TARGET/py-venv
 REQ=tests/python/requirements.txt
 WORK=$(mktemp -d /tmp/queen-py-e2e.XXXXXX)
-BROKER_PID=
+SUITE=python
+. tests/lib.sh
 
 cleanup() {
-    if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
-        kill -TERM "$BROKER_PID" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$BROKER_PID" 2>/dev/null || true
-        wait "$BROKER_PID" 2>/dev/null || true
-    fi
+    broker_stop
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-# A setup step that fails counts as one failed test, so the summary line is always printed.
-setup_failed() { # name, message
-    echo "test python::$1 ... FAILED"
-    echo "$2" >&2
-    echo "test result: FAILED. 0 passed; 1 failed"
-    exit 1
-}
 
 # 1. The virtualenv: created once; pip runs only when requirements.txt changed.
 if [ ! -x "$VENV/bin/python" ]; then
@@ -49,24 +37,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! "$VENV/bin/python" -c 'impo
 fi
 
 # 2. The broker.
-cargo build -q -p queen_broker >&2 || setup_failed broker_build "cargo build -p queen_broker failed"
-BIN=$TARGET/debug/queen-broker
-PORT=$("$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-QUEEN_DATABASE_URL=$URL QUEEN_LISTEN=127.0.0.1:$PORT RUST_LOG=${RUST_LOG:-warn} \
-    "$BIN" >"$WORK/broker.log" 2>&1 &
-BROKER_PID=$!
-for _ in $(seq 100); do
-    curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-    kill -0 "$BROKER_PID" 2>/dev/null || break
-    sleep 0.1
-done
-curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 ||
-    setup_failed broker_start "queen-broker did not become healthy on port $PORT (database $URL):
-/health -> $(curl -sS "http://127.0.0.1:$PORT/health" 2>&1)
-$(tail -20 "$WORK/broker.log")"
+broker_start "$URL" "$WORK/broker.log"
 
 # 3. The scenarios.
-timeout 120 "$VENV/bin/python" tests/python/e2e.py "http://127.0.0.1:$PORT" | tee "$WORK/out"
+timeout 120 "$VENV/bin/python" tests/python/e2e.py "$BROKER_BASE" | tee "$WORK/out"
 rc=${PIPESTATUS[0]}
 passed=$(grep -c '^test python::.* \.\.\. ok$' "$WORK/out")
 failed=$(grep -c '^test python::.* \.\.\. FAILED$' "$WORK/out")

@@ -23,7 +23,8 @@ SRC=tests/queen-js
 RUN=$TARGET/queen-js
 KNOWN=$SRC/KNOWN_DIFFERENCES.md
 WORK=$(mktemp -d /tmp/queen-js.XXXXXX)
-BROKER_PID=
+SUITE=queen_js
+. tests/lib.sh
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "=== queen_js skipped: node and npm are not installed (apt-get install nodejs npm)"
@@ -31,22 +32,10 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 
 cleanup() {
-    if [ -n "$BROKER_PID" ] && kill -0 "$BROKER_PID" 2>/dev/null; then
-        kill -TERM "$BROKER_PID" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$BROKER_PID" 2>/dev/null || true
-        wait "$BROKER_PID" 2>/dev/null || true
-    fi
+    broker_stop
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-
-setup_failed() { # name, message
-    echo "test queen_js::$1 ... FAILED"
-    echo "$2" >&2
-    echo "test result: FAILED. 0 passed; 1 failed"
-    exit 1
-}
 
 # 1. The client: sources copied fresh (node_modules kept), dependencies from the lock file.
 mkdir -p "$RUN"
@@ -79,26 +68,13 @@ psql "$URL" -qAt -v ON_ERROR_STOP=1 -c "DROP DATABASE IF EXISTS queen_js WITH (F
     setup_failed database "creating the database queen_js beside $URL failed: $(cat "$WORK/db.log")"
 
 # 3. The broker.
-cargo build -q -p queen_broker >&2 || setup_failed broker_build "cargo build -p queen_broker failed"
-BIN=$TARGET/debug/queen-broker
-PORT=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close() })')
 # A push spool as scripts/run.sh gives it (Queen's server has its file buffer by
 # default; the maintenance test pushes through it), an encryption key of this run's own
 # (the suite configures a queue with encryptionEnabled, which a broker without a key
 # refuses), and maintenance every 2 s (retention.js: "the server needs to be started
 # with RETENTION_INTERVAL=2000").
-QUEEN_SPOOL_DIR=$WORK/spool QUEEN_ENCRYPTION_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n') \
-    QUEEN_MAINTENANCE_INTERVAL_MS=2000 QUEEN_DATABASE_URL=$DB_URL QUEEN_LISTEN=127.0.0.1:$PORT RUST_LOG=${RUST_LOG:-warn} \
-    "$BIN" >"$WORK/broker.log" 2>&1 &
-BROKER_PID=$!
-for _ in $(seq 100); do
-    curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-    kill -0 "$BROKER_PID" 2>/dev/null || break
-    sleep 0.1
-done
-curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 ||
-    setup_failed broker_start "queen-broker did not become healthy on port $PORT (database $DB_URL):
-$(tail -20 "$WORK/broker.log")"
+broker_start "$DB_URL" "$WORK/broker.log" QUEEN_SPOOL_DIR="$WORK/spool" \
+    QUEEN_ENCRYPTION_KEY="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" QUEEN_MAINTENANCE_INTERVAL_MS=2000
 
 # 4. The suites. run.js opens a pg pool of its own (PG_HOST, PG_PORT, PG_DB, PG_USER,
 # PG_PASSWORD) for cleanup and for the tests that read Queen's own tables: it gets the
@@ -111,7 +87,7 @@ pg_user=${pg_user%%:*}
 known=$(grep -oE '^- `[a-z]+::[A-Za-z0-9_]+`' "$KNOWN" | tr -d '`' | cut -c3-)
 passed=0 failed=0 ignored=0
 for suite in "${SUITES[@]}"; do
-    (cd "$RUN" && QUEEN_URL=http://127.0.0.1:$PORT PG_HOST=${hostport%%:*} PG_PORT=${hostport##*:} \
+    (cd "$RUN" && QUEEN_URL=$BROKER_BASE PG_HOST=${hostport%%:*} PG_PORT=${hostport##*:} \
         PG_DB=postgres PG_USER=$pg_user PG_PASSWORD=unused \
         timeout "${QUEEN_JS_TIMEOUT:-1200}" node test-v2/run.js "$suite") >"$RUN/$suite.log" 2>&1
     rc=$?

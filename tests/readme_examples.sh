@@ -12,29 +12,20 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 URL=${1:?usage: tests/readme_examples.sh <postgres-url>}
 DB=${URL%/*}/queen_readme
-TARGET=${CARGO_TARGET_DIR:-target}
 WORK=$(mktemp -d /tmp/queen-readme.XXXXXX)
-BROKER_PID=
+SUITE=readme
+. tests/lib.sh
 cleanup() {
-    [ -n "$BROKER_PID" ] && kill "$BROKER_PID" 2>/dev/null && wait "$BROKER_PID" 2>/dev/null
+    broker_stop
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-passed=0 failed=0
-setup_failed() { echo "test readme::$1 ... FAILED"; echo "$2" >&2; echo "test result: FAILED. 0 passed; 1 failed"; exit 1; }
 
 psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS queen_readme WITH (FORCE)" -c "CREATE DATABASE queen_readme" >/dev/null ||
     setup_failed database "cannot create queen_readme"
 psql "$DB" -X -qAt -c "CREATE EXTENSION queen_ack" >/dev/null || setup_failed extension "CREATE EXTENSION failed"
 
-cargo build -q -p queen_broker >&2 || setup_failed broker_build "cargo build -p queen_broker failed"
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-QUEEN_DATABASE_URL=$DB QUEEN_LISTEN=127.0.0.1:$PORT RUST_LOG=warn "$TARGET/debug/queen-broker" \
-    >"$WORK/broker.log" 2>&1 &
-BROKER_PID=$!
-for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break; sleep 0.1; done
-curl -fsS "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 ||
-    setup_failed broker_start "$(tail -20 "$WORK/broker.log")"
+broker_start "$DB" "$WORK/broker.log"
 
 # The marked blocks, one file each: NNN-kind-line-where (where: "" for README.md,
 # "docs_<page>_" for docs/<page>.md).
@@ -71,7 +62,7 @@ for f in "$WORK"/[0-9]*; do
     if [ "$kind" = psql ]; then
         psql "$DB" -X -v ON_ERROR_STOP=1 -q -f "$f" >"$WORK/out" 2>&1
     else
-        sed "s/localhost:6632/127.0.0.1:$PORT/g" "$f" >"$WORK/script"
+        sed "s/localhost:6632/127.0.0.1:$BROKER_PORT/g" "$f" >"$WORK/script"
         bash -c 'set -euo pipefail
                  curl() { command curl --fail-with-body "$@"; }
                  . "$1"' _ "$WORK/script" >"$WORK/out" 2>&1
@@ -85,7 +76,7 @@ for f in "$WORK"/[0-9]*; do
     fi
     [ -n "${QUEEN_README_TRACE:-}" ] && sed 's/^/    | /' "$WORK/out"
 done
-kill "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null; BROKER_PID=
+broker_stop
 psql "$URL" -X -qAt -c "DROP DATABASE IF EXISTS queen_readme WITH (FORCE)" >/dev/null 2>&1
 [ $((passed + failed)) -gt 0 ] || { failed=1; echo "test readme::no_marked_blocks ... FAILED"; }
 echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"

@@ -18,19 +18,8 @@ shift
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 # What a reader sees in psql too: no NOTICEs of IF EXISTS and the like in the outputs.
 export PGOPTIONS="-c client_min_messages=warning"
-PG_REGRESS=$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress
-if [ ! -x "$PG_REGRESS" ]; then
-    echo "regress: no pg_regress at $PG_REGRESS (Debian's postgresql-client-15 ships it)"
-    echo "test result: FAILED. 0 passed; 1 failed"
-    exit 1
-fi
 DIR=tests/pg_regress
-OUT=$PWD/target/regress${QUEEN_TEST_CITUS:+-citus}
 . tests/testdb.sh
-read -r host port user < <(python3 -c 'import sys, urllib.parse
-u = urllib.parse.urlparse(sys.argv[1])
-print(u.hostname or "127.0.0.1", u.port or 5432, u.username or "postgres")' "$URL")
-
 if (($#)); then
     names=("$@")
 else
@@ -41,20 +30,5 @@ else
         names+=("$n")
     done
 fi
-
-passed=0 failed=0
-for name in "${names[@]}"; do
-    db=regress_$name
-    out=$OUT/$name
-    rm -rf "$out"
-    mkdir -p "$out"
-    testdb_create "$URL" "$db"
-    if testdb_regress_one regress "$PG_REGRESS" "$DIR" "$out" "$db" "$name"; then
-        passed=$((passed + 1))
-    else
-        failed=$((failed + 1))
-    fi
-    testdb_drop "$URL" "$db"
-done
-echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"
-[ $failed -eq 0 ]
+testdb_suite regress "$("$PG_CONFIG" --pkglibdir)/pgxs/src/test/regress/pg_regress" \
+    "$DIR" "$PWD/target/regress${QUEEN_TEST_CITUS:+-citus}" "" "${names[@]}"

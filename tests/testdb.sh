@@ -28,6 +28,38 @@ testdb_install_sql() {
 port_of() {
     python3 -c 'import sys, urllib.parse; print(urllib.parse.urlparse(sys.argv[1]).port)' "$1"
 }
+# A pg_regress-style suite (tests/regress.sh, tests/isolation.sh): every NAME in a fresh
+# database SUITE_NAME of the cluster at $URL, after `PREPARE db-url outdir NAME` when one
+# is named (it prints its own FAILED line when it fails); one cargo-style line per file and
+# the result line; returns 0 when every file passed. Results land in OUTDIR/NAME/.
+testdb_suite() { # suite tool inputdir outdir prepare-or-empty name...
+    local suite=$1 tool=$2 dir=$3 outdir=$4 prepare=$5 name db out passed=0 failed=0
+    shift 5
+    if [ ! -x "$tool" ]; then
+        echo "$suite: no $(basename "$tool") at $tool (scripts/setup.sh installs postgresql-server-dev-15)"
+        echo "test result: FAILED. 0 passed; 1 failed"
+        return 1
+    fi
+    read -r host port user < <(python3 -c 'import sys, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+print(u.hostname or "127.0.0.1", u.port or 5432, u.username or "postgres")' "$URL")
+    for name in "$@"; do
+        db=${suite}_$name
+        out=$outdir/$name
+        rm -rf "$out"
+        mkdir -p "$out"
+        testdb_create "$URL" "$db"
+        if { [ -z "$prepare" ] || "$prepare" "${URL%/*}/$db" "$out" "$name"; } &&
+            testdb_regress_one "$suite" "$tool" "$dir" "$out" "$db" "$name"; then
+            passed=$((passed + 1))
+        else
+            failed=$((failed + 1))
+        fi
+        testdb_drop "$URL" "$db"
+    done
+    echo "test result: $([ $failed -eq 0 ] && echo ok || echo FAILED). $passed passed; $failed failed"
+    [ $failed -eq 0 ]
+}
 # One file of a pg_regress-style suite (pg_regress or pg_isolation_regress, the same
 # options and layout) in database $db of the cluster at $host:$port as $user: prints the
 # cargo-style line, with the diff against the expected output (or the tool's own
