@@ -1091,10 +1091,11 @@ fn pop_queue(
         if page.is_empty() {
             break;
         }
-        for (pid, name) in page {
+        for i in queen_log::pop::try_order(page.len(), backend_seed()) {
             if out.len() >= max_partitions as usize || budget.is_spent() {
                 break;
             }
+            let (pid, name) = page[i].clone();
             tried.push(pid);
             let part_req = Checked {
                 budget: budget.left() as i32,
@@ -1117,6 +1118,13 @@ fn pop_queue(
         }
     }
     out
+}
+
+/// This backend's place in a page of candidates (queen_log::pop::try_order): its pid,
+/// which differs between the pool's connections and stays put within one.
+fn backend_seed() -> usize {
+    // SAFETY: a plain integer the postmaster sets before the backend runs any query.
+    unsafe { pg_sys::MyProcPid as usize }
 }
 
 /// `p_max_partitions` of a queue-level pop: at least 1.

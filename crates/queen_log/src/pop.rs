@@ -382,6 +382,18 @@ mod tests {
     }
 }
 
+/// The order a queue pop tries one page of candidate partitions in
+/// (docs/decisions.md, "Which partitions a queue pop tries"): the first, the one that
+/// waited longest, always first; then from a place of this caller's own (`seed`, the
+/// backend's pid), wrapping. Concurrent pops read the same page, and trying it from the
+/// same end made each later one step over every partition the earlier ones had locked,
+/// one statement each; a pop alone serves its first partition as before.
+pub fn try_order(len: usize, seed: usize) -> impl Iterator<Item = usize> {
+    let rest = len.saturating_sub(1);
+    let start = if rest == 0 { 0 } else { seed % rest };
+    (0..len.min(1)).chain((0..rest).map(move |i| 1 + (start + i) % rest))
+}
+
 /// Why a pop asking for conflation (last-value delivery, docs/decisions.md "Conflation")
 /// is refused, if it is: it is a consumer group's policy, and the newest message's ack is
 /// what retires everything behind it, so commit-on-delivery has nothing to retire with.
@@ -425,5 +437,19 @@ mod conflation_tests {
         assert_eq!(conflation_refusal(true, false), None);
         assert_eq!(conflation_echo([true, true]), ConflationEcho::Conflating);
         assert_eq!(conflation_echo([true, false]), ConflationEcho::Conflict);
+    }
+
+    #[test]
+    fn try_order_tries_the_longest_waiting_first_then_every_other_once() {
+        assert_eq!(try_order(0, 7).count(), 0);
+        assert_eq!(try_order(1, 7).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(try_order(5, 0).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(try_order(5, 6).collect::<Vec<_>>(), vec![0, 3, 4, 1, 2]);
+        for seed in 0..20 {
+            let mut o: Vec<usize> = try_order(12, seed).collect();
+            assert_eq!(o[0], 0);
+            o.sort_unstable();
+            assert_eq!(o, (0..12).collect::<Vec<_>>());
+        }
     }
 }
