@@ -522,7 +522,10 @@ mod tests {
         let m: MessageDetail = serde_json::from_str(text).unwrap();
         assert!(!m.is_encrypted);
         let back: serde_json::Value = serde_json::to_value(&m).unwrap();
-        assert_eq!(back, serde_json::from_str::<serde_json::Value>(text).unwrap());
+        assert_eq!(
+            back,
+            serde_json::from_str::<serde_json::Value>(text).unwrap()
+        );
         assert_eq!(back.to_string(), text);
     }
 }
