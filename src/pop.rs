@@ -768,7 +768,7 @@ fn log_pop_v1(
     p_sub_mode: default!(Option<&str>, "'all'"),
     p_sub_from: default!(Option<&str>, "''"),
     p_skip_window_debounce: default!(Option<bool>, false),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
     p_conflate: default!(Option<bool>, false),
 ) -> TableIterator<
     'static,
@@ -1143,7 +1143,7 @@ fn log_pop_queue_v1(
     p_sub_mode: default!(Option<&str>, "'all'"),
     p_sub_from: default!(Option<&str>, "''"),
     p_max_partitions: default!(Option<i32>, 1),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> TableIterator<
     'static,
     (

@@ -569,7 +569,7 @@ fn log_push_one_v1(
     p_blob: Option<&[u8]>,
     p_pid: default!(Option<Uuid>, "NULL"),
     p_window: default!(Option<i32>, "NULL"),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let seg = SegmentIn {
         queue: required(p_queue, "p_queue"),
@@ -624,7 +624,7 @@ fn log_push_at_v1(
     p_verified: Option<i64>,
     p_blob: Option<&[u8]>,
     p_window: default!(Option<i32>, "NULL"),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let pid = required(p_partition_id, "p_partition_id");
     let (msg_count, hashes, blob) = (

@@ -321,7 +321,7 @@ fn row_result(id: &Uuid, row: Option<&DlqRow>, fate: Option<&Fate>) -> RedriveRo
 #[search_path(pg_catalog, pg_temp)]
 fn dlq_redrive_v1(
     p_ids: Option<Vec<Option<Uuid>>>,
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let ids: Vec<Uuid> = required(p_ids, "p_ids")
         .into_iter()
