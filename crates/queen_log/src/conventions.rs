@@ -42,7 +42,10 @@ mod tests {
     #[test]
     fn default_tenant_is_spelled_as_the_contract_says() {
         // docs/contract.md, conventions.
-        assert_eq!(DEFAULT_TENANT.to_string(), "00000000-0000-0000-0000-000000000001");
+        assert_eq!(
+            DEFAULT_TENANT.to_string(),
+            "00000000-0000-0000-0000-000000000001"
+        );
     }
 
     #[test]
