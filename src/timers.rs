@@ -70,7 +70,8 @@ fn schedule(client: &mut SpiClient<'_>, tenant: Uuid, op: &TimerOp) -> TimerResu
         provision(client, tenant, &op.queue, op.partition());
         resolve(client, tenant, &op.queue, op.partition(), None)
     });
-    let (Some((_, _, encrypts)), Some(queue)) = (target, find_queue(client, tenant, &op.queue))
+    let (Some(crate::push::Target { encrypts, .. }), Some(queue)) =
+        (target, find_queue(client, tenant, &op.queue))
     else {
         raise(
             PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
