@@ -25,7 +25,7 @@ END $$;
 -- Redrive up to p_limit DLQ rows of a queue (NULL group = every group), oldest failure
 -- first, through queen.dlq_redrive_v1.
 CREATE OR REPLACE FUNCTION queen.dlq_redrive_queue_v1(p_queue text, p_group text, p_limit int,
-                                           p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                           p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -46,7 +46,7 @@ END $$;
 -- first: one per consumer group that dead-lettered it (Queen's /messages/:pid/:txn).
 -- PL/pgSQL, as Citus needs for a join with parameters.
 CREATE OR REPLACE FUNCTION queen.dlq_ids_at_v1(p_partition_id uuid, p_transaction_id text,
-                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                    p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS uuid[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -64,7 +64,7 @@ END $$;
 -- Delete the tenant's DLQ rows p_ids; returns {"deleted": n, "ids": [...]}. PL/pgSQL:
 -- Citus plans no multi-shard DELETE with parameters inside a LANGUAGE sql function.
 CREATE OR REPLACE FUNCTION queen.dlq_delete_v1(p_ids uuid[],
-                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                    p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -87,7 +87,7 @@ END $$;
 -- Delete up to p_limit DLQ rows of a queue (NULL group = every group; NULL limit = all),
 -- oldest failure first.
 CREATE OR REPLACE FUNCTION queen.dlq_delete_queue_v1(p_queue text, p_group text, p_limit int,
-                                          p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                          p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -107,7 +107,7 @@ END $$;
 -- The tenant's queues (all, or one by name) with their settings, newest first. A NULL
 -- tenant lists every tenant's (the operator's view: the broker's /metrics); the broker
 -- passes the caller's tenant on every API route.
-CREATE OR REPLACE FUNCTION queen.queue_list_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
+CREATE OR REPLACE FUNCTION queen.queue_list_v1(p_tenant uuid DEFAULT queen.default_tenant(),
                                     p_queue text DEFAULT NULL)
 RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_namespace text, r_task text,
               r_created_at timestamptz,
@@ -141,7 +141,7 @@ $$;
 -- of the call): ORDER BY what you need. One statement whose distributed tables all join on
 -- the partition id (the DLQ count and the segment probe as LATERAL subqueries), so that
 -- Citus runs it on every shard at once; PL/pgSQL, as Citus needs for its parameters.
-CREATE OR REPLACE FUNCTION queen.queue_stats_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001',
+CREATE OR REPLACE FUNCTION queen.queue_stats_v1(p_tenant uuid DEFAULT queen.default_tenant(),
                                      p_queue text DEFAULT NULL)
 RETURNS TABLE(r_tenant_id uuid, r_queue_id uuid, r_queue text, r_partition_id uuid, r_partition text,
               r_partition_created_at timestamptz, r_log_start bigint, r_last_offset bigint,
@@ -200,7 +200,7 @@ END $$;
 -- lease voided this way answers a late ack "consumer not found".
 CREATE OR REPLACE FUNCTION queen.delete_consumer_group_v1(p_group text, p_queue text DEFAULT NULL,
                                                p_delete_metadata boolean DEFAULT true,
-                                               p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                               p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -363,7 +363,7 @@ END $$;
 CREATE OR REPLACE FUNCTION queen.seek_consumer_group_v1(p_group text, p_queue text,
                                              p_timestamp timestamptz DEFAULT NULL,
                                              p_to_end boolean DEFAULT false,
-                                             p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                             p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -393,7 +393,7 @@ END $$;
 CREATE OR REPLACE FUNCTION queen.seek_partition_v1(p_group text, p_queue text, p_partition text,
                                         p_timestamp timestamptz DEFAULT NULL,
                                         p_to_end boolean DEFAULT NULL,
-                                        p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                        p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -429,7 +429,7 @@ END $$;
 -- P0002; an instant in the future is 22023. Answer: {success, consumerGroup, newTimestamp,
 -- rowsUpdated}.
 CREATE OR REPLACE FUNCTION queen.update_consumer_group_subscription_v1(p_group text, p_timestamp timestamptz,
-                                                            p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                                            p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -490,7 +490,7 @@ END $$;
 -- Queen's traces of one message (docs/sql-api.md), oldest first: {traces: [...]}. Another
 -- tenant's message, or an address nobody has, has none.
 CREATE OR REPLACE FUNCTION queen.get_message_traces_v1(p_partition_id uuid, p_transaction_id text,
-                                            p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                            p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -508,7 +508,7 @@ END $$;
 -- message's queue and partition: {traces, total, pagination: {limit, offset}}.
 -- message_payload is null: the payload stays in its segment (get_message_v1 reads it).
 CREATE OR REPLACE FUNCTION queen.get_traces_by_name_v1(p_name text, p_limit int DEFAULT 100, p_offset int DEFAULT 0,
-                                            p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                            p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -540,7 +540,7 @@ END $$;
 -- Queen's trace names (docs/sql-api.md), most recently seen first: {trace_names:
 -- [{trace_name, trace_count, message_count, last_seen}], total, pagination}.
 CREATE OR REPLACE FUNCTION queen.get_available_trace_names_v1(p_limit int DEFAULT 50, p_offset int DEFAULT 0,
-                                                   p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                                   p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -568,7 +568,7 @@ END $$;
 -- The tenant's subscription records (docs/sql-api.md): per (queue, group) the mode and
 -- instant its first contact with a partition starts from, and its conflation policy
 -- (docs/decisions.md, "Conflation"; the consumer-group views).
-CREATE OR REPLACE FUNCTION queen.subscriptions_v1(p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+CREATE OR REPLACE FUNCTION queen.subscriptions_v1(p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS TABLE(r_queue text, r_consumer_group text, r_mode text, r_timestamp timestamptz,
               r_created_at timestamptz, r_conflation bool)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -591,7 +591,7 @@ END $$;
 -- of the oldest transaction then in progress; the partitions are read after both, in a
 -- later snapshot (hence VOLATILE and READ COMMITTED only).
 CREATE OR REPLACE FUNCTION queen.partitions_changed_v1(p_entries jsonb,
-                                            p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                            p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

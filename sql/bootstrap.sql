@@ -7,10 +7,20 @@
 CREATE SCHEMA queen;
 SET LOCAL search_path = queen, pg_catalog;
 
+-- The tenant of every call that names none (docs/contract.md, conventions): the one SQL
+-- spelling of queen_log::conventions::DEFAULT_TENANT (a #[pg_test] checks they agree).
+-- Every table and function default below and in the #[pg_extern]s calls it. IMMUTABLE
+-- and plain SQL, so a default that calls it is folded to the constant when the calling
+-- statement is planned. It comes first so everything after it can name it.
+CREATE OR REPLACE FUNCTION queen.default_tenant()
+RETURNS uuid
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT '00000000-0000-0000-0000-000000000001'::uuid $$;
+
 CREATE TABLE queen.queues (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     name varchar(255) NOT NULL,
-    tenant_id uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001'::uuid,
+    tenant_id uuid NOT NULL DEFAULT queen.default_tenant(),
     namespace varchar(255),
     task varchar(255),
     lease_time int DEFAULT 60,
@@ -187,7 +197,7 @@ CREATE INDEX log_traces_names_idx ON queen.log_traces USING gin (names);
 
 CREATE TABLE queen.consumer_groups_metadata (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    tenant_id uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000001'::uuid,
+    tenant_id uuid NOT NULL DEFAULT queen.default_tenant(),
     consumer_group text NOT NULL,
     queue_id uuid NOT NULL REFERENCES queen.queues(id) ON DELETE CASCADE,
     subscription_mode text NOT NULL DEFAULT 'all'

@@ -8,7 +8,7 @@
 -- verbatim in `options`.
 CREATE OR REPLACE FUNCTION queen.configure_queue_v1(p_queue text, p_namespace text, p_task text,
                                          p_options jsonb,
-                                         p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                         p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -33,7 +33,7 @@ BEGIN
                                    retention_seconds, completed_retention_seconds, delayed_processing,
                                    encryption_enabled, priority, retry_delay, max_size, ttl,
                                    window_buffer, max_wait_time_seconds, options)
-    VALUES (p_queue, COALESCE(p_tenant, '00000000-0000-0000-0000-000000000001'),
+    VALUES (p_queue, COALESCE(p_tenant, queen.default_tenant()),
             COALESCE(p_namespace, CASE WHEN strpos(p_queue, '.') > 0 THEN split_part(p_queue, '.', 1) ELSE p_queue END),
             COALESCE(p_task, CASE WHEN strpos(p_queue, '.') > 0 THEN substr(p_queue, strpos(p_queue, '.') + 1) ELSE '' END),
             COALESCE((o->>'leaseTime')::int, 60), COALESCE((o->>'retryLimit')::int, 3),
@@ -103,7 +103,7 @@ END $$;
 -- The FK-less rows go AFTER the cascade: it waits for a DLQ filing that holds a cursor
 -- row, so a row that filing inserted is committed and visible by then.
 CREATE OR REPLACE FUNCTION queen.delete_queue_v1(p_queue text,
-                                      p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                      p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -137,7 +137,7 @@ END $$;
 -- leaseTime is the lease a pop grants when asked for none, by the extension's one rule
 -- (queen.effective_lease_time: NULL means 60, at least 1).
 CREATE OR REPLACE FUNCTION queen.queue_info_v1(p_queue text,
-                                    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                    p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -187,7 +187,7 @@ END $$;
 -- page is chosen first, then each of its rows looks up its segment. PL/pgSQL: Citus
 -- plans no multi-shard query with parameters inside a LANGUAGE sql function.
 CREATE OR REPLACE FUNCTION queen.dlq_list_v1(p_queue text, p_group text, p_limit int, p_offset int,
-                                  p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001')
+                                  p_tenant uuid DEFAULT queen.default_tenant())
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

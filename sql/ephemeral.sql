@@ -4,7 +4,7 @@
 -- Deletes the declaration of one queue; whether there was one.
 CREATE OR REPLACE FUNCTION queen.ephemeral_delete_v1(
     p_queue text,
-    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+    p_tenant uuid DEFAULT queen.default_tenant()
 ) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

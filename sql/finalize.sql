@@ -32,6 +32,10 @@ REVOKE ALL ON ALL ROUTINES IN SCHEMA queen FROM PUBLIC;
 GRANT USAGE ON SCHEMA queen TO queen_broker;
 GRANT EXECUTE ON ALL ROUTINES IN SCHEMA queen TO queen_broker;
 GRANT SELECT ON queen.partition_storage, queen.consumer_lag TO queen_broker;
+-- The default tenant is a constant every omitted p_tenant evaluates in the caller's
+-- rights (a default is part of the calling statement), so whoever may call a function
+-- may evaluate its default.
+GRANT EXECUTE ON FUNCTION queen.default_tenant() TO PUBLIC;
 -- What the traits keep from the broker.
 DO $$
 DECLARE

@@ -267,7 +267,8 @@ BEGIN
         SELECT g.created_at INTO v_oldest FROM queen.log_segments g
          WHERE g.partition_id = r.id AND g.end_offset > v_slowest
          ORDER BY g.base_offset LIMIT 1;
-        IF v_oldest < clock_timestamp() - make_interval(secs => r.wait) THEN
+        -- The expiry rule has one home, queen_log::lifecycle (the pop applies it too).
+        IF queen.expired_v1(v_oldest, r.wait) THEN
             r_partition_id := r.id;
             RETURN NEXT;
         END IF;

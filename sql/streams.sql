@@ -13,7 +13,7 @@
 -- whole call instead: the caller retries, nothing was written.
 CREATE OR REPLACE FUNCTION queen.streams_cycle_v1(
     p jsonb,
-    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+    p_tenant uuid DEFAULT queen.default_tenant()
 ) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -75,7 +75,7 @@ END $$;
 -- existed.
 CREATE OR REPLACE FUNCTION queen.streams_delete_query_v1(
     p_name text,
-    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+    p_tenant uuid DEFAULT queen.default_tenant()
 ) RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION queen.timers_get_v1(
     p_queue text,
     p_key text,
-    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+    p_tenant uuid DEFAULT queen.default_tenant()
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -36,7 +36,7 @@ CREATE OR REPLACE FUNCTION queen.timers_list_v1(
     p_queue text,
     p_after text DEFAULT NULL,
     p_limit int DEFAULT NULL,
-    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+    p_tenant uuid DEFAULT queen.default_tenant()
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -71,7 +71,7 @@ END $$;
 -- The tenant's key/value and timer stores, as Queen's queue list reports them
 -- (`kvRows`, `kvBytes`, `timerRows`, `timerBytes`; bytes are the rows' stored sizes).
 CREATE OR REPLACE FUNCTION queen.store_sizes_v1(
-    p_tenant uuid DEFAULT '00000000-0000-0000-0000-000000000001'
+    p_tenant uuid DEFAULT queen.default_tenant()
 ) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -549,7 +549,7 @@ fn log_ack_v1(
     p_upto: Option<i64>,
     p_ok: default!(Option<bool>, true),
     p_acked_count: default!(Option<i32>, 0),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let _ = p_acked_count;
     let queue = required(p_queue, "p_queue");

@@ -93,7 +93,7 @@ fn log_pop_at_v1(
     p_auto_ack: default!(Option<bool>, false),
     p_sub_mode: default!(Option<&str>, "'all'"),
     p_sub_from: default!(Option<&str>, "''"),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> TableIterator<
     'static,
     (

@@ -353,7 +353,7 @@ fn list(client: &SpiClient<'_>, f: &Filters, tenant: Uuid) -> Value {
 #[search_path(pg_catalog, pg_temp)]
 fn list_messages_v1(
     p_filters: default!(Option<JsonB>, "'{}'"),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let f = parse_filters(&p_filters.map_or(json!({}), |j| j.0));
     let tenant = required(p_tenant, "p_tenant");
@@ -526,7 +526,7 @@ fn detail(client: &SpiClient<'_>, pid: Uuid, txn: &str, tenant: Uuid) -> Value {
 fn get_message_v1(
     p_partition_id: Option<Uuid>,
     p_transaction_id: Option<&str>,
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let pid = required(p_partition_id, "p_partition_id");
     let txn = required(p_transaction_id, "p_transaction_id");

@@ -14,6 +14,7 @@ use queen_log::ack::{CursorState, LogBounds};
 
 pub use queen_log::conventions::QUEUE_MODE;
 use queen_log::conventions::{queue_lease_time, DEFAULT_TENANT};
+use queen_log::lifecycle::expiry_seconds;
 
 thread_local! {
     /// Plans prepared once per backend, keyed by the address of their SQL text. They are
@@ -154,6 +155,48 @@ pub fn jsonb<T: serde::Serialize>(v: &T) -> pgrx::JsonB {
 /// a statement that calls a volatile function on its own rows cannot be distributed.
 pub fn now() -> TimestampWithTimeZone {
     pgrx::datum::clock_timestamp()
+}
+
+/// The expiry cutoff of `seconds` now (`queen_log::lifecycle::expiry_cutoff`, the one
+/// rule): a segment created before it has expired. None when `seconds` is 0 or less.
+pub fn expiry_cutoff(seconds: i32) -> Option<TimestampWithTimeZone> {
+    queen_log::lifecycle::expiry_cutoff(micros(now()), seconds).map(|c| {
+        TimestampWithTimeZone::try_from(c).unwrap_or_else(|_| {
+            raise(
+                PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+                format!("timestamp out of range: now - {seconds} s"),
+            )
+        })
+    })
+}
+
+/// Where the cursors of a partition expiring after `seconds` move to
+/// (docs/decisions.md, "Queue options"): the first segment above `above` created at or
+/// after the cutoff ([`expiry_cutoff`]), one index range from `above`, or past
+/// `last_offset` when every message above it is older. The pop's expiry and
+/// maintenance's maxWaitTimeSeconds step both use it. None when nothing expires.
+pub fn expiry_floor(
+    client: &SpiClient<'_>,
+    pid: Uuid,
+    above: i64,
+    last_offset: i64,
+    seconds: i32,
+) -> Option<i64> {
+    let cutoff = expiry_cutoff(seconds)?;
+    Some(
+        q(
+            client,
+            "SELECT base_offset FROM queen.log_segments
+              WHERE partition_id = $1 AND end_offset > $2 AND created_at >= $3
+              ORDER BY base_offset LIMIT 1",
+            &[pid.into(), above.into(), cutoff.into()],
+        )
+        .or_raise()
+        .next()
+        .map_or(last_offset + 1, |r| {
+            col::<i64>(&r, 1, "log_segments.base_offset")
+        }),
+    )
 }
 
 /// `t + secs` seconds.
@@ -426,7 +469,7 @@ pub fn find_partition_ref(
     q(
         client,
         "SELECT p.id, q.id, q.lease_time, q.delayed_processing, q.window_buffer,
-                    COALESCE(LEAST(NULLIF(q.ttl, 0), NULLIF(q.max_wait_time_seconds, 0)), 0)
+                    q.ttl, q.max_wait_time_seconds
                FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
         &[tenant.into(), queue.into(), partition.into()],
@@ -441,7 +484,10 @@ pub fn find_partition_ref(
             lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
             delay: col(&row, 4, "queues.delayed_processing"),
             window_buffer: col(&row, 5, "queues.window_buffer"),
-            expiry: col(&row, 6, "queues.ttl or max_wait_time_seconds"),
+            expiry: expiry_seconds(
+                col(&row, 6, "queues.ttl"),
+                col(&row, 7, "queues.max_wait_time_seconds"),
+            ),
         },
     })
 }
@@ -456,7 +502,7 @@ pub fn find_partition_by_id(
     q(
         client,
         "SELECT p.name, q.id, q.lease_time, q.delayed_processing, q.window_buffer,
-                    COALESCE(LEAST(NULLIF(q.ttl, 0), NULLIF(q.max_wait_time_seconds, 0)), 0)
+                    q.ttl, q.max_wait_time_seconds
                FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
               WHERE p.id = $1 AND q.tenant_id = $2",
         &[pid.into(), tenant.into()],
@@ -470,7 +516,10 @@ pub fn find_partition_by_id(
             lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
             delay: col(&row, 4, "queues.delayed_processing"),
             window_buffer: col(&row, 5, "queues.window_buffer"),
-            expiry: col(&row, 6, "queues.ttl or max_wait_time_seconds"),
+            expiry: expiry_seconds(
+                col(&row, 6, "queues.ttl"),
+                col(&row, 7, "queues.max_wait_time_seconds"),
+            ),
         };
         (
             PartitionRef { id: pid, queue },
@@ -494,7 +543,7 @@ pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<Q
     q(
         client,
         "SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer,
-                COALESCE(LEAST(NULLIF(q.ttl, 0), NULLIF(q.max_wait_time_seconds, 0)), 0)
+                q.ttl, q.max_wait_time_seconds
            FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $2",
         &[tenant.into(), queue.into()],
     )
@@ -506,7 +555,10 @@ pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<Q
         lease_time: queue_lease_time(row.get::<i32>(2).or_raise()),
         delay: col(&row, 3, "queues.delayed_processing"),
         window_buffer: col(&row, 4, "queues.window_buffer"),
-        expiry: col(&row, 5, "queues.ttl or max_wait_time_seconds"),
+        expiry: expiry_seconds(
+            col(&row, 5, "queues.ttl"),
+            col(&row, 6, "queues.max_wait_time_seconds"),
+        ),
     })
 }
 

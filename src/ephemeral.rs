@@ -25,7 +25,7 @@ use crate::db::{bad_param, col, default_tenant, jsonb, q, required, OrRaise};
 fn ephemeral_configure_v1(
     p_queue: Option<&str>,
     p_options: default!(Option<JsonB>, "'{}'"),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let queue = required(p_queue, "p_queue");
     crate::names::check(NameKind::Queue, queue);

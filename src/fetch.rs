@@ -194,7 +194,7 @@ fn fetch_partition_v1(
 fn fetch_v1(
     p_entries: Option<JsonB>,
     p_max_bytes: default!(Option<i64>, 8388608),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let entries: Vec<EntryIn> = serde_json::from_value(required(p_entries, "p_entries").0)
         .unwrap_or_else(|e| bad_param(format!("fetch: entries: {e}")));

@@ -426,19 +426,9 @@ fn wait_eviction(client: &mut SpiClient<'_>, pid: Uuid) -> WaitEviction {
     let Some(slowest) = min_committed(client, pid, &pending) else {
         return idle;
     };
-    let cutoff = crate::db::plus_seconds(now(), -i64::from(max_wait));
-    let floor = q(
-        client,
-        "SELECT base_offset FROM queen.log_segments
-          WHERE partition_id = $1 AND end_offset > $2 AND created_at >= $3
-          ORDER BY base_offset LIMIT 1",
-        &[pid.into(), slowest.into(), cutoff.into()],
-    )
-    .or_raise()
-    .next()
-    .map_or(last_offset + 1, |r| {
-        col::<i64>(&r, 1, "log_segments.base_offset")
-    });
+    let Some(floor) = crate::db::expiry_floor(client, pid, slowest, last_offset, max_wait) else {
+        return idle;
+    };
     let Some(behind) = lock_behind(client, pid, floor) else {
         return WaitEviction {
             evicted: 0,
@@ -449,6 +439,24 @@ fn wait_eviction(client: &mut SpiClient<'_>, pid: Uuid) -> WaitEviction {
         evicted: evict_cursors(client, pid, floor, &behind)
             + evict_pending(client, pid, floor, &pending),
         busy: false,
+    }
+}
+
+/// `queen.expired_v1(p_created, p_seconds)`: whether a message created at `p_created`
+/// has, now, waited longer than `p_seconds` (`ttl`, `maxWaitTimeSeconds`; 0 or less:
+/// never; a NULL creation time: no message, false). The expiry rule of
+/// `queen_log::lifecycle`, for `queen.wait_eviction_plan_v1` (the pop and the
+/// maintenance step apply the same rule in Rust). VOLATILE: it reads the clock.
+#[pg_extern(volatile, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn expired_v1(p_created: Option<TimestampWithTimeZone>, p_seconds: Option<i32>) -> bool {
+    match (p_created, p_seconds) {
+        (Some(created), Some(seconds)) => queen_log::lifecycle::expired(
+            crate::db::micros(created),
+            crate::db::micros(now()),
+            seconds,
+        ),
+        _ => false,
     }
 }
 

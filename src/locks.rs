@@ -250,7 +250,7 @@ pub fn apply(client: &SpiClient<'_>, tenant: Uuid, ops: &[LockOp]) -> Vec<Value>
 #[search_path(pg_catalog, pg_temp)]
 fn locks_apply_v1(
     p_ops: Option<JsonB>,
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let raw: Vec<RawLockOp> = serde_json::from_value(required(p_ops, "p_ops").0)
         .unwrap_or_else(|e| bad_param(format!("QLOCK p_ops: {e}")));

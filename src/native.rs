@@ -148,7 +148,7 @@ fn push(
     p_payloads: Option<JsonB>,
     p_transaction_ids: default!(Option<Vec<Option<String>>>, "NULL"),
     p_partition: default!(Option<&str>, "'Default'"),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let queue = required(p_queue, "p_queue");
     let txn_ids = p_transaction_ids.as_deref();
@@ -279,7 +279,7 @@ fn pop(
     p_batch: default!(Option<i32>, 1),
     p_lease_seconds: default!(Option<i32>, "NULL"),
     p_auto_ack: default!(Option<bool>, false),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> TableIterator<
     'static,
     (

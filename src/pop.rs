@@ -14,9 +14,9 @@ use queen_log::pop::{
 };
 
 use crate::db::{
-    bad_param, col, default_tenant, ensure_leases, find_partition_by_id, find_partition_ref,
-    find_queue, micros, now, plus_seconds, q, raise, read_locked, write_cursor, OrRaise,
-    PartitionRef, QueueRef,
+    bad_param, col, default_tenant, ensure_leases, expiry_floor, find_partition_by_id,
+    find_partition_ref, find_queue, micros, now, plus_seconds, q, raise, read_locked, write_cursor,
+    OrRaise, PartitionRef, QueueRef,
 };
 use queen_log::conventions::{pop_lease, QUEUE_MODE};
 
@@ -589,18 +589,10 @@ fn expire(
     if queue.expiry <= 0 || old.committed >= claim.last_offset {
         return old.clone();
     }
-    let cutoff = plus_seconds(now(), -i64::from(queue.expiry));
-    let young = q(
-        client,
-        "SELECT base_offset FROM queen.log_segments
-          WHERE partition_id = $1 AND end_offset > $2 AND created_at >= $3
-          ORDER BY base_offset LIMIT 1",
-        &[pid.into(), old.committed.into(), cutoff.into()],
-    )
-    .or_raise()
-    .next()
-    .map(|r| col::<i64>(&r, 1, "log_segments.base_offset"));
-    let floor = young.unwrap_or(claim.last_offset + 1);
+    let Some(floor) = expiry_floor(client, pid, old.committed, claim.last_offset, queue.expiry)
+    else {
+        return old.clone();
+    };
     let Some((next, lost)) = queen_log::lifecycle::evict(old, floor) else {
         return old.clone();
     };
@@ -768,7 +760,7 @@ fn log_pop_v1(
     p_sub_mode: default!(Option<&str>, "'all'"),
     p_sub_from: default!(Option<&str>, "''"),
     p_skip_window_debounce: default!(Option<bool>, false),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
     p_conflate: default!(Option<bool>, false),
 ) -> TableIterator<
     'static,
@@ -1151,7 +1143,7 @@ fn log_pop_queue_v1(
     p_sub_mode: default!(Option<&str>, "'all'"),
     p_sub_from: default!(Option<&str>, "''"),
     p_max_partitions: default!(Option<i32>, 1),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> TableIterator<
     'static,
     (

@@ -162,8 +162,16 @@ fn retry_later(why: String) -> ! {
     )
 }
 
-/// A push's target: the partition id, its queue's dedup window and whether it encrypts.
-pub type Target = (Uuid, i32, bool);
+/// A push's target: the partition and what the push needs of its queue, read with it.
+#[derive(Clone, Copy)]
+pub struct Target {
+    pub pid: Uuid,
+    /// The queue's dedup window (seconds).
+    pub window: i32,
+    pub encrypts: bool,
+    /// The queue's `maxSize` (0 = none): a push checks it after writing (enforce_caps).
+    pub max_size: i32,
+}
 
 /// The target resolved by names (or a hinted id).
 pub fn resolve(
@@ -175,7 +183,7 @@ pub fn resolve(
 ) -> Option<Target> {
     q(
         client,
-        "SELECT p.id, q.dedup_window_seconds, q.encryption_enabled
+        "SELECT p.id, q.dedup_window_seconds, q.encryption_enabled, q.max_size
                FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
               WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3
                 AND ($4::uuid IS NULL OR p.id = $4)",
@@ -183,12 +191,11 @@ pub fn resolve(
     )
     .or_raise()
     .next()
-    .map(|r| {
-        (
-            col(&r, 1, "log_partitions.id"),
-            col(&r, 2, "dedup_window_seconds"),
-            col(&r, 3, "encryption_enabled"),
-        )
+    .map(|r| Target {
+        pid: col(&r, 1, "log_partitions.id"),
+        window: col(&r, 2, "dedup_window_seconds"),
+        encrypts: col(&r, 3, "encryption_enabled"),
+        max_size: col(&r, 4, "queues.max_size"),
     })
 }
 
@@ -237,13 +244,15 @@ fn resolve_all(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<Target
         .collect()
 }
 
-/// Push one segment into a resolved partition. The partition row is locked first: the
-/// probe and the allocation see the same log, and the write's timestamp, taken after the
-/// lock, is monotone in base_offset.
+/// Push one segment into a resolved partition (`window` and `max_size`: its queue's, as
+/// resolved with it). The partition row is locked first: the probe and the allocation
+/// see the same log, and the write's timestamp, taken after the lock, is monotone in
+/// base_offset.
 pub fn push_resolved(
     client: &mut SpiClient<'_>,
     pid: Uuid,
     window: i32,
+    max_size: i32,
     seg: &SegmentIn<'_>,
 ) -> PushVerdict {
     let Some(txns_start) = lock_partition(client, pid) else {
@@ -252,7 +261,8 @@ pub fn push_resolved(
             seg.queue, seg.partition
         ));
     };
-    duplicate(client, pid, window, seg, txns_start).unwrap_or_else(|| append(client, pid, seg))
+    duplicate(client, pid, window, seg, txns_start)
+        .unwrap_or_else(|| append(client, pid, max_size, seg))
 }
 
 /// The dedup window probe (contract §4): the duplicate verdict of `seg`, if any.
@@ -387,25 +397,19 @@ fn probe_duplicates(
 /// timestamp, taken after the partition row lock (monotone in base_offset). Three plain
 /// statements, not one statement of data-modifying CTEs: Citus runs such a CTE through
 /// intermediate results broadcast to every node (10 ms a push on a worker, measured).
-fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> PushVerdict {
+fn append(client: &mut SpiClient<'_>, pid: Uuid, cap: i32, seg: &SegmentIn<'_>) -> PushVerdict {
     let at = now();
     let n = i64::from(seg.msg_count);
-    let (base, cap) = q(
+    let base = q(
         client,
         "UPDATE queen.log_partitions SET last_offset = last_offset + $2, last_write_at = $3
           WHERE id = $1
-         RETURNING last_offset - $2 + 1,
-                   (SELECT q.max_size FROM queen.queues q WHERE q.id = queue_id)",
+         RETURNING last_offset - $2 + 1",
         &[pid.into(), n.into(), at.into()],
     )
     .or_raise()
     .next()
-    .map(|r| {
-        (
-            col::<i64>(&r, 1, "log_partitions.last_offset"),
-            col::<i32>(&r, 2, "queues.max_size"),
-        )
-    })
+    .map(|r| col::<i64>(&r, 1, "log_partitions.last_offset"))
     .unwrap_or_else(|| {
         raise_q(format!(
             "QPUSH unknown queue/partition {}/{}",
@@ -427,33 +431,21 @@ fn append(client: &mut SpiClient<'_>, pid: Uuid, seg: &SegmentIn<'_>) -> PushVer
 /// lock per capped queue, taken after the partition rows and in queue-id order,
 /// serializes its pushes' checks, so two pushes into different partitions cannot both
 /// pass the last free place; the count is a statement after the lock, which sees what the
-/// previous holder committed.
+/// previous holder committed. The capped queues are read once, by the statement that
+/// locks them (the locks taken in queue-id order, as the sorted sub-select yields them).
 fn enforce_caps(client: &mut SpiClient<'_>, pids: &[Uuid]) {
-    let capped_queues = q(
-        client,
-        "WITH capped AS MATERIALIZED (
-             SELECT DISTINCT q.id, q.name, q.max_size
-               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-              WHERE p.id = ANY($1) AND q.max_size > 0),
-         locked AS MATERIALIZED (
-             SELECT c.id, pg_advisory_xact_lock(1903519087, hashtext(c.id::text))
-               FROM (SELECT id FROM capped ORDER BY id) c)
-         SELECT 1 FROM locked",
-        &[pids.to_vec().into()],
-    )
-    .or_raise()
-    .len();
-    if capped_queues == 0 {
-        return;
-    }
     // Per capped queue, its unconsumed count: plain statements that name the queue, no
     // correlated sub-select (Citus refuses one over a reference table).
     let capped: Vec<(Uuid, String, i32)> = q(
         client,
-        "SELECT DISTINCT q.id, q.name::text, q.max_size
-           FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-          WHERE p.id = ANY($1) AND q.max_size > 0
-          ORDER BY q.id",
+        "WITH capped AS MATERIALIZED (
+             SELECT DISTINCT q.id, q.name::text AS name, q.max_size
+               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE p.id = ANY($1) AND q.max_size > 0),
+         locked AS MATERIALIZED (
+             SELECT c.id, c.name, c.max_size, pg_advisory_xact_lock(1903519087, hashtext(c.id::text))
+               FROM (SELECT id, name, max_size FROM capped ORDER BY id) c)
+         SELECT id, name, max_size FROM locked ORDER BY id",
         &[pids.to_vec().into()],
     )
     .or_raise()
@@ -551,9 +543,9 @@ pub fn push_one(
     window: Option<i32>,
 ) -> PushVerdict {
     let checked = check_segment(seg.msg_count, seg.hashes, seg.blob);
-    let (pid, queue_window, encrypts) = resolve_or_create(client, seg, pid);
-    checked.require_sealed(seg.queue, encrypts);
-    push_resolved(client, pid, window.unwrap_or(queue_window), seg)
+    let t = resolve_or_create(client, seg, pid);
+    checked.require_sealed(seg.queue, t.encrypts);
+    push_resolved(client, t.pid, window.unwrap_or(t.window), t.max_size, seg)
 }
 
 // The SQL signature (compatibility: docs/contract.md §4) fixes the argument list.
@@ -569,7 +561,7 @@ fn log_push_one_v1(
     p_blob: Option<&[u8]>,
     p_pid: default!(Option<Uuid>, "NULL"),
     p_window: default!(Option<i32>, "NULL"),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let seg = SegmentIn {
         queue: required(p_queue, "p_queue"),
@@ -585,16 +577,16 @@ fn log_push_one_v1(
     }))
 }
 
-/// A partition of the tenant by id: (queue name, partition name, dedup window, whether
-/// it encrypts), without locking; a router read of the partition's own row.
+/// A partition of the tenant by id: (queue name, partition name, the target), without
+/// locking; a router read of the partition's own row.
 fn resolve_by_id(
     client: &SpiClient<'_>,
     tenant: Uuid,
     pid: Uuid,
-) -> Option<(String, String, i32, bool)> {
+) -> Option<(String, String, Target)> {
     q(
         client,
-        "SELECT q.name::text, p.name, q.dedup_window_seconds, q.encryption_enabled
+        "SELECT q.name::text, p.name, q.dedup_window_seconds, q.encryption_enabled, q.max_size
            FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
           WHERE p.id = $1 AND q.tenant_id = $2",
         &[pid.into(), tenant.into()],
@@ -605,8 +597,12 @@ fn resolve_by_id(
         (
             col(&r, 1, "queues.name"),
             col(&r, 2, "log_partitions.name"),
-            col(&r, 3, "dedup_window_seconds"),
-            col(&r, 4, "encryption_enabled"),
+            Target {
+                pid,
+                window: col(&r, 3, "dedup_window_seconds"),
+                encrypts: col(&r, 4, "encryption_enabled"),
+                max_size: col(&r, 5, "queues.max_size"),
+            },
         )
     })
 }
@@ -624,7 +620,7 @@ fn log_push_at_v1(
     p_verified: Option<i64>,
     p_blob: Option<&[u8]>,
     p_window: default!(Option<i32>, "NULL"),
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let pid = required(p_partition_id, "p_partition_id");
     let (msg_count, hashes, blob) = (
@@ -635,10 +631,10 @@ fn log_push_at_v1(
     let checked = check_segment(msg_count, hashes, blob);
     let tenant = p_tenant.unwrap_or_else(default_tenant);
     jsonb(&Spi::connect_mut(|client| {
-        let Some((queue, partition, window, encrypts)) = resolve_by_id(client, tenant, pid) else {
+        let Some((queue, partition, t)) = resolve_by_id(client, tenant, pid) else {
             raise_q(format!("QPUSH unknown partition {pid}"));
         };
-        checked.require_sealed(&queue, encrypts);
+        checked.require_sealed(&queue, t.encrypts);
         let seg = SegmentIn {
             queue: &queue,
             partition: &partition,
@@ -648,7 +644,7 @@ fn log_push_at_v1(
             blob,
             tenant,
         };
-        push_resolved(client, pid, p_window.unwrap_or(window), &seg)
+        push_resolved(client, pid, p_window.unwrap_or(t.window), t.max_size, &seg)
     }))
 }
 
@@ -734,23 +730,23 @@ pub fn push_many(client: &mut SpiClient<'_>, segs: &[SegmentIn<'_>]) -> Vec<Push
         .collect();
     let targets = resolve_all(client, segs);
     for ((s, c), t) in segs.iter().zip(&checked).zip(&targets) {
-        c.require_sealed(s.queue, t.2);
+        c.require_sealed(s.queue, t.encrypts);
     }
     let mut tails: Vec<([u8; 16], Tail)> =
-        partition_lock_order(targets.iter().map(|t| *t.0.as_bytes()))
+        partition_lock_order(targets.iter().map(|t| *t.pid.as_bytes()))
             .into_iter()
             .map(|id| (id, lock_tail(client, Uuid::from_bytes(id), segs, &targets)))
             .collect();
     let verdicts = segs
         .iter()
         .zip(&targets)
-        .map(|(s, (pid, window, _))| {
+        .map(|(s, t)| {
             let tail = tails
                 .iter_mut()
-                .find(|(id, _)| id == pid.as_bytes())
+                .find(|(id, _)| id == t.pid.as_bytes())
                 .map(|(_, t)| t)
                 .expect("every target was locked");
-            push_to_tail(client, *pid, *window, s, tail)
+            push_to_tail(client, t.pid, t.window, s, tail)
         })
         .collect();
     for (id, tail) in &tails {
@@ -781,7 +777,7 @@ struct Tail {
     txns_start: i64,
     last_offset: i64,
     written: Option<pgrx::datum::TimestampWithTimeZone>,
-    /// Its queue has a `maxSize` (enforce_caps runs after the writes).
+    /// Its queue has a `maxSize` (enforce_caps runs after the writes), as resolved.
     capped: bool,
 }
 
@@ -793,11 +789,12 @@ fn lock_tail(
     segs: &[SegmentIn<'_>],
     targets: &[Target],
 ) -> Tail {
+    let capped = targets
+        .iter()
+        .any(|t| t.pid.as_bytes() == pid.as_bytes() && t.max_size > 0);
     q(
         client,
-        "SELECT txns_start, last_offset,
-                (SELECT q.max_size > 0 FROM queen.queues q WHERE q.id = queue_id)
-           FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
+        "SELECT txns_start, last_offset FROM queen.log_partitions WHERE id = $1 FOR NO KEY UPDATE",
         &[pid.into()],
     )
     .or_raise()
@@ -806,12 +803,12 @@ fn lock_tail(
         txns_start: col(&r, 1, "log_partitions.txns_start"),
         last_offset: col(&r, 2, "log_partitions.last_offset"),
         written: None,
-        capped: col(&r, 3, "queues.max_size > 0"),
+        capped,
     })
     .unwrap_or_else(|| {
         let seg = targets
             .iter()
-            .position(|t| t.0.as_bytes() == pid.as_bytes())
+            .position(|t| t.pid.as_bytes() == pid.as_bytes())
             .map(|i| &segs[i])
             .expect("a target of this push");
         retry_later(format!(

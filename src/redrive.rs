@@ -32,6 +32,8 @@ struct DlqRow {
     queue: String,
     partition: String,
     window: i32,
+    /// The queue's `maxSize` (0 = none), which the push back checks.
+    max_size: i32,
     group: String,
     offset: i64,
     txn: Option<String>,
@@ -90,7 +92,8 @@ fn lock_partition_rows(
     q(
         client,
         "SELECT d.id, d.partition_id, q.name, p.name, q.dedup_window_seconds, d.consumer_group,
-                d.\"offset\", d.transaction_id, d.payload::text, q.encryption_enabled
+                d.\"offset\", d.transaction_id, d.payload::text, q.encryption_enabled,
+                q.max_size
            FROM queen.log_dlq d
            JOIN queen.log_partitions p ON p.id = d.partition_id
            JOIN queen.queues q ON q.id = p.queue_id
@@ -106,6 +109,7 @@ fn lock_partition_rows(
         queue: col(&r, 3, "queues.name"),
         partition: col(&r, 4, "log_partitions.name"),
         window: col(&r, 5, "queues.dedup_window_seconds"),
+        max_size: col(&r, 11, "queues.max_size"),
         group: col(&r, 6, "log_dlq.consumer_group"),
         offset: col(&r, 7, "log_dlq.offset"),
         txn: r.get(8).or_raise(),
@@ -170,7 +174,7 @@ fn push_frames(
             blob: &blob,
             tenant,
         };
-        match push_resolved(client, row.pid, row.window, &seg) {
+        match push_resolved(client, row.pid, row.window, row.max_size, &seg) {
             PushVerdict::Queued { base_offset, .. } => {
                 for (k, &i) in todo.iter().enumerate() {
                     out[i] = Some(base_offset + k as i64);
@@ -321,7 +325,7 @@ fn row_result(id: &Uuid, row: Option<&DlqRow>, fate: Option<&Fate>) -> RedriveRo
 #[search_path(pg_catalog, pg_temp)]
 fn dlq_redrive_v1(
     p_ids: Option<Vec<Option<Uuid>>>,
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let ids: Vec<Uuid> = required(p_ids, "p_ids")
         .into_iter()

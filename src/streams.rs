@@ -173,7 +173,7 @@ fn register(client: &mut SpiClient<'_>, tenant: Uuid, r: &RegisterRequest) -> Va
 #[search_path(pg_catalog, pg_temp)]
 fn streams_register_query_v1(
     p: Option<JsonB>,
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let (merged, reqs) = requests::<RegisterRequest>(required(p, "p").0, "register");
     let tenant = p_tenant.unwrap_or_else(default_tenant);
@@ -226,7 +226,7 @@ fn state_get(client: &SpiClient<'_>, tenant: Uuid, r: &StateGetRequest) -> Value
 #[search_path(pg_catalog, pg_temp)]
 fn streams_state_get_v1(
     p: Option<JsonB>,
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let (merged, reqs) = requests::<StateGetRequest>(required(p, "p").0, "state_get");
     let tenant = p_tenant.unwrap_or_else(default_tenant);
@@ -590,7 +590,7 @@ fn cycle(client: &mut SpiClient<'_>, tenant: Uuid, r: &CycleRequest) -> CycleRes
 #[search_path(pg_catalog, pg_temp)]
 fn streams_cycle_request_v1(
     p: Option<JsonB>,
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let r: CycleRequest = serde_json::from_value(required(p, "p").0)
         .unwrap_or_else(|e| bad_param(format!("cycle: {e}")));

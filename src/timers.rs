@@ -70,7 +70,8 @@ fn schedule(client: &mut SpiClient<'_>, tenant: Uuid, op: &TimerOp) -> TimerResu
         provision(client, tenant, &op.queue, op.partition());
         resolve(client, tenant, &op.queue, op.partition(), None)
     });
-    let (Some((_, _, encrypts)), Some(queue)) = (target, find_queue(client, tenant, &op.queue))
+    let (Some(crate::push::Target { encrypts, .. }), Some(queue)) =
+        (target, find_queue(client, tenant, &op.queue))
     else {
         raise(
             PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -412,7 +413,7 @@ pub fn fire(client: &mut SpiClient<'_>, limit: i32) -> SweepReport {
 #[search_path(pg_catalog, pg_temp)]
 fn timers_apply_v1(
     p_ops: Option<JsonB>,
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let ops: Vec<TimerOp> = serde_json::from_value(required(p_ops, "p_ops").0)
         .unwrap_or_else(|e| bad_param(format!("QTIMER p_ops: {e}")));

@@ -212,7 +212,7 @@ fn record(client: &SpiClient<'_>, t: &TraceIn, tenant: Uuid) -> Value {
 #[search_path(pg_catalog, pg_temp)]
 fn record_trace_v1(
     p_data: Option<JsonB>,
-    p_tenant: default!(Option<Uuid>, "'00000000-0000-0000-0000-000000000001'"),
+    p_tenant: default!(Option<Uuid>, "queen.default_tenant()"),
 ) -> JsonB {
     let t = parse(&required(p_data, "p_data").0);
     let tenant = required(p_tenant, "p_tenant");

@@ -185,10 +185,12 @@ for script in sql/install/queen_ack--*.sql; do
         "$([ "$v" = 0.1.0 ] && echo '$libdir/queen_ack' || echo "queen_ack-$v")"
     # The current library, called with V's SQL (its push as the fresh install defines it,
     # under another name), refuses it with 55000 and changes nothing: new code never runs
-    # against an older schema.
+    # against an older schema. (Its p_tenant default names queen.default_tenant(), which V
+    # may not have: the copy defaults to NULL, the refusal comes before any argument.)
     { psql_db queen_fresh -c "SELECT pg_get_functiondef(oid) FROM pg_proc
                                WHERE oid = 'queen.push'::regproc"
-      echo ';'; } | sed 's/FUNCTION queen\.push(/FUNCTION pg_temp.new_push(/' >"$WORK/$db.new_push.sql"
+      echo ';'; } | sed -e 's/FUNCTION queen\.push(/FUNCTION pg_temp.new_push(/' \
+                        -e 's/DEFAULT queen\.default_tenant()/DEFAULT NULL/' >"$WORK/$db.new_push.sql"
     check "${tag}_sql_is_refused_by_the_new_library_until_updated" \
         "$(psql_db "$db" -f "$WORK/$db.new_push.sql" -c "SELECT pg_temp.new_push('x', '[1]')" 2>&1 | grep -o 'run ALTER EXTENSION queen_ack UPDATE')|$(psql_db "$db" -c "SELECT count(*) FROM queen.queues WHERE name = 'x'")" \
         "run ALTER EXTENSION queen_ack UPDATE|0"

@@ -20,3 +20,12 @@ ALTER TABLE queen.consumer_groups_metadata ADD COLUMN conflation bool NOT NULL D
 DROP FUNCTION IF EXISTS queen.broker_pop_v1(uuid, text, text, text, int, int, text, bool, text, text, int);
 -- The consumer-group view's records gain the policy (a new result type).
 DROP FUNCTION IF EXISTS queen.subscriptions_v1(uuid);
+
+-- The default tenant has one SQL owner, queen.default_tenant() (sql/bootstrap.sql), which
+-- the tables' defaults now call. No function of 0.3.0 exists yet when this file runs, so
+-- it is declared here without its value (same signature and result): the replay of the
+-- install script that follows, in the same transaction, gives it the body, volatility
+-- and grants of sql/bootstrap.sql. A default refers to the function, not to its body.
+CREATE FUNCTION queen.default_tenant() RETURNS uuid LANGUAGE sql AS $$ SELECT NULL::uuid $$;
+ALTER TABLE queen.queues ALTER COLUMN tenant_id SET DEFAULT queen.default_tenant();
+ALTER TABLE queen.consumer_groups_metadata ALTER COLUMN tenant_id SET DEFAULT queen.default_tenant();

@@ -17,6 +17,35 @@ fn schema_has_contract_defaults() {
     assert_eq!(text_of("SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'queen.log_segments'::regclass AND attname = 'blob'").unwrap(), "e");
 }
 
+/// One default tenant: SQL's owner, queen.default_tenant(), is the Rust side's
+/// (queen_log::conventions::DEFAULT_TENANT), and every SQL default calls it: the tables'
+/// column defaults and every function's `p_tenant` (SQL and #[pg_extern] alike) name the
+/// function, none spells the literal itself.
+#[pg_test]
+fn default_tenant_has_one_owner() {
+    assert_eq!(
+        text_of("SELECT queen.default_tenant()::text").unwrap(),
+        queen_log::conventions::DEFAULT_TENANT.to_string()
+    );
+    assert_eq!(text_of("SELECT provolatile::text || proparallel::text FROM pg_proc WHERE oid = 'queen.default_tenant()'::regprocedure").unwrap(), "is");
+    // Column defaults: both tenant columns call it.
+    assert_eq!(i64_of("SELECT count(*) FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+                        WHERE a.attname = 'tenant_id' AND d.adrelid::regclass::text LIKE 'queen.%'
+                          AND pg_get_expr(d.adbin, d.adrelid) = 'queen.default_tenant()'"), 2);
+    // No default anywhere in the schema spells the uuid itself.
+    assert_eq!(i64_of("SELECT count(*) FROM pg_attrdef d WHERE d.adrelid::regclass::text LIKE 'queen.%'
+                          AND pg_get_expr(d.adbin, d.adrelid) LIKE '%00000000-0000-0000-0000-00000000000%'"), 0);
+    assert_eq!(i64_of("SELECT count(*) FROM pg_proc WHERE pronamespace = 'queen'::regnamespace
+                          AND pg_get_function_arguments(oid) LIKE '%00000000-0000-0000-0000-00000000000%'"), 0);
+    // ... and every p_tenant with a default (SQL functions and #[pg_extern]s) calls it.
+    assert!(i64_of("SELECT count(*) FROM pg_proc WHERE pronamespace = 'queen'::regnamespace
+                       AND pg_get_function_arguments(oid) LIKE '%p_tenant uuid DEFAULT queen.default_tenant()%'") >= 40);
+    // A push naming no tenant lands in it.
+    push_n("dt", "Default", "t", 1);
+    assert_eq!(text_of("SELECT tenant_id::text FROM queen.queues WHERE name = 'dt'").unwrap(),
+               queen_log::conventions::DEFAULT_TENANT.to_string());
+}
+
 #[pg_test]
 fn push_auto_creates_queue_and_partition_with_namespace_task() {
     let r = push_n("orders.eu", "p1", "t", 2);

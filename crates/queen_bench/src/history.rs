@@ -149,7 +149,7 @@ async fn store_size(db: &Client, sec: &mut Section) -> BResult<()> {
           FROM generate_series(1, 1440) m, LATERAL (SELECT now() - m * interval '1 minute' AS t) x;
         INSERT INTO hq SELECT date_trunc('minute', now()) - m * interval '1 minute',
                ('00000000-0000-4000-8000-' || lpad(q::text, 12, '0'))::uuid,
-               '00000000-0000-0000-0000-000000000001', 'bench_queue_' || q, NULL, NULL,
+               queen.default_tenant(), 'bench_queue_' || q, NULL, NULL,
                10, 2, 5000, 1000000 + m * 600, 995000 + m * 600, 5000, 12, 0, 0, 3, 3, 30
           FROM generate_series(1, 1440) m, generate_series(1, 10) q;
         INSERT INTO hl SELECT now() - m * interval '1 minute', 600, 0, 0, 6, 600, 12.5

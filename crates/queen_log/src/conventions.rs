@@ -9,11 +9,9 @@ use uuid::Uuid;
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
 
 /// The tenant of every call that names none (and of every request while tenancy is off).
-/// The SQL signatures spell it as the literal [`DEFAULT_TENANT_TEXT`].
+/// SQL's one spelling of it is `queen.default_tenant()` (sql/bootstrap.sql), which every
+/// SQL default calls; a #[pg_test] checks the two agree.
 pub const DEFAULT_TENANT: Uuid = Uuid::from_u128(1);
-
-/// [`DEFAULT_TENANT`] as the SQL defaults write it.
-pub const DEFAULT_TENANT_TEXT: &str = "00000000-0000-0000-0000-000000000001";
 
 /// A queue's lease time when its row has none (`queues.lease_time` NULL).
 pub const DEFAULT_LEASE_SECONDS: i32 = 60;
@@ -42,8 +40,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_tenant_text_is_the_default_tenant() {
-        assert_eq!(DEFAULT_TENANT.to_string(), DEFAULT_TENANT_TEXT);
+    fn default_tenant_is_spelled_as_the_contract_says() {
+        // docs/contract.md, conventions.
+        assert_eq!(
+            DEFAULT_TENANT.to_string(),
+            "00000000-0000-0000-0000-000000000001"
+        );
     }
 
     #[test]

@@ -122,9 +122,59 @@ pub fn purge_keep_seconds(dedup_window: i64, completed_retention: i64) -> i64 {
     dedup_window.max(completed_retention).max(900)
 }
 
+/// A queue's message expiry in seconds (docs/decisions.md, "Queue options"): `ttl`, or
+/// `maxWaitTimeSeconds` when that is shorter, so a group that starts reading after the
+/// maintenance step ran is not served what waited too long either; 0 when neither is set.
+pub fn expiry_seconds(ttl: i32, max_wait: i32) -> i32 {
+    [ttl, max_wait]
+        .into_iter()
+        .filter(|s| *s > 0)
+        .min()
+        .unwrap_or(0)
+}
+
+/// The expiry rule, the one both halves apply: at `now_us`, a message created before the
+/// returned cutoff has waited longer than `seconds` (`ttl`, `maxWaitTimeSeconds`); one
+/// created at or after it has not. None when `seconds` is 0 or less (no expiry). The pop
+/// moves a cursor past what is older (pop's expiry), run_maintenance's plan
+/// (`queen.expired_v1`) picks the partitions where the slowest group's next message is.
+pub fn expiry_cutoff(now_us: i64, seconds: i32) -> Option<i64> {
+    (seconds > 0).then(|| now_us.saturating_sub(i64::from(seconds).saturating_mul(1_000_000)))
+}
+
+/// Whether a message created at `created_us` has expired at `now_us` ([`expiry_cutoff`]).
+pub fn expired(created_us: i64, now_us: i64, seconds: i32) -> bool {
+    expiry_cutoff(now_us, seconds).is_some_and(|cutoff| created_us < cutoff)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expiry_is_the_shorter_of_ttl_and_max_wait_and_zero_is_off() {
+        assert_eq!(expiry_seconds(0, 0), 0);
+        assert_eq!(expiry_seconds(60, 0), 60);
+        assert_eq!(expiry_seconds(0, 30), 30);
+        assert_eq!(expiry_seconds(60, 30), 30);
+        assert_eq!(expiry_seconds(20, 30), 20);
+        assert_eq!(expiry_seconds(-1, 30), 30);
+    }
+
+    #[test]
+    fn expired_strictly_before_the_cutoff() {
+        let now = 100_000_000;
+        assert_eq!(expiry_cutoff(now, 0), None);
+        assert_eq!(expiry_cutoff(now, 10), Some(90_000_000));
+        assert!(expired(89_999_999, now, 10));
+        assert!(
+            !expired(90_000_000, now, 10),
+            "exactly `seconds` old is not expired"
+        );
+        assert!(!expired(0, now, 0), "0 seconds: nothing expires");
+        assert!(!expired(0, now, -5));
+        assert_eq!(expiry_cutoff(i64::MIN + 1, i32::MAX), Some(i64::MIN));
+    }
 
     fn segs(v: &[(i64, i64, i64)]) -> Vec<SegmentAge> {
         v.iter()

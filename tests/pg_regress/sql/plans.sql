@@ -75,6 +75,27 @@ SELECT regexp_replace(left(query, 50), '\s+', ' ', 'g') AS statement, calls, pla
    -- same text: PostgreSQL 18 counts them here, 15 and 17 do not).
    AND query NOT LIKE 'SELECT 1 FROM ONLY %FOR KEY SHARE OF x'
  ORDER BY 1;
+-- plans::a_capped_push_reads_its_queue_twice: a push into a queue with a maxSize reads
+-- the queue's row with the partition it resolves (dedup window, encryption, maxSize) and
+-- once more in the statement that locks the queue for its maxSize check, whose count
+-- reads the partitions only; the allocation and the multi-push's tail lock read no queue.
+-- 10 single pushes and 10 multi-pushes (the transaction wire's path).
+SELECT queen.configure_queue_v1('plans_cap', NULL, NULL, '{"maxSize": 1000, "dedupWindowSeconds": 0}') IS NOT NULL AS configured;
+SELECT queen.push('plans_cap', '[0]', NULL, 'c') IS NOT NULL AS created;
+CREATE TEMP TABLE cap_seg AS
+SELECT s.blob, t.hashes FROM queen.log_segments s
+  JOIN queen.log_txns t ON t.partition_id = s.partition_id AND t.base_offset = s.base_offset
+  JOIN queen.partition_names n ON n.id = s.partition_id WHERE n.name = 'c';
+SELECT pg_stat_statements_reset() IS NOT NULL AS reset;
+SELECT count(queen.push('plans_cap', jsonb_build_array(i), NULL, 'c')) AS single,
+       count(queen.log_push_multi_v1(ARRAY['plans_cap'], ARRAY['c'], ARRAY[1], ARRAY[c.hashes],
+                                     ARRAY[-1::bigint], ARRAY[c.blob])) AS multi
+  FROM generate_series(1, 10) i, cap_seg c;
+SELECT regexp_replace(left(query, 60), '\s+', ' ', 'g') AS reads_queues, calls
+  FROM pg_stat_statements
+ WHERE NOT toplevel AND calls >= 10 AND query ~ 'queen\.queues'
+   AND NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
+ ORDER BY 1;
 SELECT sum(c.total_consumed) AS consumed FROM queen.consumer_lag c WHERE c.queue = 'plans';
 SELECT count(*) AS pushed FROM queen.log_segments s
   JOIN queen.partition_names n ON n.id = s.partition_id WHERE n.name = 'd';

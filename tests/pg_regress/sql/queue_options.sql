@@ -106,6 +106,14 @@ SELECT queen.push('mw2', '[3]', ARRAY['w3'])->>'status' AS pushed;
 SELECT r_transaction_id FROM queen.pop('mw2', p_batch => 10, p_lease_seconds => 30);
 SELECT consumer_group, evicted FROM queen.consumer_lag WHERE queue = 'mw2';
 
+-- options::expiry_rule: the rule both halves apply (queen_log::lifecycle::expired):
+-- older than the seconds expires, younger does not; 0 seconds is off; no message, false.
+-- run_maintenance's plan calls it as queen.expired_v1; the pop's expiry in Rust.
+SELECT queen.expired_v1(clock_timestamp() - interval '61 s', 60) AS older,
+       queen.expired_v1(clock_timestamp() - interval '59 s', 60) AS younger,
+       queen.expired_v1(clock_timestamp() - interval '1 day', 0) AS off,
+       queen.expired_v1(NULL, 60) AS no_message;
+
 -- options::max_size: a push that would leave more unconsumed messages than maxSize is
 -- 54000 QFULL and writes nothing; consuming makes room.
 SELECT queen.configure_queue_v1('cap', NULL, NULL, '{"maxSize":3}') IS NOT NULL AS configured;
