@@ -91,11 +91,10 @@ SELECT count(queen.push('plans_cap', jsonb_build_array(i), NULL, 'c')) AS single
        count(queen.log_push_multi_v1(ARRAY['plans_cap'], ARRAY['c'], ARRAY[1], ARRAY[c.hashes],
                                      ARRAY[-1::bigint], ARRAY[c.blob])) AS multi
   FROM generate_series(1, 10) i, cap_seg c;
-SELECT regexp_replace(left(query, 60), '\s+', ' ', 'g') AS reads_queues, calls
-  FROM pg_stat_statements
- WHERE NOT toplevel AND calls >= 10 AND query ~ 'queen\.queues'
-   AND NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
- ORDER BY 1;
+-- (On Citus they run distributed and are counted on the workers: true there.)
+SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
+       OR (SELECT count(*) = 2 AND min(calls) = 20 FROM pg_stat_statements
+            WHERE NOT toplevel AND calls >= 10 AND query ~ 'queen\.queues') AS two_statements_read_queues;
 SELECT sum(c.total_consumed) AS consumed FROM queen.consumer_lag c WHERE c.queue = 'plans';
 SELECT count(*) AS pushed FROM queen.log_segments s
   JOIN queen.partition_names n ON n.id = s.partition_id WHERE n.name = 'd';
