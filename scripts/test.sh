@@ -47,14 +47,18 @@ summary() {
     passed=$(echo "$results" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
     failed=$(echo "$results" | grep -oE '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
     if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+    # Where the time went, the slowest suites first (target/test-logs/seconds).
+    echo "=== seconds per suite: $(sort -k2 -rn "$LOG_DIR/seconds" 2>/dev/null | head -12 | tr '\n' ' ')"
     echo "${passed} passed, ${failed} failed"
     exit "$status"
 }
 run_suite() { # name, command...
     local name=$1; shift
     echo "=== $name: $*"
+    local started=$SECONDS
     "$@" 2>&1 | tee "$LOG_DIR/$name.log"
     local rc=${PIPESTATUS[0]}
+    echo "$name $((SECONDS - started))" >>"$LOG_DIR/seconds"
     [ "$rc" -eq 0 ] || { echo "=== $name FAILED (exit $rc)"; status=1; }
 }
 # A suite that mostly waits (on a cluster of its own) runs beside the next ones: its log
