@@ -1,6 +1,6 @@
 //! `queen-bench`: the benchmark harness of queen_ack.
 //!
-//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11,12,13]
+//!     queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11,12,13,14]
 //!                 [--cells CxB,...]
 //!
 //! Sections (bench/README.md): 1 SQL ack paths at shallow vs deep sidecar history,
@@ -9,7 +9,8 @@
 //! 7 binary push bodies vs JSON, 8 timer delivery lateness, 9 key/value, locks and
 //! transaction riders, 10 ephemeral queues against durable ones, 11 stream cycles against
 //! the separate calls they replace, 12 pushes through the push spool against direct ones,
-//! 13 the sampled history: its cost, its size and its routes.
+//! 13 the sampled history: its cost, its size and its routes, 14 queen-broker against
+//! Queen MQ's own C++ server.
 //! Writes `report.md` and SVG charts into the results folder (default results/bench),
 //! rewriting the report after every section; progress lines go to stderr.
 
@@ -31,6 +32,7 @@ mod sql_paths;
 mod streams;
 mod svg;
 mod timer_lateness;
+mod versus_queen;
 mod wire;
 
 use std::path::{Path, PathBuf};
@@ -39,7 +41,7 @@ use std::time::Instant;
 use common::{connect, install_helpers, progress, workspace_root, BResult, Ctx};
 use report::Section;
 
-const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11,12,13] [--cells CxB,...]";
+const USAGE: &str = "usage: queen-bench --database-url URL [--quick] [--out DIR] [--log-dir DIR] [--broker-bin PATH] [--sections 1,2,3,4,5,6,7,8,9,10,11,12,13,14] [--cells CxB,...]";
 
 struct Args {
     database_url: String,
@@ -59,7 +61,7 @@ fn parse_args() -> Result<Args, String> {
         out: PathBuf::new(),
         logs: PathBuf::new(),
         broker_bin: None,
-        sections: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
+        sections: vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14],
         cells: None,
     };
     let mut out = None;
@@ -84,9 +86,9 @@ fn parse_args() -> Result<Args, String> {
             "--sections" => {
                 a.sections = value("--sections")?
                     .split(',')
-                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=13).contains(n)))
+                    .map(|s| s.trim().parse::<u8>().ok().filter(|n| (1..=14).contains(n)))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("--sections takes numbers 1-13\n{USAGE}"))?
+                    .ok_or_else(|| format!("--sections takes numbers 1-14\n{USAGE}"))?
             }
             "--cells" => a.cells = Some(parse_cells(&value("--cells")?)?),
             "-h" | "--help" => {
@@ -333,6 +335,7 @@ async fn run(args: Args) -> BResult<()> {
             11 => streams::run(&ctx, &db).await,
             12 => spool::run(&ctx, &db).await,
             13 => history::run(&ctx, &db).await,
+            14 => versus_queen::run(&ctx, &db).await,
             _ => scaling::run(&ctx, &db, &mut fixtures).await,
         };
         let mut sec = r.unwrap_or_else(|e| {

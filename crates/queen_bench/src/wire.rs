@@ -70,3 +70,23 @@ pub struct AckItem<'a> {
 pub struct Acked {
     pub success: bool,
 }
+
+/// A queue-level pop answer as both Queen's server and the broker give it (section 14):
+/// Queen names the partition once per answer (`partitionId`, and `leaseId` "" under
+/// autoAck), the broker on every message as well; an empty pop is 204 from either (Queen:
+/// with a body) or 200 with no messages.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct VsPopped {
+    pub lease_id: Option<String>,
+    pub partition_id: Option<String>,
+    #[serde(default)]
+    pub messages: Vec<VsMsg>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VsMsg {
+    pub transaction_id: String,
+    pub partition_id: Option<String>,
+}
