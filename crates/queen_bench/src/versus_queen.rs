@@ -769,3 +769,63 @@ fn table_rows(runs: &Runs) -> Vec<Vec<String>> {
     }
     rows
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(rate: f64, empty: u64, pops: u64, drained: bool) -> CellOut {
+        CellOut {
+            rate,
+            lat: Summary::of(&[1.0, 2.0, 3.0]),
+            pops,
+            empty_ready: empty,
+            cpu: Spent {
+                generator: 0.1,
+                broker: 0.2,
+                postgres: 0.4,
+                wall: 1.0,
+            },
+            msgs: 1000,
+            drained,
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn rows_take_medians_per_server_and_mark_drained_cells() {
+        let runs: Runs = vec![
+            ((0, Kind::Consume, 10), out(1000.0, 1, 100, false)),
+            ((1, Kind::Consume, 10), out(3000.0, 0, 100, true)),
+            ((0, Kind::Consume, 10), out(2000.0, 1, 100, false)),
+            ((1, Kind::Consume, 10), out(5000.0, 0, 100, false)),
+        ];
+        let rows = table_rows(&runs);
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(r[0], "consume (pop + ack/batch)");
+        assert_eq!((r[2].as_str(), r[3].as_str()), ("1,500", "4,000*"));
+        assert_eq!(r[4], "2.67×");
+        assert_eq!(r[7], "200 / 200"); // server µs per message
+        assert_eq!(r[10], "2 (1.0 %) / 0 (0.0 %)");
+    }
+
+    #[test]
+    fn both_pop_answers_read_through_one_type() {
+        // Queen: the partition once per answer, leaseId "" under autoAck.
+        let q: VsPopped = serde_json::from_str(
+            r#"{"success":true,"queue":"q","partition":"p1","partitionId":"pid","leaseId":"",
+                "consumerGroup":"__QUEUE_MODE__","messages":[{"id":"m","transactionId":"t",
+                "traceId":null,"data":{"a":1},"producerSub":null,"createdAt":"x"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(q.partition_id.as_deref(), Some("pid"));
+        assert_eq!(q.messages[0].partition_id, None);
+        // Queen's empty pop as BUILD.md saw it.
+        let e: VsPopped = serde_json::from_str(
+            r#"{"error":"no_available_partition","messages":[],"success":false}"#,
+        )
+        .unwrap();
+        assert!(e.messages.is_empty());
+    }
+}
