@@ -64,6 +64,8 @@ struct Target {
     base: String,
     pid: u32,
     http: reqwest::Client,
+    /// The cluster's postmaster, whose processes are PostgreSQL's share of the CPU.
+    postmaster: Option<u32>,
 }
 
 /// Queen's server as a child process, started from its `server/` folder (it installs its
@@ -79,7 +81,12 @@ fn free_port() -> BResult<u16> {
 }
 
 impl QueenServer {
-    async fn start(bin: &Path, cfg: &tokio_postgres::Config, log: &Path) -> BResult<Self> {
+    async fn start(
+        bin: &Path,
+        cfg: &tokio_postgres::Config,
+        log: &Path,
+        postmaster: Option<u32>,
+    ) -> BResult<Self> {
         let host = match cfg.get_hosts().first() {
             Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
             _ => "127.0.0.1".into(),
@@ -124,6 +131,7 @@ impl QueenServer {
                 base: format!("http://127.0.0.1:{port}"),
                 pid,
                 http: http_client()?,
+                postmaster,
             },
         };
         let t = Instant::now();
@@ -465,7 +473,7 @@ async fn cell(
         let n = fill(t, queue, (guess * secs * 1.3) as u64).await?;
         shared.pushed.store(n, Ordering::Relaxed);
     }
-    let account = Account::start(t.pid);
+    let account = Account::start_in(t.pid, t.postmaster);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
     let pusher_task = |k: usize, stride: usize| {
@@ -600,11 +608,16 @@ const SERVERS: [&str; 2] = ["Queen's server", "queen-broker"];
 
 /// Drops and creates Queen's database on the broker's cluster.
 async fn fresh_queen_db(db: &Client) -> BResult<()> {
-    db.batch_execute(&format!(
-        "DROP DATABASE IF EXISTS {QUEEN_DB} WITH (FORCE); CREATE DATABASE {QUEEN_DB}"
-    ))
-    .await
-    .map_err(|e| format!("creating {QUEEN_DB}: {}", to_s(&e)))
+    // Two statements: DROP DATABASE refuses the implicit transaction of a multi-statement query.
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {QUEEN_DB} WITH (FORCE)"),
+        format!("CREATE DATABASE {QUEEN_DB}"),
+    ] {
+        db.batch_execute(&sql)
+            .await
+            .map_err(|e| format!("creating {QUEEN_DB}: {}", to_s(&e)))?;
+    }
+    Ok(())
 }
 
 pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
@@ -624,13 +637,14 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
     }
     let cfg: tokio_postgres::Config = ctx.database_url.parse().map_err(to_s)?;
     fresh_queen_db(db).await?;
+    let postmaster = crate::cpu::postmaster_of(db).await;
     let secs = ctx.pick(2.0, 8.0);
     let mut runs: Runs = Vec::new();
     let mut result = Ok(());
     for round in 0..ROUNDS {
         let r = async {
             let log = ctx.logs.join(format!("queen-server-{round}.log"));
-            let q = QueenServer::start(&bin, &cfg, &log).await?;
+            let q = QueenServer::start(&bin, &cfg, &log, postmaster).await?;
             let r = all_cells(ctx, &q.target, 0, round, secs, &mut runs).await;
             q.stop().await;
             r?;
@@ -640,6 +654,7 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
                 base: b.base.clone(),
                 pid: b.pid,
                 http: b.http.clone(),
+                postmaster,
             };
             let r = all_cells(ctx, &t, 1, round, secs, &mut runs).await;
             b.stop().await;
@@ -674,8 +689,8 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
          over the time it took. **end to end**: {h} producers push batches of B while {h} \
          consumers long-poll pop (`wait=true`, 500 ms) and ack, on a fresh queue; consumed/s. \
          Latency: every request of the cell (push, pop and ack alike), client-side. CPU: \
-         utime + stime from /proc of the server process, of every `postgres` process on the \
-         machine and of the bench process, per message counted. Empty pops: pops answering \
+         utime + stime from /proc of the server process, of the cluster (its postmaster, \
+         the children it reaped and its live children) and of the bench process, per message counted. Empty pops: pops answering \
          no message while more were ready than every other consumer's pop in flight could \
          have taken (a lower bound), of all pops.",
         "source github.com/queen-mq/queen ab23212",
