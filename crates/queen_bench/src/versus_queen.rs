@@ -170,12 +170,43 @@ impl QueenServer {
     }
 }
 
-/// Counters every task of a cell shares: messages the queue was given and messages pops
-/// handed out, both counted when the answer arrives.
-#[derive(Default)]
+/// Counters every task of a cell shares, per partition: messages the queue was given and
+/// messages pops handed out, both counted when the answer arrives.
 struct Shared {
-    pushed: AtomicU64,
-    delivered: AtomicU64,
+    pushed: Vec<AtomicU64>,
+    delivered: Vec<AtomicU64>,
+}
+
+impl Shared {
+    fn new() -> Arc<Self> {
+        let zeros = || (0..PARTITIONS).map(|_| AtomicU64::new(0)).collect();
+        Arc::new(Shared {
+            pushed: zeros(),
+            delivered: zeros(),
+        })
+    }
+
+    fn total(v: &[AtomicU64]) -> u64 {
+        v.iter().map(|x| x.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Partitions holding messages no pop has handed out yet.
+    fn ready_partitions(&self) -> usize {
+        self.pushed
+            .iter()
+            .zip(&self.delivered)
+            .filter(|(p, d)| p.load(Ordering::Relaxed) > d.load(Ordering::Relaxed))
+            .count()
+    }
+}
+
+/// The index of a bench partition `p<i>`.
+fn partition_index(name: Option<&str>) -> Option<usize> {
+    name?
+        .strip_prefix('p')?
+        .parse()
+        .ok()
+        .filter(|i| *i < PARTITIONS)
 }
 
 /// What one connection did in a cell.
@@ -220,7 +251,8 @@ async fn pusher(
     let mut part = k;
     let mut sent = 0u64;
     while Instant::now() < deadline && out.errors.len() < 5 && limit.is_none_or(|l| sent < l) {
-        let partition = format!("p{}", part % PARTITIONS);
+        let index = part % PARTITIONS;
+        let partition = format!("p{index}");
         part += stride;
         let items = (0..batch)
             .map(|_| crate::wire::PushItem {
@@ -258,7 +290,7 @@ async fn pusher(
                     out.err(format!("push: {} of {batch} queued", queued));
                 }
                 out.msgs += queued;
-                shared.pushed.fetch_add(queued, Ordering::Relaxed);
+                shared.pushed[index].fetch_add(queued, Ordering::Relaxed);
             }
             Err(e) => out.err(e),
         }
@@ -269,9 +301,10 @@ async fn pusher(
 
 /// Pops batches from the queue (queue-level pop: the server picks the partition) and, when
 /// `ack`, acks each in full with one `/ack/batch`, until the deadline or, with `drain`,
-/// until every pushed message was delivered. An empty answer counts as an empty pop
-/// "while ready" when the counters say more messages were ready than every other
-/// consumer's pop in flight could have taken ((consumers − 1) × batch): a lower bound.
+/// until every pushed message was delivered. Both servers hand a partition to one pop at
+/// a time, so an empty answer counts as an empty pop "while ready" when the counters say
+/// at least `consumers` partitions held undelivered messages: every other consumer's pop
+/// in flight holds one at most, so one was free. A lower bound.
 #[allow(clippy::too_many_arguments)]
 async fn popper(
     http: reqwest::Client,
@@ -292,7 +325,6 @@ async fn popper(
         !ack
     );
     let ack_url = format!("{base}/api/v1/ack/batch");
-    let slack = ((consumers - 1) * batch) as u64;
     while Instant::now() < deadline && out.errors.len() < 5 {
         let t = Instant::now();
         let r = match http.get(&url).send().await {
@@ -328,20 +360,24 @@ async fn popper(
             }
         };
         let n = popped.messages.len() as u64;
+        let drained = || Shared::total(&shared.delivered) >= Shared::total(&shared.pushed);
         if n == 0 {
-            let (pushed, delivered) = (
-                shared.pushed.load(Ordering::Relaxed),
-                shared.delivered.load(Ordering::Relaxed),
-            );
-            if pushed.saturating_sub(delivered) > slack {
+            if shared.ready_partitions() >= consumers {
                 out.empty_ready += 1;
             }
-            if drain && delivered >= pushed {
+            if drain && drained() {
                 break;
             }
             continue;
         }
-        let delivered = shared.delivered.fetch_add(n, Ordering::Relaxed) + n;
+        let Some(index) = partition_index(popped.partition.as_deref()) else {
+            out.err(format!(
+                "pop: no bench partition named: {:?}",
+                popped.partition
+            ));
+            continue;
+        };
+        shared.delivered[index].fetch_add(n, Ordering::Relaxed);
         if !ack {
             out.msgs += n;
         } else {
@@ -392,7 +428,7 @@ async fn popper(
                 Err(e) => out.err(e),
             }
         }
-        if drain && delivered >= shared.pushed.load(Ordering::Relaxed) {
+        if drain && drained() {
             break;
         }
     }
@@ -414,8 +450,13 @@ struct CellOut {
 }
 
 /// Messages per second a consume cell of this batch size is filled for when no earlier
-/// round measured it (then 1.3 × the last rate): a cell that runs dry measures over the
+/// round measured it (then [`FILL`] × the last rate): a cell that runs dry measures over the
 /// time it took, a generous fill costs only fill time.
+/// How many cell-lengths of the expected rate a consume cell is filled with: enough that
+/// the cell ends before the queue runs dry, whose last messages sit in fewer partitions
+/// than there are consumers (pops must then come back empty).
+const FILL: f64 = 2.0;
+
 fn first_guess(batch: usize) -> f64 {
     match batch {
         1 => 3_000.0,
@@ -434,8 +475,7 @@ async fn join(tasks: Vec<tokio::task::JoinHandle<TaskOut>>) -> BResult<Vec<TaskO
 
 /// Fills a fresh queue with `n` messages through the server's own push (batch 100 over
 /// every partition, 16 connections; not timed).
-async fn fill(t: &Target, queue: &str, n: u64) -> BResult<u64> {
-    let shared = Arc::new(Shared::default());
+async fn fill(t: &Target, queue: &str, n: u64, shared: &Arc<Shared>) -> BResult<()> {
     let per = n.div_ceil(CONNECTIONS as u64);
     let far = Instant::now() + Duration::from_secs(600);
     let tasks = (0..CONNECTIONS)
@@ -457,7 +497,7 @@ async fn fill(t: &Target, queue: &str, n: u64) -> BResult<u64> {
     if let Some(e) = outs.iter().flat_map(|o| &o.errors).next() {
         return Err(format!("fill {queue}: {e}"));
     }
-    Ok(shared.pushed.load(Ordering::Relaxed))
+    Ok(())
 }
 
 async fn cell(
@@ -468,10 +508,9 @@ async fn cell(
     queue: &str,
     guess: f64,
 ) -> BResult<CellOut> {
-    let shared = Arc::new(Shared::default());
+    let shared = Shared::new();
     if matches!(kind, Kind::Consume | Kind::AutoAck) {
-        let n = fill(t, queue, (guess * secs * 1.3) as u64).await?;
-        shared.pushed.store(n, Ordering::Relaxed);
+        fill(t, queue, (guess * secs * FILL) as u64, &shared).await?;
     }
     let account = Account::start_in(t.pid, t.postmaster);
     let start = Instant::now();
@@ -690,9 +729,10 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
          consumers long-poll pop (`wait=true`, 500 ms) and ack, on a fresh queue; consumed/s. \
          Latency: every request of the cell (push, pop and ack alike), client-side. CPU: \
          utime + stime from /proc of the server process, of the cluster (its postmaster, \
-         the children it reaped and its live children) and of the bench process, per message counted. Empty pops: pops answering \
-         no message while more were ready than every other consumer's pop in flight could \
-         have taken (a lower bound), of all pops.",
+         the children it reaped and its live children) and of the bench process, per \
+         message counted. Empty pops: pops answering no message while at least as many partitions held undelivered messages as there \
+         are consumers (each pop holds one partition, so one was free; a lower bound), of \
+         all pops.",
         "source github.com/queen-mq/queen ab23212",
         PAYLOAD.len(),
         h = CONNECTIONS / 2,
@@ -835,6 +875,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(q.partition_id.as_deref(), Some("pid"));
+        assert_eq!(partition_index(q.partition.as_deref()), Some(1));
         assert_eq!(q.messages[0].partition_id, None);
         // Queen's empty pop as BUILD.md saw it.
         let e: VsPopped = serde_json::from_str(
@@ -842,5 +883,6 @@ mod tests {
         )
         .unwrap();
         assert!(e.messages.is_empty());
+        assert_eq!(partition_index(Some("p100")), None);
     }
 }

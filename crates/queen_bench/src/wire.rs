@@ -78,6 +78,8 @@ pub struct Acked {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct VsPopped {
+    /// The partition's name (both servers serve one partition per pop here).
+    pub partition: Option<String>,
     pub lease_id: Option<String>,
     pub partition_id: Option<String>,
     #[serde(default)]
