@@ -74,21 +74,8 @@ impl Broker {
             base: format!("http://127.0.0.1:{port}"),
             http: http_client()?,
         };
-        let t = Instant::now();
-        loop {
-            if let Ok(r) = b.http.get(format!("{}/health", b.base)).send().await {
-                if r.status().is_success() {
-                    return Ok(b);
-                }
-            }
-            if t.elapsed() > Duration::from_secs(20) {
-                return Err(format!(
-                    "broker did not become healthy in 20 s (log: {})",
-                    log.display()
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_healthy(&b.http, &b.base, 20, log).await?;
+        Ok(b)
     }
 
     /// A `/proc/<pid>/status` field in kB (VmRSS, VmHWM).
@@ -111,17 +98,46 @@ impl Broker {
     }
 
     /// SIGTERM (graceful drain), then SIGKILL after 10 s.
-    pub async fn stop(mut self) {
-        let _ = std::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(self.pid.to_string())
-            .status();
-        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
+    pub async fn stop(self) {
+        stop_child(self.child, self.pid).await;
+    }
+}
+
+/// Waits until a server answers `GET /health` with success, for `secs` at most.
+pub async fn wait_healthy(
+    http: &reqwest::Client,
+    base: &str,
+    secs: u64,
+    log: &Path,
+) -> BResult<()> {
+    let t = Instant::now();
+    loop {
+        if let Ok(r) = http.get(format!("{base}/health")).send().await {
+            if r.status().is_success() {
+                return Ok(());
+            }
         }
+        if t.elapsed() > Duration::from_secs(secs) {
+            return Err(format!(
+                "{base} did not become healthy in {secs} s (log: {})",
+                log.display()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// SIGTERM (graceful drain), then SIGKILL after 10 s.
+pub async fn stop_child(mut child: Child, pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
+    if tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 use tokio_postgres::Client;
 
-use crate::broker_proc::{http_client, Broker};
+use crate::broker_proc::{http_client, stop_child, wait_healthy, Broker};
 use crate::common::{
     connect, fmt_ms, fmt_num, fmt_ratio, progress, to_s, workspace_root, BResult, Ctx, Summary,
 };
@@ -134,39 +134,12 @@ impl QueenServer {
                 postmaster,
             },
         };
-        let t = Instant::now();
-        loop {
-            if let Ok(r) = s
-                .target
-                .http
-                .get(format!("{}/health", s.target.base))
-                .send()
-                .await
-            {
-                if r.status().is_success() {
-                    return Ok(s);
-                }
-            }
-            if t.elapsed() > Duration::from_secs(120) {
-                return Err(format!(
-                    "queen-server not healthy in 120 s (log: {})",
-                    log.display()
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_healthy(&s.target.http, &s.target.base, 120, log).await?;
+        Ok(s)
     }
 
-    async fn stop(mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.target.pid.to_string()])
-            .status();
-        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
-        }
+    async fn stop(self) {
+        stop_child(self.child, self.target.pid).await;
     }
 }
 
@@ -230,6 +203,36 @@ impl TaskOut {
     }
 }
 
+/// One JSON POST and its typed answer; an error names `what`, the status and the body.
+async fn post_json<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    url: &str,
+    body: &impl serde::Serialize,
+    what: &str,
+) -> BResult<T> {
+    let body = serde_json::to_vec(body).expect("a request body serializes");
+    let r = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| format!("{what}: {}", to_s(&e)))?;
+    let status = r.status();
+    let b = r
+        .bytes()
+        .await
+        .map_err(|e| format!("{what}: {}", to_s(&e)))?;
+    if !status.is_success() {
+        return Err(format!(
+            "{what}: HTTP {status}: {}",
+            String::from_utf8_lossy(&b)
+        ));
+    }
+    serde_json::from_slice(&b)
+        .map_err(|_| format!("{what}: unexpected body {}", String::from_utf8_lossy(&b)))
+}
+
 /// Pushes batches of `batch` round-robin over the partitions (connection k starts at
 /// partition k, steps by `stride`) until the deadline or until `limit` messages went out.
 #[allow(clippy::too_many_arguments)]
@@ -261,33 +264,16 @@ async fn pusher(
                 payload,
             })
             .collect();
-        let body = serde_json::to_vec(&crate::wire::PushBody { items }).expect("serializes");
         sent += batch as u64;
         let t = Instant::now();
-        let r = http
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await;
-        let r = match r {
-            Ok(r) if r.status().is_success() => r.bytes().await.map_err(to_s),
-            Ok(r) => Err(format!(
-                "push: HTTP {}: {}",
-                r.status(),
-                r.text().await.unwrap_or_default()
-            )),
-            Err(e) => Err(format!("push: {}", to_s(&e))),
-        };
+        let r =
+            post_json::<Vec<Pushed>>(&http, &url, &crate::wire::PushBody { items }, "push").await;
         out.lat_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-        match r.and_then(|b| {
-            serde_json::from_slice::<Vec<Pushed>>(&b)
-                .map_err(|_| format!("push: unexpected body {}", String::from_utf8_lossy(&b)))
-        }) {
+        match r {
             Ok(items) => {
                 let queued = items.iter().filter(|i| i.status == "queued").count() as u64;
                 if queued < batch as u64 {
-                    out.err(format!("push: {} of {batch} queued", queued));
+                    out.err(format!("push: {queued} of {batch} queued"));
                 }
                 out.msgs += queued;
                 shared.pushed[index].fetch_add(queued, Ordering::Relaxed);
@@ -397,27 +383,13 @@ async fn popper(
                     status: "completed",
                 })
                 .collect();
-            let body = serde_json::to_vec(&AckBatch {
-                acknowledgments: acks,
-            })
-            .expect("serializes");
             let t = Instant::now();
-            let r = http
-                .post(&ack_url)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
-                .await;
-            let r = match r {
-                Ok(r) if r.status().is_success() => r.bytes().await.map_err(to_s),
-                Ok(r) => Err(format!("ack: HTTP {}", r.status())),
-                Err(e) => Err(format!("ack: {}", to_s(&e))),
+            let body = AckBatch {
+                acknowledgments: acks,
             };
+            let r = post_json::<Vec<Acked>>(&http, &ack_url, &body, "ack").await;
             out.lat_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-            match r.and_then(|b| {
-                serde_json::from_slice::<Vec<Acked>>(&b)
-                    .map_err(|_| format!("ack: unexpected body {}", String::from_utf8_lossy(&b)))
-            }) {
+            match r {
                 Ok(items) => {
                     let ok = items.iter().filter(|i| i.success).count() as u64;
                     if ok < n {
