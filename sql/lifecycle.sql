@@ -320,8 +320,13 @@ BEGIN
         -- The table-wide sweeps, in this order, each until done: orphan sidecar and DLQ
         -- rows; key/value rows past their expiry (docs/decisions.md, "Key/value"); stream
         -- state of source partitions that no longer exist (docs/decisions.md, "Streams").
+        -- The budget and the lock before every step, as the loops below: a COMMIT
+        -- releases the lock, so a sweep's first step after another sweep finished must
+        -- take it again (one runner at a time).
         FOR v_sweep IN 1..3 LOOP
             LOOP
+                IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+                IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
                 v_step := CASE v_sweep
                               WHEN 1 THEN queen.log_orphans_step_v1(p_max_rows)
                               WHEN 2 THEN queen.kv_expire_step_v1(p_max_rows)
@@ -330,8 +335,6 @@ BEGIN
                 v_removed[v_sweep] := v_removed[v_sweep] + (v_step->>'removed')::bigint;
                 COMMIT;
                 EXIT WHEN (v_step->>'done')::bool;
-                IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
-                IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
             END LOOP;
         END LOOP;
         -- maxWaitTimeSeconds (docs/decisions.md, "Queue options"): groups move past the
