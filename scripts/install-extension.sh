@@ -23,12 +23,5 @@ cargo pgrx install "${PROFILE[@]}" --pg-config "$PG_CONFIG" >/dev/null
 
 building=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 extdir=$("$PG_CONFIG" --sharedir)/extension
-for frozen in sql/install/queen_ack--*.sql sql/install/queen_ack--*.control; do
-    [ -e "$frozen" ] || continue
-    # The version being built is installed from its generated script, never a copy.
-    [ "$(basename "$frozen" .control)" = "queen_ack--$building" ] && continue
-    [ "$(basename "$frozen" .sql)" = "queen_ack--$building" ] && continue
-    install -m 644 "$frozen" "$extdir/"
-done
-# The upgrade scripts, generated (docs/operations.md, "Upgrading"): none is written by hand.
-python3 scripts/upgrade-scripts.py "$extdir" "$building" >/dev/null
+# The frozen scripts of earlier releases and the generated upgrade scripts.
+bash scripts/release-scripts.sh "$extdir" "$building"

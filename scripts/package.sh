@@ -43,18 +43,12 @@ rm -rf "$OUT"
 cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$OUT" >/dev/null
 # pgrx packages the built version's library (queen_ack-VERSION.so) and its script; add
 # the frozen install scripts of earlier releases with their control files and the
-# generated upgrade scripts (scripts/upgrade-scripts.py), so that a database at every released version can be upgraded. The package
+# generated upgrade scripts (scripts/release-scripts.sh), so that a database at every released version can be upgraded. The package
 # carries no older library and replaces none: untarred over a server, it leaves the
 # libraries of earlier releases in place for the databases still at them
 # (docs/operations.md, "Upgrading"; scripts/libraries.sh lists and prunes them).
 extdir=$OUT$("$PG_CONFIG" --sharedir)/extension
-for frozen in sql/install/queen_ack--*.sql sql/install/queen_ack--*.control; do
-    [ -e "$frozen" ] || continue
-    [ "$(basename "$frozen" .sql)" = "queen_ack--$version" ] && continue
-    [ "$(basename "$frozen" .control)" = "queen_ack--$version" ] && continue
-    install -m 644 "$frozen" "$extdir/"
-done
-python3 scripts/upgrade-scripts.py "$extdir" "$version" >/dev/null
+bash scripts/release-scripts.sh "$extdir" "$version"
 if [ "$relocate" = debian ]; then
     # Built against our tree's headers, laid out where Debian's PostgreSQL MAJOR looks.
     staged=$OUT.staged

@@ -300,9 +300,9 @@ DECLARE
     v_wait_evicted bigint := 0;
     v_traces bigint := 0;
     v_purged bigint := 0;
-    v_orphans bigint := 0;
-    v_kv bigint := 0;
-    v_streams bigint := 0;
+    v_sweep int;
+    -- Rows removed by the sweeps: orphans, key/value, streams.
+    v_removed bigint[] := ARRAY[0, 0, 0];
     v_more bool := false;
     v_interrupted bool := false;
 BEGIN
@@ -317,31 +317,25 @@ BEGIN
     END IF;
     <<steps>>
     BEGIN
-        LOOP
-            v_step := queen.log_orphans_step_v1(p_max_rows);
-            v_orphans := v_orphans + (v_step->>'removed')::bigint;
-            COMMIT;
-            EXIT WHEN (v_step->>'done')::bool;
-            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
-            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
-        END LOOP;
-        -- Key/value rows past their expiry (docs/decisions.md, "Key/value").
-        LOOP
-            v_step := queen.kv_expire_step_v1(p_max_rows);
-            v_kv := v_kv + (v_step->>'removed')::bigint;
-            COMMIT;
-            EXIT WHEN (v_step->>'done')::bool;
-            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
-            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
-        END LOOP;
-        -- Stream state of source partitions that no longer exist (docs/decisions.md, "Streams").
-        LOOP
-            v_step := queen.streams_orphans_step_v1(p_max_rows);
-            v_streams := v_streams + (v_step->>'removed')::bigint;
-            COMMIT;
-            EXIT WHEN (v_step->>'done')::bool;
-            IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
-            IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+        -- The table-wide sweeps, in this order, each until done: orphan sidecar and DLQ
+        -- rows; key/value rows past their expiry (docs/decisions.md, "Key/value"); stream
+        -- state of source partitions that no longer exist (docs/decisions.md, "Streams").
+        -- The budget and the lock before every step, as the loops below: a COMMIT
+        -- releases the lock, so a sweep's first step after another sweep finished must
+        -- take it again (one runner at a time).
+        FOR v_sweep IN 1..3 LOOP
+            LOOP
+                IF pg_catalog.clock_timestamp() - v_start > v_budget THEN v_more := true; EXIT steps; END IF;
+                IF NOT pg_catalog.pg_try_advisory_xact_lock(1903519086, 1) THEN v_interrupted := true; EXIT steps; END IF;
+                v_step := CASE v_sweep
+                              WHEN 1 THEN queen.log_orphans_step_v1(p_max_rows)
+                              WHEN 2 THEN queen.kv_expire_step_v1(p_max_rows)
+                              ELSE queen.streams_orphans_step_v1(p_max_rows)
+                          END;
+                v_removed[v_sweep] := v_removed[v_sweep] + (v_step->>'removed')::bigint;
+                COMMIT;
+                EXIT WHEN (v_step->>'done')::bool;
+            END LOOP;
         END LOOP;
         -- maxWaitTimeSeconds (docs/decisions.md, "Queue options"): groups move past the
         -- messages that waited longer, counted; a busy partition is left for the next run.
@@ -382,7 +376,7 @@ BEGIN
     p_report := pg_catalog.jsonb_build_object(
         'ran', true, 'partitions', v_partitions, 'segments', v_segments, 'messages', v_messages,
         'expiredSegments', v_expired, 'expiredMessages', v_expired_messages, 'evicted', v_evicted, 'waitEvicted', v_wait_evicted, 'traces', v_traces, 'sidecarRows', v_purged,
-        'orphanRows', v_orphans, 'kvExpired', v_kv, 'streamOrphans', v_streams, 'more', v_more, 'interrupted', v_interrupted,
+        'orphanRows', v_removed[1], 'kvExpired', v_removed[2], 'streamOrphans', v_removed[3], 'more', v_more, 'interrupted', v_interrupted,
         'durationMs', round(extract(epoch FROM pg_catalog.clock_timestamp() - v_start) * 1000, 1));
     -- Into the sampled history (docs/observability.md): what retention removed is counted.
     PERFORM queen.history_lifecycle_v1(p_report);

@@ -452,6 +452,29 @@ pub struct QueueRef {
     pub expiry: i32,
 }
 
+/// The columns of `queues q` that `queue_ref` reads, in its order: one list for every
+/// statement that resolves a queue (a macro, since `q` caches plans by a `&'static str`).
+macro_rules! queue_ref_columns {
+    () => {
+        "q.id, q.lease_time, q.delayed_processing, q.window_buffer, q.ttl, q.max_wait_time_seconds"
+    };
+}
+
+/// The queue of a row that selected `queue_ref_columns!()` from column `first` on.
+fn queue_ref(row: &SpiHeapTupleData<'_>, first: usize, tenant: Uuid) -> QueueRef {
+    QueueRef {
+        id: col(row, first, "queues.id"),
+        tenant,
+        lease_time: queue_lease_time(row.get::<i32>(first + 1).or_raise()),
+        delay: col(row, first + 2, "queues.delayed_processing"),
+        window_buffer: col(row, first + 3, "queues.window_buffer"),
+        expiry: expiry_seconds(
+            col(row, first + 4, "queues.ttl"),
+            col(row, first + 5, "queues.max_wait_time_seconds"),
+        ),
+    }
+}
+
 /// A partition resolved by names, with its queue.
 pub struct PartitionRef {
     pub id: Uuid,
@@ -468,27 +491,19 @@ pub fn find_partition_ref(
 ) -> Option<PartitionRef> {
     q(
         client,
-        "SELECT p.id, q.id, q.lease_time, q.delayed_processing, q.window_buffer,
-                    q.ttl, q.max_wait_time_seconds
-               FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
-              WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3",
+        concat!(
+            "SELECT p.id, ",
+            queue_ref_columns!(),
+            " FROM queen.partition_names p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE q.tenant_id = $1 AND q.name = $2 AND p.name = $3"
+        ),
         &[tenant.into(), queue.into(), partition.into()],
     )
     .or_raise()
     .next()
     .map(|row| PartitionRef {
         id: col(&row, 1, "log_partitions.id"),
-        queue: QueueRef {
-            id: col(&row, 2, "queues.id"),
-            tenant,
-            lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
-            delay: col(&row, 4, "queues.delayed_processing"),
-            window_buffer: col(&row, 5, "queues.window_buffer"),
-            expiry: expiry_seconds(
-                col(&row, 6, "queues.ttl"),
-                col(&row, 7, "queues.max_wait_time_seconds"),
-            ),
-        },
+        queue: queue_ref(&row, 2, tenant),
     })
 }
 
@@ -501,26 +516,18 @@ pub fn find_partition_by_id(
 ) -> Option<(PartitionRef, String)> {
     q(
         client,
-        "SELECT p.name, q.id, q.lease_time, q.delayed_processing, q.window_buffer,
-                    q.ttl, q.max_wait_time_seconds
-               FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
-              WHERE p.id = $1 AND q.tenant_id = $2",
+        concat!(
+            "SELECT p.name, ",
+            queue_ref_columns!(),
+            " FROM queen.log_partitions p JOIN queen.queues q ON q.id = p.queue_id
+              WHERE p.id = $1 AND q.tenant_id = $2"
+        ),
         &[pid.into(), tenant.into()],
     )
     .or_raise()
     .next()
     .map(|row| {
-        let queue = QueueRef {
-            id: col(&row, 2, "queues.id"),
-            tenant,
-            lease_time: queue_lease_time(row.get::<i32>(3).or_raise()),
-            delay: col(&row, 4, "queues.delayed_processing"),
-            window_buffer: col(&row, 5, "queues.window_buffer"),
-            expiry: expiry_seconds(
-                col(&row, 6, "queues.ttl"),
-                col(&row, 7, "queues.max_wait_time_seconds"),
-            ),
-        };
+        let queue = queue_ref(&row, 2, tenant);
         (
             PartitionRef { id: pid, queue },
             col(&row, 1, "log_partitions.name"),
@@ -542,24 +549,16 @@ pub fn find_partition(
 pub fn find_queue(client: &SpiClient<'_>, tenant: Uuid, queue: &str) -> Option<QueueRef> {
     q(
         client,
-        "SELECT q.id, q.lease_time, q.delayed_processing, q.window_buffer,
-                q.ttl, q.max_wait_time_seconds
-           FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $2",
+        concat!(
+            "SELECT ",
+            queue_ref_columns!(),
+            " FROM queen.queues q WHERE q.tenant_id = $1 AND q.name = $2"
+        ),
         &[tenant.into(), queue.into()],
     )
     .or_raise()
     .next()
-    .map(|row| QueueRef {
-        id: col(&row, 1, "queues.id"),
-        tenant,
-        lease_time: queue_lease_time(row.get::<i32>(2).or_raise()),
-        delay: col(&row, 3, "queues.delayed_processing"),
-        window_buffer: col(&row, 4, "queues.window_buffer"),
-        expiry: expiry_seconds(
-            col(&row, 5, "queues.ttl"),
-            col(&row, 6, "queues.max_wait_time_seconds"),
-        ),
-    })
+    .map(|row| queue_ref(&row, 1, tenant))
 }
 
 /// Microseconds since the PostgreSQL epoch: a timestamp as a plain ordered number.

@@ -502,32 +502,32 @@ fn write_rows(
     seg: &SegmentIn<'_>,
 ) -> PushVerdict {
     let end = base + i64::from(seg.msg_count) - 1;
-    q(
-        client,
-        "INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
-         VALUES ($1, $2, $3, $4, $5)",
-        &[
-            pid.into(),
-            base.into(),
-            end.into(),
-            at.into(),
-            seg.blob.into(),
-        ],
-    )
-    .or_raise();
-    q(
-        client,
-        "INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
-         VALUES ($1, $2, $3, $4, $5)",
-        &[
-            pid.into(),
-            base.into(),
-            end.into(),
-            at.into(),
-            seg.hashes.into(),
-        ],
-    )
-    .or_raise();
+    // The segment, then its sidecar row: the same range, each with its own payload.
+    for (sql, payload) in [
+        (
+            "INSERT INTO queen.log_segments (partition_id, base_offset, end_offset, created_at, blob)
+             VALUES ($1, $2, $3, $4, $5)",
+            seg.blob,
+        ),
+        (
+            "INSERT INTO queen.log_txns (partition_id, base_offset, end_offset, created_at, hashes)
+             VALUES ($1, $2, $3, $4, $5)",
+            seg.hashes,
+        ),
+    ] {
+        q(
+            client,
+            sql,
+            &[
+                pid.into(),
+                base.into(),
+                end.into(),
+                at.into(),
+                payload.into(),
+            ],
+        )
+        .or_raise();
+    }
     PushVerdict::Queued {
         base_offset: base,
         created_at: iso_utc(at),

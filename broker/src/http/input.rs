@@ -21,6 +21,15 @@ pub fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> ApiResult<T> {
     })
 }
 
+/// The body of a batch of operations (`POST /api/v1/kv`, `POST /api/v1/timers`):
+/// `{operations}` and no other key, the list kept raw for the verb's own reader.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationsBody<'a> {
+    #[serde(borrow)]
+    pub operations: &'a serde_json::value::RawValue,
+}
+
 /// An optional body: empty means `T::default()` (`{}`), anything else as [`parse_json`].
 pub fn body_or_empty<'a, T: Deserialize<'a> + Default>(body: &'a [u8]) -> ApiResult<T> {
     if body.iter().all(u8::is_ascii_whitespace) {

@@ -306,23 +306,16 @@ fn render_availability(out: &mut String, spool: Option<&Spool>, modes: &SharedMo
             u64::from(on)
         );
     }
-    let Some(s) = spool else {
-        scalar(
-            out,
-            "queen_spool_enabled",
-            "gauge",
-            "1 when QUEEN_SPOOL_DIR is set.",
-            0,
-        );
-        return;
-    };
     scalar(
         out,
         "queen_spool_enabled",
         "gauge",
         "1 when QUEEN_SPOOL_DIR is set.",
-        1,
+        u64::from(spool.is_some()),
     );
+    let Some(s) = spool else {
+        return;
+    };
     let c = &s.counters;
     header(
         out,
@@ -807,6 +800,18 @@ pub fn queen_json(state: &Sources<'_>, usage: crate::ops::process::Usage) -> ser
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_a_spool_the_spool_is_reported_off_and_nothing_else_of_it() {
+        let mut out = String::new();
+        render_availability(&mut out, None, &SharedModes::default());
+        assert!(out.contains("# TYPE queen_spool_enabled gauge\nqueen_spool_enabled 0\n"));
+        assert_eq!(
+            out.matches("queen_spool_").count(),
+            3,
+            "HELP, TYPE, value: {out}"
+        );
+    }
 
     #[test]
     fn queue_series_beyond_the_bound_fold_into_one_keeping_sums_and_maxima() {

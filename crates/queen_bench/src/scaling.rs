@@ -74,16 +74,7 @@ async fn batch_sizes(
         "ack_at (positional)",
     ];
     let mut rows = Vec::new();
-    let mut series: Vec<Series> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| Series {
-            name: n.to_string(),
-            points: vec![],
-            dashed: false,
-            color: i,
-        })
-        .collect();
+    let mut series = empty_series(&names);
     for n in &sizes {
         let mut r = vec![fmt_int(i64::from(*n))];
         for k in 0..3 {
@@ -162,16 +153,7 @@ async fn depths(
         "by_hash all unknown",
         "ack_at",
     ];
-    let mut series: Vec<Series> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| Series {
-            name: n.to_string(),
-            points: vec![],
-            dashed: false,
-            color: i,
-        })
-        .collect();
+    let mut series = empty_series(&names);
     let mut rows = Vec::new();
     for d in &depths {
         let mut r = vec![fmt_int(*d)];
@@ -321,4 +303,18 @@ async fn partitions(ctx: &Ctx, db: &Client, rounds: usize, sec: &mut Section) ->
         .render(),
     });
     Ok(())
+}
+
+/// One empty solid series per name, each in its own colour.
+fn empty_series(names: &[&str]) -> Vec<Series> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Series {
+            name: n.to_string(),
+            points: vec![],
+            dashed: false,
+            color: i,
+        })
+        .collect()
 }

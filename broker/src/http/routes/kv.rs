@@ -9,24 +9,15 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::http::auth::Tenant;
-use crate::http::input::parse_json;
+use crate::http::input::{parse_json, OperationsBody};
 use crate::http::kv_ops::read;
 use crate::state::AppState;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Body<'a> {
-    #[serde(borrow)]
-    operations: &'a RawValue,
-}
-
 pub async fn batch(State(state): State<AppState>, Tenant(tenant): Tenant, body: Bytes) -> Response {
-    let b: Body<'_> = match parse_json(&body) {
+    let b: OperationsBody<'_> = match parse_json(&body) {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };

@@ -22,14 +22,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use queen_log::timers::{list_limit, OpKind, TimerOp, TimerResult};
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::engine::items::{seal_timer_ops, timers_scheduled};
 use crate::error::{ApiError, ApiResult};
 use crate::http::auth::Tenant;
-use crate::http::input::parse_json;
+use crate::http::input::{parse_json, OperationsBody};
 use crate::http::timer_ops::read_ops;
 use crate::state::AppState;
 
@@ -51,13 +49,6 @@ fn refusal(e: ApiError) -> Response {
     (StatusCode::BAD_REQUEST, Json(body)).into_response()
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Body<'a> {
-    #[serde(borrow)]
-    operations: &'a RawValue,
-}
-
 pub async fn batch(State(state): State<AppState>, Tenant(tenant): Tenant, body: Bytes) -> Response {
     match apply(&state, tenant, &body).await {
         Ok(results) => Json(json!({ "results": results })).into_response(),
@@ -66,7 +57,7 @@ pub async fn batch(State(state): State<AppState>, Tenant(tenant): Tenant, body: 
 }
 
 async fn apply(state: &AppState, tenant: uuid::Uuid, body: &[u8]) -> ApiResult<Vec<TimerResult>> {
-    let b: Body<'_> = parse_json(body)?;
+    let b: OperationsBody<'_> = parse_json(body)?;
     let mut ops = read_ops(b.operations, "operations", state.config.body_limit_bytes())?;
     if ops.is_empty() {
         return Ok(Vec::new());
