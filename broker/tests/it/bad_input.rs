@@ -8,8 +8,6 @@ use crate::common;
 use common::{admin, fixture, snapshot, start, start_with, unique, Broker};
 use serde_json::{json, Value};
 
-/// The snapshot is database-wide: the tests of this binary take turns.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn send(b: &Broker, path: &str, body: Vec<u8>) -> (u16, Value, String) {
     let r = b
@@ -67,7 +65,7 @@ fn raw(s: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn bad_push_changes_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let f = fixture(&b, "bad").await;
@@ -117,7 +115,7 @@ async fn bad_push_changes_nothing() {
 
 #[tokio::test]
 async fn bad_ack_changes_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let f = fixture(&b, "bad").await;
@@ -207,7 +205,7 @@ async fn bad_ack_changes_nothing() {
 
 #[tokio::test]
 async fn bad_ack_batch_changes_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let f = fixture(&b, "bad").await;
@@ -256,7 +254,7 @@ async fn bad_ack_batch_changes_nothing() {
 
 #[tokio::test]
 async fn bad_configure_changes_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let f = fixture(&b, "bad").await;
@@ -291,7 +289,7 @@ async fn bad_configure_changes_nothing() {
 
 #[tokio::test]
 async fn bad_transaction_changes_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let f = fixture(&b, "bad").await;
@@ -351,7 +349,7 @@ async fn bad_transaction_changes_nothing() {
 
 #[tokio::test]
 async fn oversized_bodies_are_413_and_change_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start_with(|c| c.body_limit_mb = 1).await;
     let db = admin().await;
     let f = fixture(&b, "bad").await;
@@ -392,7 +390,7 @@ async fn oversized_bodies_are_413_and_change_nothing() {
 /// keep meaning the default 60 s (the Python SDK sends `{}`).
 #[tokio::test]
 async fn bad_extend_seconds_are_400_and_renew_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let f = fixture(&b, "bad").await;
@@ -489,7 +487,7 @@ fn incompressible(n: usize) -> String {
 /// (128 two-byte characters are 256 bytes).
 #[tokio::test]
 async fn names_over_255_bytes_are_400_and_change_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let f = fixture(&b, "bad").await;

@@ -9,10 +9,83 @@
 //! [`admin_url`] / [`admin`] for inspection and fault injection.
 
 
+use std::cell::RefCell;
+
 use queen_broker::{serve, AppState, Config};
 use reqwest::StatusCode;
 use serde_json::Value;
 use tokio::net::TcpListener;
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// The database is shared by every test of this binary, and they run concurrently. Most
+/// tests only touch queues of their own ([`unique`] names) and hold the gate shared:
+/// [`start`] (every broker) and [`admin`] take it, so no test can forget. A test that
+/// needs the database to itself (a whole-database [`snapshot`], a database-wide count such
+/// as pg_stat_statements, a maintenance mode, a lock graph it cannot trace to its own
+/// holder) calls [`exclusive`] first: it then runs alone.
+static GATE: RwLock<()> = RwLock::const_new(());
+
+enum Held {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
+
+thread_local! {
+    /// The gate as the test on this thread holds it, until the test ends: libtest runs
+    /// each test on a thread of its own, which exits (dropping this) when the test does,
+    /// panicking or not. A test body runs on that thread under `#[tokio::test]` in either
+    /// flavor (its tasks may not: they never take the gate themselves, see [`shared`]).
+    static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
+}
+
+/// The database to this test alone, from now until the test ends: waits for every
+/// running test to end, and no other test starts meanwhile. Call it first thing (a
+/// shared hold taken before is let go, then the exclusive one is waited for).
+pub async fn exclusive() {
+    if held_exclusive() {
+        return;
+    }
+    HELD.with(|h| h.borrow_mut().take());
+    let g = GATE.write().await;
+    HELD.with(|h| *h.borrow_mut() = Some(Held::Exclusive(g)));
+}
+
+/// [`exclusive`] for a test without a runtime of its own (a plain `#[test]`).
+pub fn exclusive_blocking() {
+    if held_exclusive() {
+        return;
+    }
+    HELD.with(|h| h.borrow_mut().take());
+    let g = GATE.blocking_write();
+    HELD.with(|h| *h.borrow_mut() = Some(Held::Exclusive(g)));
+}
+
+/// [`exclusive`] on Citus only. The tests that wait for a call to block on a row lock
+/// they hold find it by the holder's pid ([`waiters_of`]); on Citus a waiter may wait on
+/// a worker and cannot be traced, so every lock waiter of the database counts there,
+/// another test's too.
+pub async fn exclusive_on_citus() {
+    if is_citus(&admin().await).await {
+        exclusive().await;
+    }
+}
+
+fn held_exclusive() -> bool {
+    HELD.with(|h| matches!(*h.borrow(), Some(Held::Exclusive(_))))
+}
+
+/// The gate held shared by this test (a no-op when it holds it already). A task the
+/// test spawned runs on a runtime worker thread and takes nothing: its test holds the
+/// gate (taking it again there could wait behind a queued exclusive test that waits for
+/// this one).
+async fn shared() {
+    let on_worker = std::thread::current().name() == Some("tokio-runtime-worker");
+    if on_worker || HELD.with(|h| h.borrow().is_some()) {
+        return;
+    }
+    let g = GATE.read().await;
+    HELD.with(|h| *h.borrow_mut() = Some(Held::Shared(g)));
+}
 
 pub struct Broker {
     pub base: String,
@@ -41,6 +114,7 @@ pub async fn listener() -> (TcpListener, String) {
 
 /// Starts a broker on `listener` with the test defaults, adjusted.
 pub async fn start_bound(listener: TcpListener, adjust: impl FnOnce(&mut Config)) -> Broker {
+    shared().await;
     let mut cfg = Config::for_database(&broker_url());
     cfg.pool_size = 4;
     // Maintenance deletes what retention says, database-wide: only the tests of it turn
@@ -103,6 +177,7 @@ pub fn with_user(url: &str, role: &str) -> String {
 
 /// A superuser connection for inspection queries (its driver task is spawned).
 pub async fn admin() -> tokio_postgres::Client {
+    shared().await;
     let (client, conn) = tokio_postgres::connect(&admin_url(), tokio_postgres::NoTls)
         .await
         .expect("admin connection");

@@ -14,13 +14,12 @@ use uuid::Uuid;
 
 const SECRET: &str = "console-test-secret-of-some-length";
 
-/// A maintenance mode is database-wide: the tests of this file take turns.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// This file's turn, with both maintenance modes off (a failed run of the maintenance
-/// test must not leave pops answering empty for the next).
-async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
-    let g = SERIAL.lock().await;
+/// The database to this test alone (a maintenance mode is database-wide), with both
+/// modes off (a failed run of the maintenance test must not leave pops answering empty
+/// for the next).
+async fn serial() {
+    common::exclusive().await;
     admin()
         .await
         .batch_execute(
@@ -28,7 +27,6 @@ async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
         )
         .await
         .unwrap();
-    g
 }
 
 /// A client that does not follow redirects, with `cookie` if given.
@@ -88,7 +86,7 @@ async fn fixture(b: &Broker) -> (String, String) {
 
 #[tokio::test]
 async fn every_view_shows_its_data() {
-    let _serial = serial().await;
+    serial().await;
     let b = start().await;
     let (q, id) = fixture(&b).await;
     let c = client(None);
@@ -141,7 +139,7 @@ async fn every_view_shows_its_data() {
 
 #[tokio::test]
 async fn redrive_and_delete_change_the_dead_letters() {
-    let _serial = serial().await;
+    serial().await;
     let b = start().await;
     let c = client(None);
     let (q, id) = fixture(&b).await;
@@ -191,7 +189,7 @@ async fn redrive_and_delete_change_the_dead_letters() {
 
 #[tokio::test]
 async fn a_group_is_deleted_and_maintenance_switched() {
-    let _serial = serial().await;
+    serial().await;
     let b = start().await;
     let c = client(None);
     let (q, _) = fixture(&b).await;
@@ -257,7 +255,7 @@ async fn a_group_is_deleted_and_maintenance_switched() {
 
 #[tokio::test]
 async fn a_form_from_another_origin_changes_nothing() {
-    let _serial = serial().await;
+    serial().await;
     let b = start().await;
     let (q, id) = fixture(&b).await;
     let r = client(None)
@@ -291,7 +289,7 @@ fn token(tenant: Uuid, role: &str) -> String {
 
 #[tokio::test]
 async fn with_tokens_the_console_signs_in_and_shows_one_tenant() {
-    let _serial = serial().await;
+    serial().await;
     let b = start_with(|c| c.auth = Some(queen_broker::config::AuthConfig::hs256(SECRET))).await;
     let (ta, tb) = (Uuid::new_v4(), Uuid::new_v4());
     let a = b.with_token(&token(ta, "admin"));

@@ -159,6 +159,7 @@ async fn a_bad_delete_metadata_is_a_400_naming_it_and_deletes_nothing() {
 /// session lets go (before the fix: 503 "database retry later (40P01)").
 #[tokio::test]
 async fn a_delete_that_loses_a_deadlock_is_run_again() {
+    common::exclusive_on_citus().await;
     let b = start().await;
     let q = unique("cgdeadlock");
     two_partitions(&b, &q).await;
@@ -180,6 +181,11 @@ async fn a_delete_that_loses_a_deadlock_is_run_again() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(pids.len(), 2);
+    let holder: i32 = db
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
     let tx = db.transaction().await.unwrap();
     let lock = "SELECT 1 FROM queen.log_leases WHERE partition_id = $1 AND consumer_group = 'g' FOR UPDATE";
     tx.execute(lock, &[&pids[1]]).await.unwrap();
@@ -188,7 +194,7 @@ async fn a_delete_that_loses_a_deadlock_is_run_again() {
     let delete = tokio::spawn(async move { http.delete(path).send().await.unwrap() });
     let watcher = admin().await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while common::lock_waiters(&watcher, "SELECT queen.delete_consumer_group_v1")
+    while common::waiters_of(&watcher, "SELECT queen.delete_consumer_group_v1", holder)
         .await
         .is_empty()
     {

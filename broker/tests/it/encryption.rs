@@ -19,8 +19,6 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-/// Some tests compare whole-database snapshots: the tests of this file run one at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const KEY: &str = "8f3c1d2e4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
 const OTHER_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
@@ -70,7 +68,7 @@ async fn stored(queue: &str) -> Vec<(String, bool)> {
 
 #[tokio::test]
 async fn an_encrypted_queue_stores_queens_envelope_and_pops_plaintext() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = with_key(KEY).await;
     let q = unique("enc");
     let (s, v) = b
@@ -146,7 +144,7 @@ async fn an_encrypted_queue_stores_queens_envelope_and_pops_plaintext() {
 
 #[tokio::test]
 async fn configure_without_a_key_is_refused_and_changes_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let q = unique("enc-nokey");
@@ -179,7 +177,7 @@ async fn configure_without_a_key_is_refused_and_changes_nothing() {
 
 #[tokio::test]
 async fn a_broker_without_the_key_neither_writes_plaintext_nor_serves_garbage() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let keyed = with_key(KEY).await;
     let keyless = start().await;
     let other = with_key(OTHER_KEY).await;
@@ -240,7 +238,7 @@ async fn a_broker_without_the_key_neither_writes_plaintext_nor_serves_garbage() 
 
 #[tokio::test]
 async fn psql_cannot_push_plaintext_into_an_encrypted_queue_and_sees_the_envelope() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = with_key(KEY).await;
     let db = admin().await;
     let q = unique("enc-sql");
@@ -271,7 +269,7 @@ async fn psql_cannot_push_plaintext_into_an_encrypted_queue_and_sees_the_envelop
 
 #[tokio::test]
 async fn transactions_dlq_and_browsing_read_plaintext_too() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = with_key(KEY).await;
     let q = unique("enc-tx");
     b.configure(&q, json!({"encryptionEnabled": true, "retryLimit": 0}))
@@ -303,7 +301,7 @@ async fn transactions_dlq_and_browsing_read_plaintext_too() {
 
 #[tokio::test]
 async fn turning_encryption_off_keeps_old_messages_readable_and_new_ones_plain() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = with_key(KEY).await;
     let q = unique("enc-off");
     b.configure(&q, json!({"encryptionEnabled": true})).await;
@@ -337,7 +335,7 @@ async fn one_cycle(b: &Broker) -> impl Fn(Value) -> Value {
 /// the flag is the client's data: sealed like any other and read back as sent.
 #[tokio::test]
 async fn a_client_cannot_say_its_payload_is_sealed() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let keyed = with_key(KEY).await;
     let keyless = start().await;
     let db = admin().await;
@@ -386,7 +384,7 @@ async fn a_client_cannot_say_its_payload_is_sealed() {
 /// nothing written. (The binary push: tests/binary_push.rs.)
 #[tokio::test]
 async fn a_broker_without_the_key_refuses_every_write_path_with_a_503() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let keyed = with_key(KEY).await;
     let keyless = start().await;
     let db = admin().await;

@@ -60,6 +60,7 @@ async fn an_unreachable_database_is_503_on_health() {
 /// fresh connection.
 #[tokio::test]
 async fn a_terminated_backend_mid_request_is_503_with_retry_after() {
+    common::exclusive_on_citus().await;
     let b = start_with(|c| c.pool_size = 1).await;
     let q = unique("terminated");
     b.configure(&q, json!({"leaseTime": 30})).await;

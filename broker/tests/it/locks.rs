@@ -353,6 +353,7 @@ async fn sql_locks(tx: &tokio_postgres::Transaction<'_>, ops: Value) -> Value {
 /// token of the absent row, lower than the released one.)
 #[tokio::test]
 async fn a_token_after_a_release_is_higher_than_the_released_one() {
+    common::exclusive_on_citus().await;
     let b = start().await;
     let name = unique("lock-after");
     let mut h = admin().await;
@@ -393,6 +394,7 @@ async fn a_token_after_a_release_is_higher_than_the_released_one() {
 /// delete of the key writes a higher version.
 #[tokio::test]
 async fn a_kv_version_after_a_delete_is_higher_than_the_deleted_one() {
+    common::exclusive_on_citus().await;
     let b = start().await;
     let ns = unique("kv-after");
     let mut h = admin().await;

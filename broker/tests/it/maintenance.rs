@@ -23,6 +23,9 @@ where
 
 #[tokio::test]
 async fn the_loop_enforces_retention_by_itself_and_counts_it() {
+    // The loop runs maintenance database-wide (retention of every queue, the advisory
+    // lock every runner takes): no other test runs meanwhile.
+    common::exclusive().await;
     let b = start_with(|c| c.maintenance_interval_ms = 200).await;
     let db = admin().await;
     let q = unique("maint-loop");
@@ -86,6 +89,8 @@ async fn the_loop_enforces_retention_by_itself_and_counts_it() {
 
 #[tokio::test]
 async fn a_run_that_finds_the_lock_taken_is_counted_as_skipped() {
+    // It holds the lock every runner of maintenance takes: no other test runs meanwhile.
+    common::exclusive().await;
     // Another runner (another broker, pg_cron) holds the advisory lock run_maintenance
     // takes: this broker skips, then runs once it is free.
     let holder = admin().await;

@@ -67,6 +67,7 @@ fn multi_push_sql(queue: &str, partitions: &[&str]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_pushes_provision_new_partitions_in_one_order() {
+    common::exclusive_on_citus().await;
     let q = unique("provorder");
     let setup = admin().await;
     // The queue exists; partitions a and b do not.
@@ -76,6 +77,11 @@ async fn multi_pushes_provision_new_partitions_in_one_order() {
         .unwrap();
     let t1 = admin().await;
     let t2 = admin().await;
+    let holder: i32 = t1
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
     t1.batch_execute("BEGIN").await.unwrap();
     t1.batch_execute(&multi_push_sql(&q, &["a"])).await.unwrap();
     // T2 wants b and a: creating them in input order it would hold b while waiting for
@@ -88,7 +94,7 @@ async fn multi_pushes_provision_new_partitions_in_one_order() {
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        if !lock_waiters(&setup, "SELECT queen.log_push_multi_v1")
+        if !waiters_of(&setup, "SELECT queen.log_push_multi_v1", holder)
             .await
             .is_empty()
         {

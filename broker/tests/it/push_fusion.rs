@@ -13,10 +13,6 @@ use common::{admin, metric, metrics, start_with, unique, waiters_of, Broker};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-/// The tests that hold row locks and count the calls waiting on them run one at a time:
-/// on Citus a waiter cannot be traced to the holder (it may wait on a worker), so
-/// another test's waiters would count.
-static LOCKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A broker with push fusion on (it is off by default).
 async fn fused() -> Broker {
@@ -191,7 +187,7 @@ async fn a_lone_push_runs_alone_in_one_statement() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_pushes_fold_into_one_commit_and_keep_each_requests_order() {
-    let _serial = LOCKS.lock().await;
+    common::exclusive_on_citus().await;
     let b = fused().await;
     let mut db = admin().await;
     let q = unique("pf-fold");
@@ -239,7 +235,7 @@ async fn concurrent_pushes_fold_into_one_commit_and_keep_each_requests_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_id_pushed_by_two_fused_requests_is_a_duplicate_for_the_second() {
-    let _serial = LOCKS.lock().await;
+    common::exclusive_on_citus().await;
     let b = fused().await;
     let mut db = admin().await;
     let q = unique("pf-dup");
@@ -286,7 +282,7 @@ async fn allow_triggers(db: &tokio_postgres::Client) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_request_in_a_fused_flush_fails_alone() {
-    let _serial = LOCKS.lock().await;
+    common::exclusive_on_citus().await;
     let b = fused().await;
     let mut db = admin().await;
     let q = unique("pf-fail");

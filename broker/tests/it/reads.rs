@@ -11,8 +11,6 @@ use common::{admin, snapshot, start, unique, Broker};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-/// Some tests compare whole-database snapshots: the tests of this file run one at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn fetch(b: &Broker, entries: Value, max_bytes: i64) -> Vec<Value> {
     let (s, v) = b
@@ -40,7 +38,7 @@ fn txns(e: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn a_fetch_returns_exactly_the_pushed_records_and_writes_nothing() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let q = unique("fetch");
@@ -127,7 +125,7 @@ async fn a_fetch_returns_exactly_the_pushed_records_and_writes_nothing() {
 
 #[tokio::test]
 async fn budgets_bound_a_read_and_the_first_record_always_comes() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let q = unique("fetch-budget");
     let items: Vec<Value> = (0..10)
@@ -156,7 +154,7 @@ async fn budgets_bound_a_read_and_the_first_record_always_comes() {
 
 #[tokio::test]
 async fn an_offset_retention_deleted_is_out_of_range_and_the_log_start_says_where_to_go() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let q = unique("fetch-ret");
@@ -248,7 +246,7 @@ fn names(e: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn discovery_lists_what_changed_since_in_creation_order_and_pages() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let q = unique("changed");
     for p in ["p1", "p2", "p3"] {
@@ -299,7 +297,7 @@ async fn discovery_lists_what_changed_since_in_creation_order_and_pages() {
 /// the next call (since that safeTime) lists the partition once the push commits.
 #[tokio::test]
 async fn a_write_committed_after_an_answer_is_not_missed_by_the_next() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let q = unique("changed-race");
     b.push(json!([{"queue": q, "partition": "early", "payload": 1}]))

@@ -18,10 +18,6 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use uuid::Uuid;
 
-/// The tests that hold row locks and count the calls waiting on them run one at a time:
-/// on Citus a waiter cannot be traced to the holder (it may wait on a worker), so
-/// another test's waiters would count.
-static LOCKS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const UNRESOLVED: &str = "unresolvable: transaction not in the ack window (hash purged or never \
                           pushed); if leased, the message redelivers";
@@ -435,7 +431,7 @@ async fn stale_registry_hit_is_refused_and_answered_like_the_sql_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_worker_acks_fold_into_one_row_and_share_its_verdict() {
-    let _serial = LOCKS.lock().await;
+    common::exclusive_on_citus().await;
     let b = start_with(|c| c.ack_fusion_shards = 1).await;
     let mut db = admin().await;
     let q = unique("fold");
@@ -503,7 +499,7 @@ async fn same_worker_acks_fold_into_one_row_and_share_its_verdict() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn different_workers_on_one_partition_never_fold() {
-    let _serial = LOCKS.lock().await;
+    common::exclusive_on_citus().await;
     let b = start_with(|c| c.ack_fusion_shards = 1).await;
     let mut db = admin().await;
     let q = unique("nofold");
@@ -570,7 +566,7 @@ async fn kill_blocked(probe: &tokio_postgres::Client, func: &str, holder: i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
-    let _serial = LOCKS.lock().await;
+    common::exclusive_on_citus().await;
     let b = start_with(|c| c.ack_fusion_shards = 1).await;
     let mut db = admin().await;
     let q = unique("flush-fail");
@@ -608,7 +604,7 @@ async fn a_flush_that_fails_as_a_whole_answers_through_the_sql_path() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inline_ack_that_fails_answers_through_the_sql_path() {
-    let _serial = LOCKS.lock().await;
+    common::exclusive_on_citus().await;
     let b = start().await;
     let mut db = admin().await;
     let q = unique("inline-fail");
@@ -685,7 +681,7 @@ async fn two_partitions_on_each_of_two_shards(b: &Broker, q: &str, n: usize) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flushes_of_all_shards_share_the_in_flight_cap() {
-    let _serial = LOCKS.lock().await;
+    common::exclusive_on_citus().await;
     let b = start_with(|c| {
         c.ack_fusion_shards = 8;
         c.ack_fusion_max_inflight = 1;
@@ -803,7 +799,7 @@ async fn parked_acks_complete_with_a_single_pooled_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_finishes_the_flush_and_answers_the_parked_ack() {
-    let _serial = LOCKS.lock().await;
+    common::exclusive_on_citus().await;
     // The harness's broker configuration, with a shutdown trigger of our own.
     let mut cfg = Config::for_database(&common::broker_url());
     cfg.pool_size = 4;

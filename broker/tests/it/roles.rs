@@ -22,8 +22,6 @@ use uuid::Uuid;
 
 const SECRET: &str = "roles-test-secret-of-some-length!!";
 
-/// Some tests compare whole-database snapshots: the tests of this file run one at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// (method, route template) of every route in the router's source.
 fn routes_in_source() -> Vec<(String, String)> {
@@ -151,7 +149,7 @@ async fn call(b: &Broker, method: &str, path: &str) -> (StatusCode, Value) {
 
 #[tokio::test]
 async fn every_route_needs_queens_level() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let routes = routes_in_source();
     assert!(routes.len() >= 39, "{routes:?}");
     assert!(routes.contains(&("DELETE".into(), "/api/v1/resources/queues/{queue}".into())));
@@ -257,7 +255,7 @@ fn signed(alg: Algorithm, kid: &str, claims: &Value) -> String {
 
 #[tokio::test]
 async fn rs256_and_eddsa_tokens_verify_against_a_jwks_that_rotates() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let keys = Arc::new(Mutex::new(json!({"keys": [rsa_jwk("rsa-1")]})));
     let hits = Arc::new(Mutex::new(0));
     let url = jwks_server(keys.clone(), hits.clone()).await;

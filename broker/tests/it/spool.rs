@@ -25,7 +25,6 @@ use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 use uuid::Uuid;
 
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn spooling_broker(dir: &std::path::Path, url: Option<String>) -> Broker {
     let dir = dir.to_path_buf();
@@ -93,7 +92,7 @@ fn payloads(msgs: &[Value]) -> Vec<i64> {
 /// spool::maintenance_mode_buffers_then_replays_in_order_exactly_once
 #[tokio::test]
 async fn maintenance_mode_buffers_then_replays_in_order_exactly_once() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let dir = spool_dir();
     let b = spooling_broker(&dir, None).await;
@@ -217,7 +216,7 @@ fn target() -> SocketAddr {
 /// spool::a_network_cut_is_buffered_and_replayed_before_later_pushes
 #[tokio::test]
 async fn a_network_cut_is_buffered_and_replayed_before_later_pushes() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let proxy = Proxy::start(target()).await;
     let dir = spool_dir();
@@ -264,7 +263,7 @@ async fn a_network_cut_is_buffered_and_replayed_before_later_pushes() {
 /// others are replayed by a broker.
 #[tokio::test]
 async fn a_torn_tail_is_cut_not_replayed() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let dir = spool_dir();
     let q = queue();
@@ -317,7 +316,7 @@ async fn a_torn_tail_is_cut_not_replayed() {
 /// spool::a_full_spool_answers_503_and_promises_nothing
 #[tokio::test]
 async fn a_full_spool_answers_503_and_promises_nothing() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let dir = spool_dir();
     let d = dir.clone();
@@ -361,7 +360,7 @@ async fn a_full_spool_answers_503_and_promises_nothing() {
 /// they go to refused.jsonl while the other queue's records are replayed.
 #[tokio::test]
 async fn a_refused_record_is_filed_and_never_blocks_the_rest() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let key = queen_log::encryption::parse_key(
         "8f3c1d2e4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0",
@@ -409,7 +408,7 @@ async fn a_refused_record_is_filed_and_never_blocks_the_rest() {
 /// within QUEEN_SHARED_STATE_MS; pop maintenance answers 204 on both.
 #[tokio::test]
 async fn two_brokers_share_the_modes() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let (da, db) = (spool_dir(), spool_dir());
     let a = spooling_broker(&da, None).await;
@@ -457,7 +456,7 @@ async fn two_brokers_share_the_modes() {
 /// (deduplicated, stored once); once drained, the hold is released.
 #[tokio::test]
 async fn a_push_that_may_have_been_written_is_found_and_holds_the_purge() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let q = queue();
     let direct = common::start().await;
@@ -602,7 +601,7 @@ fn spool_files(dir: &std::path::Path) -> Vec<PathBuf> {
 /// second life's records is numbered at or below the mark and skipped as replayed.
 /// Returns the second life's buffers answer.
 fn damaged_between_lives(damage: impl FnOnce(&std::path::Path)) -> (PathBuf, Value) {
-    let _g = SERIAL.blocking_lock();
+    common::exclusive_blocking();
     let dir = spool_dir();
     let q = queue();
     let v = life(async {
@@ -720,7 +719,7 @@ fn a_wiped_directory_loses_no_later_push() {
 #[tokio::test]
 async fn a_damaged_record_costs_that_record_only() {
     use base64::Engine;
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let dir = spool_dir();
     let q = queue();
@@ -789,7 +788,7 @@ async fn a_damaged_record_costs_that_record_only() {
 #[tokio::test]
 async fn a_spooled_push_keeps_the_tokens_subject() {
     const SECRET: &str = "spool-psub-secret";
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let dir = spool_dir();
     let b = start_with(move |c| {

@@ -8,8 +8,6 @@ use std::time::Duration;
 use common::{acks_for, admin, metric, parse_metrics, start, start_with, unique, Broker};
 use serde_json::{json, Value};
 
-/// pg_stat_statements is database-wide: the tests of this binary take turns.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn metrics_text(b: &Broker) -> String {
     let r = b
@@ -26,7 +24,7 @@ async fn metrics_text(b: &Broker) -> String {
 
 #[tokio::test]
 async fn metrics_expose_every_family_and_counters_move() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let text = metrics_text(&b).await;
     for (name, kind) in [
@@ -147,7 +145,7 @@ async fn metrics_expose_every_family_and_counters_move() {
 
 #[tokio::test]
 async fn registry_off_shows_in_metrics() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start_with(|c| c.ack_registry = false).await;
     let ms = parse_metrics(&metrics_text(&b).await);
     assert_eq!(metric(&ms, "queen_ack_registry_enabled"), 0.0);
@@ -160,7 +158,7 @@ async fn registry_off_shows_in_metrics() {
 /// log_ack_multi_v1 calls than acks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fusion_coalesces_concurrent_acks_per_pg_stat_statements() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     const CONSUMERS: usize = 64;
     const ROUNDS: usize = 4;
     let b = start_with(|c| c.pool_size = 8).await;

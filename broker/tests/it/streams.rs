@@ -609,6 +609,7 @@ async fn an_idle_flush_cannot_emit_a_window_a_cycle_already_closed() {
 /// the runner's cycle commits, and the next flush emits the window once with both.
 #[tokio::test]
 async fn an_idle_flush_yields_to_the_cycle_holding_the_source_lease() {
+    common::exclusive_on_citus().await;
     let b = start().await;
     let st = stream(&b, 2).await;
     let p0 = window::pop_one(&b, &st).await;

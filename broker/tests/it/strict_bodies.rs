@@ -11,8 +11,6 @@ use common::{admin, fixture, snapshot, start, unique, Broker};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-/// The snapshot is database-wide: the tests of this binary take turns.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Posts `body` to `path`, asserts a 400 naming `field` (in `field` and in the error text)
 /// and that no queen table changed.
@@ -40,7 +38,7 @@ async fn refused(b: &Broker, db: &tokio_postgres::Client, path: &str, body: Valu
 
 #[tokio::test]
 async fn every_route_refuses_an_unknown_key_naming_it() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let f = fixture(&b, "strict").await;
@@ -174,7 +172,7 @@ async fn every_route_refuses_an_unknown_key_naming_it() {
 
 #[tokio::test]
 async fn options_that_cannot_be_enforced_are_refused_naming_them() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let existing = unique("strict-cfg");
@@ -230,7 +228,7 @@ async fn options_that_cannot_be_enforced_are_refused_naming_them() {
 
 #[tokio::test]
 async fn bad_riders_and_other_op_types_are_refused_and_nothing_commits() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let db = admin().await;
     let f = fixture(&b, "strict").await;
@@ -310,7 +308,7 @@ async fn bad_riders_and_other_op_types_are_refused_and_nothing_commits() {
 /// 012_configure.sql answer).
 #[tokio::test]
 async fn sdk_default_configure_bodies_succeed_and_are_echoed() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let q = unique("strict-sdk");
     let b = start().await;
     // queen-mq 2.6.0 (Python): queen/builders/queue_builder.py `create()` sends
@@ -371,7 +369,7 @@ async fn succeeds(b: &Broker, path: &str, body: &Value, answer: Answer) {
 /// the 2.6.0 Python SDK sends (keys copied from its source, named per body).
 #[tokio::test]
 async fn sdk_default_bodies_of_every_route_succeed() {
-    let _serial = SERIAL.lock().await;
+    common::exclusive().await;
     let b = start().await;
     let q = unique("strict-sdkb");
     b.configure(&q, json!({"leaseTime": 60})).await;

@@ -20,7 +20,6 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const TENANT: &str = "00000000-0000-0000-0000-000000000001";
 
@@ -126,7 +125,7 @@ fn push_txn(q: &str) -> Value {
 /// write_gate::a_transaction_in_push_maintenance_is_refused_and_writes_nothing
 #[tokio::test]
 async fn a_transaction_in_push_maintenance_is_refused_and_writes_nothing() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let b = spooling_broker(&spool_dir()).await;
     let q = unique("gate-txn");
@@ -155,7 +154,7 @@ async fn a_transaction_in_push_maintenance_is_refused_and_writes_nothing() {
 /// released, the replay drains and the transaction lands behind.
 #[tokio::test]
 async fn a_transaction_behind_spooled_records_waits_for_them_or_is_refused() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let q = unique("gate-held");
     let first = common::start().await;
@@ -216,7 +215,7 @@ async fn a_transaction_behind_spooled_records_waits_for_them_or_is_refused() {
 /// write_gate::a_stream_cycle_with_sinks_in_push_maintenance_is_refused_whole
 #[tokio::test]
 async fn a_stream_cycle_with_sinks_in_push_maintenance_is_refused_whole() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let b = spooling_broker(&spool_dir()).await;
     let (source, sink) = (unique("gate-src"), unique("gate-sink"));
@@ -268,7 +267,7 @@ async fn a_stream_cycle_with_sinks_in_push_maintenance_is_refused_whole() {
 /// write_gate::a_due_timer_waits_out_push_maintenance_and_lands_after_the_spool
 #[tokio::test]
 async fn a_due_timer_waits_out_push_maintenance_and_lands_after_the_spool() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let b = spooling_broker(&spool_dir()).await;
     let q = unique("gate-timer");
@@ -304,7 +303,7 @@ async fn a_due_timer_waits_out_push_maintenance_and_lands_after_the_spool() {
 /// spooled push.
 #[tokio::test]
 async fn a_dlq_redrive_in_push_maintenance_is_refused_and_moves_nothing() {
-    let _g = SERIAL.lock().await;
+    common::exclusive().await;
     modes_off().await;
     let b = spooling_broker(&spool_dir()).await;
     let q = unique("gate-dlq");
