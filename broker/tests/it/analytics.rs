@@ -72,6 +72,9 @@ fn assert_keys(v: &Value, keys: &[&str], what: &str) {
 
 #[tokio::test]
 async fn a_sampling_broker_records_its_traffic_and_status_shows_it() {
+    // Its stats/refresh replaces the minute's snapshot of every queue: another test's
+    // refresh, its queues read before this one's were written, would replace it back.
+    common::exclusive().await;
     let (b, name) = sampling().await;
     let q = traffic(&b, 30, 10).await;
     wait_sampled(&name, 30, 10).await;
@@ -271,6 +274,9 @@ async fn worker_and_system_metrics_are_this_brokers_samples() {
 /// parkedCount; `replicas[]`: hostname, workerId) and queue-ops' `parkedCount` show it.
 #[tokio::test]
 async fn a_parked_long_poll_is_sampled_per_queue_and_broker() {
+    // Its stats/refresh replaces the minute's snapshot of every queue: another test's
+    // refresh, its queues read before this one's were written, would replace it back.
+    common::exclusive().await;
     let (b, name) = sampling().await;
     let q = unique("parked");
     b.configure(&q, json!({})).await;

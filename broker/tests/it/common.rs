@@ -48,6 +48,7 @@ pub async fn exclusive() {
     HELD.with(|h| h.borrow_mut().take());
     let g = GATE.write().await;
     HELD.with(|h| *h.borrow_mut() = Some(Held::Exclusive(g)));
+    quiesce().await;
 }
 
 /// [`exclusive`] for a test without a runtime of its own (a plain `#[test]`).
@@ -58,6 +59,48 @@ pub fn exclusive_blocking() {
     HELD.with(|h| h.borrow_mut().take());
     let g = GATE.blocking_write();
     HELD.with(|h| *h.borrow_mut() = Some(Held::Exclusive(g)));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(quiesce());
+}
+
+/// Waits until no other client is connected to the test database. The tests before
+/// have ended, but not necessarily their statements: a backend runs what its client
+/// sent before it hung up (a push that waited on a lock of a closed session commits
+/// after it), so an exclusive test waits for every such backend to exit. Citus's own
+/// connections (application_name `citus_...`) are not a test's.
+async fn quiesce() {
+    let (db, conn) = tokio_postgres::connect(&admin_url(), tokio_postgres::NoTls)
+        .await
+        .expect("admin connection");
+    tokio::spawn(conn);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let others: Vec<String> = db
+            .query(
+                "SELECT format('pid %s %s: %s', pid, state, left(query, 200))
+                   FROM pg_stat_activity
+                  WHERE datname = current_database() AND pid <> pg_backend_pid()
+                    AND backend_type = 'client backend'
+                    AND application_name NOT LIKE 'citus%'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tests before ended, their backends did not: {others:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// [`exclusive`] on Citus only. The tests that wait for a call to block on a row lock

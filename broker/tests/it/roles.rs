@@ -255,7 +255,6 @@ fn signed(alg: Algorithm, kid: &str, claims: &Value) -> String {
 
 #[tokio::test]
 async fn rs256_and_eddsa_tokens_verify_against_a_jwks_that_rotates() {
-    common::exclusive().await;
     let keys = Arc::new(Mutex::new(json!({"keys": [rsa_jwk("rsa-1")]})));
     let hits = Arc::new(Mutex::new(0));
     let url = jwks_server(keys.clone(), hits.clone()).await;
