@@ -93,7 +93,7 @@ async fn quiesce() {
             .map(|r| r.get(0))
             .collect();
         if others.is_empty() {
-            return;
+            break;
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -101,6 +101,22 @@ async fn quiesce() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    // Nor may a test leave a timer that falls due during the run: any broker's sweeper
+    // would deliver it into this test's database (a test cancels what it scheduled, or
+    // schedules it an hour out).
+    let soon: Vec<String> = db
+        .query(
+            "SELECT format('%s %s due %s', q.name, t.timer_key, t.deliver_at)
+               FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
+              WHERE t.deliver_at < now() + interval '10 minutes'",
+            &[],
+        )
+        .await
+        .expect("timers")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(soon.is_empty(), "timers left by the tests before fall due soon: {soon:?}");
 }
 
 /// [`exclusive`] on Citus only. The tests that wait for a call to block on a row lock
