@@ -180,13 +180,19 @@ run_citus_suites() { # one-node-url (may be empty) [major pg_config]
     citus_broker_suite citus_broker "$url"
     bash tests/citus.sh stop
 }
+# The broker's integration tests are one binary (broker/tests/it/) whose tests wait on HTTP
+# and PostgreSQL: 4 threads on 2 cores measured fastest (2: 70 s, 4: 64 s, 8: 77 s, 16: 101 s
+# on PostgreSQL 15). Each test's brokers hold 4 connections or so: far below the clusters'
+# max_connections (200 in pg_test_config, 300 per Citus node, tests/citus.sh).
+BROKER_TEST_THREADS=${BROKER_TEST_THREADS:-4}
 # The broker pointed at the coordinator, as is. Left out: the three tests of a 300 ms
 # statement timeout on a held lock. The broker's timeout does not reach the workers and
 # Citus's cancel does not always arrive, so an ack answered as timed out may commit
 # there (docs/citus.md, "What differs on Citus").
 citus_broker_suite() { # suite-name coordinator-url
     QUEEN_TEST_DATABASE_URL=$2 run_suite "$1" \
-        cargo test -p queen_broker --no-fail-fast -- --skip statement_timeout_is_honored \
+        cargo test -p queen_broker --no-fail-fast -- --test-threads="$BROKER_TEST_THREADS" \
+        --skip statement_timeout_is_honored \
         --skip batch_over_two_partitions_answers_per_item_when_one_fails_after_the_other_applied \
         --skip batch_whose_every_partition_fails_writes_nothing
 }
@@ -212,7 +218,8 @@ run_major_suites() { # N pg_config
         # run_maintenance over psql and two runners at once (pg_cron is built for 15 only).
         PG_CONFIG=$pgc QUEEN_SKIP_CRON=1 run_suite "pg${n}_maintenance" bash tests/maintenance.sh "$url"
         # The broker's integration tests over real HTTP against this major.
-        QUEEN_TEST_DATABASE_URL=$url run_suite "pg${n}_broker" cargo test -p queen_broker
+        QUEEN_TEST_DATABASE_URL=$url run_suite "pg${n}_broker" cargo test -p queen_broker -- \
+            --test-threads="$BROKER_TEST_THREADS"
         # Crash and promotion void leases (clusters of its own at QUEEN_TEST_PG_PORT + 200:
         # here that lands at this cluster's port + 10 + N - 15, clear of every other one).
         PG_CONFIG=$pgc QUEEN_TEST_PG_PORT=$((port - 200 + 10 + n - 15)) \
@@ -270,7 +277,8 @@ if PG_URL=$(bash tests/cluster.sh start); then
     # A primary killed and its synchronous standby promoted under load, two brokers on a
     # multi-host URL, pushes spooled meanwhile: nothing lost, nothing twice (~1 min).
     run_suite failover bash tests/failover.sh
-    QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker
+    QUEEN_TEST_DATABASE_URL=$PG_URL run_suite broker cargo test -p queen_broker -- \
+        --test-threads="$BROKER_TEST_THREADS"
     # The marked psql and curl examples of README.md and docs/*.md, run as written against a broker.
     run_suite readme bash tests/readme_examples.sh "$PG_URL"
     # The real Python SDK (queen-mq from PyPI, in target/py-venv) against the broker.

@@ -8,7 +8,6 @@ use crate::common;
 use common::{admin, fixture, snapshot, start, start_with, unique, Broker};
 use serde_json::{json, Value};
 
-
 async fn send(b: &Broker, path: &str, body: Vec<u8>) -> (u16, Value, String) {
     let r = b
         .http

@@ -8,7 +8,6 @@
 //! own user). The URL as given (a superuser) stays available to tests through
 //! [`admin_url`] / [`admin`] for inspection and fault injection.
 
-
 use std::cell::RefCell;
 
 use queen_broker::{serve, AppState, Config};
@@ -116,7 +115,10 @@ async fn quiesce() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert!(soon.is_empty(), "timers left by the tests before fall due soon: {soon:?}");
+    assert!(
+        soon.is_empty(),
+        "timers left by the tests before fall due soon: {soon:?}"
+    );
 }
 
 /// [`exclusive`] on Citus only. The tests that wait for a call to block on a row lock
@@ -244,7 +246,7 @@ pub async fn admin() -> tokio_postgres::Client {
     client
 }
 
-/// A fresh push spool directory under target/ (broker/tests/spool.rs, write_gate.rs).
+/// A fresh push spool directory under target/ (broker/tests/it/spool.rs, write_gate.rs).
 pub fn spool_dir() -> std::path::PathBuf {
     let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("spool-{}", uuid::Uuid::new_v4()));

@@ -14,7 +14,6 @@ use uuid::Uuid;
 
 const SECRET: &str = "console-test-secret-of-some-length";
 
-
 /// The database to this test alone (a maintenance mode is database-wide), with both
 /// modes off (a failed run of the maintenance test must not leave pops answering empty
 /// for the next).

@@ -19,7 +19,6 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-
 const KEY: &str = "8f3c1d2e4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
 const OTHER_KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 

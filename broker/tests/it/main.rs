@@ -1,13 +1,13 @@
 //! The broker's integration tests: one binary, a module a topic, over real HTTP against
 //! the PostgreSQL named by QUEEN_TEST_DATABASE_URL (common.rs starts the brokers).
 
-mod common;
 mod ack;
 mod analytics;
 mod api;
 mod bad_input;
 mod binary_push;
 mod browse;
+mod common;
 mod conflation;
 mod console;
 mod consumer_groups;

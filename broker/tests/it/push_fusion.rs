@@ -13,7 +13,6 @@ use common::{admin, metric, metrics, start_with, unique, waiters_of, Broker};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-
 /// A broker with push fusion on (it is off by default).
 async fn fused() -> Broker {
     start_with(|c| c.push_fusion = true).await

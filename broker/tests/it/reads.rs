@@ -11,7 +11,6 @@ use common::{admin, snapshot, start, unique, Broker};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-
 async fn fetch(b: &Broker, entries: Value, max_bytes: i64) -> Vec<Value> {
     let (s, v) = b
         .post(

@@ -22,7 +22,6 @@ use uuid::Uuid;
 
 const SECRET: &str = "roles-test-secret-of-some-length!!";
 
-
 /// (method, route template) of every route in the router's source.
 fn routes_in_source() -> Vec<(String, String)> {
     let src = include_str!("../../src/http/mod.rs");

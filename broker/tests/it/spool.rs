@@ -25,7 +25,6 @@ use serde_json::{json, Value};
 use tokio::net::{TcpListener, TcpStream};
 use uuid::Uuid;
 
-
 async fn spooling_broker(dir: &std::path::Path, url: Option<String>) -> Broker {
     let dir = dir.to_path_buf();
     start_with(move |c| {

@@ -8,7 +8,6 @@ use std::time::Duration;
 use common::{acks_for, admin, metric, parse_metrics, start, start_with, unique, Broker};
 use serde_json::{json, Value};
 
-
 async fn metrics_text(b: &Broker) -> String {
     let r = b
         .http

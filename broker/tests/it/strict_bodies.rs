@@ -11,7 +11,6 @@ use common::{admin, fixture, snapshot, start, unique, Broker};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-
 /// Posts `body` to `path`, asserts a 400 naming `field` (in `field` and in the error text)
 /// and that no queen table changed.
 async fn refused(b: &Broker, db: &tokio_postgres::Client, path: &str, body: Value, field: &str) {
@@ -71,7 +70,7 @@ async fn every_route_refuses_an_unknown_key_naming_it() {
             "options.namespace",
         ),
         // push: top level and items (`messageId` included; Queen's `producerSub` is
-        // accepted and ignored, broker/tests/producer_sub.rs, but not a spelling of it
+        // accepted and ignored, broker/tests/it/producer_sub.rs, but not a spelling of it
         // that no Queen client sends).
         (
             "/api/v1/push",

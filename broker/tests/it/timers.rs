@@ -273,7 +273,10 @@ async fn a_batch_applies_in_order_and_a_key_may_repeat() {
     // Nothing left to fall due later (see above): another test's whole-database snapshot
     // would see the delivery.
     let r = timers(&b, json!([cancel("k"), cancel("a")])).await;
-    assert_eq!(statuses(&r), vec![row("k", "cancelled", true), row("a", "cancelled", true)]);
+    assert_eq!(
+        statuses(&r),
+        vec![row("k", "cancelled", true), row("a", "cancelled", true)]
+    );
     assert_eq!(timers_pending(&q).await, 0);
 }
 

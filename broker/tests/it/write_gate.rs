@@ -7,7 +7,7 @@
 //! push first.
 //!
 //! The modes are database-wide: the tests of this file run one at a time and switch them
-//! off before and after (as broker/tests/spool.rs does).
+//! off before and after (as broker/tests/it/spool.rs does).
 
 use crate::common;
 
@@ -19,7 +19,6 @@ use queen_broker::engine::spool::{Record, Spool};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
-
 
 const TENANT: &str = "00000000-0000-0000-0000-000000000001";
 
