@@ -209,18 +209,18 @@ async fn every_route_needs_queens_level() {
     }
 }
 
-const RSA_PRIVATE: &str = include_str!("keys/rsa_private.pem");
-const ED_PRIVATE: &str = include_str!("keys/ed25519_private.pem");
+const RSA_PRIVATE: &str = include_str!("../keys/rsa_private.pem");
+const ED_PRIVATE: &str = include_str!("../keys/ed25519_private.pem");
 
 /// The public JWK of the test RSA key (its modulus, base64url, in keys/rsa_n.b64url).
 fn rsa_jwk(kid: &str) -> Value {
     json!({"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
-           "n": include_str!("keys/rsa_n.b64url").trim(), "e": "AQAB"})
+           "n": include_str!("../keys/rsa_n.b64url").trim(), "e": "AQAB"})
 }
 
 fn ed_jwk(kid: &str) -> Value {
     json!({"kty": "OKP", "crv": "Ed25519", "kid": kid, "alg": "EdDSA",
-           "x": include_str!("keys/ed25519_x.b64url").trim()})
+           "x": include_str!("../keys/ed25519_x.b64url").trim()})
 }
 
 /// A local JWKS endpoint whose key set the test can change; counts the fetches.
