@@ -5,6 +5,7 @@
 //! seals, and a `QTB1` transaction commits its head and its framed pushes together.
 
 use crate::common;
+use common::text16;
 
 use common::{admin, start, start_with, unique, Broker};
 use queen_broker::config::EncryptionKey;
@@ -19,11 +20,6 @@ const FLAG_ZSTD: u8 = 1;
 const FLAG_COUNTS: u8 = 2;
 const FLAG_TXN: u8 = 4;
 const FLAG_FRAMES: u8 = 8;
-
-fn text16(out: &mut Vec<u8>, s: &str) {
-    out.extend((s.len() as u16).to_le_bytes());
-    out.extend(s.as_bytes());
-}
 
 /// One plain group: (queue, partition, [(transactionId, payload JSON)]).
 type PlainGroup<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>);

@@ -4,6 +4,7 @@
 //! every bad parameter a 400 naming it.
 
 use crate::common;
+use common::txns;
 
 use common::{acks_for, start, unique, Broker};
 use reqwest::StatusCode;
@@ -19,15 +20,6 @@ async fn fill(b: &Broker, q: &str) -> Vec<Value> {
         out.extend(b.push(json!(items)).await);
     }
     out
-}
-
-fn txns(page: &Value) -> Vec<String> {
-    page["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["transactionId"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test]

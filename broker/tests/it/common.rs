@@ -616,3 +616,28 @@ impl LeasedStream {
         &self.pop["messages"][0]["partitionId"]
     }
 }
+
+/// Push items of `queue`, one per transaction id, each with payload `{"t": id}`.
+pub fn items(queue: &str, txns: &[&str]) -> Value {
+    serde_json::json!(txns
+        .iter()
+        .map(|t| serde_json::json!({"queue": queue, "transactionId": t, "payload": {"t": t}}))
+        .collect::<Vec<_>>())
+}
+
+/// The transaction ids of a pop's (or a listing page's) messages, in order.
+pub fn txns(pop: &Value) -> Vec<String> {
+    pop["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["transactionId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A binary body's string: its length (u16, little-endian), then its bytes
+/// (docs/http-api.md, "Binary bodies").
+pub fn text16(out: &mut Vec<u8>, s: &str) {
+    out.extend((s.len() as u16).to_le_bytes());
+    out.extend(s.as_bytes());
+}

@@ -4,17 +4,11 @@
 //! policy (also when empty), and the policy stored at registration wins afterwards.
 
 use crate::common;
+use common::{items, txns};
 
 use common::{acks_for, start, unique};
 use reqwest::StatusCode;
 use serde_json::json;
-
-fn items(queue: &str, txns: &[&str]) -> serde_json::Value {
-    json!(txns
-        .iter()
-        .map(|t| json!({"queue": queue, "transactionId": t, "payload": {"t": t}}))
-        .collect::<Vec<_>>())
-}
 
 /// The ack of a group's pop (acks_for names no group).
 fn acks(pop: &serde_json::Value, group: &str) -> serde_json::Value {
@@ -23,17 +17,6 @@ fn acks(pop: &serde_json::Value, group: &str) -> serde_json::Value {
         a["consumerGroup"] = json!(group);
     }
     body
-}
-
-fn txns(pop: &serde_json::Value) -> Vec<String> {
-    pop["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|x| x["transactionId"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@
 //! stores jsonb), never rounded through a binary float (`1.2345678901234568e+29`).
 
 use crate::common;
+use common::text16;
 
 use base64::Engine;
 use common::{admin, leased_stream, start, start_with, unique, Broker};
@@ -122,11 +123,6 @@ async fn data_of(b: &Broker, queue: &str, within: Duration) -> String {
         assert!(Instant::now() < until, "{queue}: nothing arrived");
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-}
-
-fn text16(out: &mut Vec<u8>, s: &str) {
-    out.extend((s.len() as u16).to_le_bytes());
-    out.extend(s.as_bytes());
 }
 
 /// A `QPB1` body of one plain group with one item (docs/http-api.md, "Binary bodies").

@@ -4,6 +4,7 @@
 //! (retryDelay's few hundred milliseconds aside).
 
 use crate::common;
+use common::{items, txns};
 
 use common::{acks_for, admin, start, unique};
 use reqwest::StatusCode;
@@ -31,22 +32,6 @@ async fn age(queue: &str, secs: i32) {
     )
     .await
     .unwrap();
-}
-
-fn items(queue: &str, txns: &[&str]) -> serde_json::Value {
-    json!(txns
-        .iter()
-        .map(|t| json!({"queue": queue, "transactionId": t, "payload": {"t": t}}))
-        .collect::<Vec<_>>())
-}
-
-fn txns(pop: &serde_json::Value) -> Vec<String> {
-    pop["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["transactionId"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test]
