@@ -1066,6 +1066,8 @@ struct QueueServed {
 /// the same first page, and a first page wholly locked by them is no reason to stop while
 /// other partitions have ready messages (docs/decisions.md, "Which partitions a queue pop tries").
 /// Each partition is tried at most once, so a pop reads at most the queue's partitions.
+/// An auto-acking pop first tries the page this backend kept from its last one
+/// ([`kept`]); only when none of it serves does it read pages as above.
 fn pop_queue(
     client: &mut SpiClient<'_>,
     queue: &QueueRef,
@@ -1075,41 +1077,149 @@ fn pop_queue(
     let mut held = AscendingLocks::default();
     register_group(client, queue.id, queue.tenant, req, &mut held);
     let req = &with_policy(client, queue, *req, &mut held);
-    let mut out = Vec::new();
-    let mut budget = Budget::new(i64::from(req.budget));
-    let mut tried: Vec<Uuid> = Vec::new();
+    let mut serving = Serving {
+        out: Vec::new(),
+        budget: Budget::new(i64::from(req.budget)),
+        tried: Vec::new(),
+        held,
+    };
+    let keep = req.auto_ack && hold(queue).is_none();
+    if keep {
+        if let Some((page, read_at)) = kept::take(queue.id, req.group) {
+            serving.page(client, queue, &page, max_partitions, req);
+            if !serving.out.is_empty() {
+                kept::put(queue.id, req.group, serving.still_good(page), read_at);
+                return serving.out;
+            }
+        }
+    }
+    let want = if keep {
+        max_partitions.max(kept::WANT)
+    } else {
+        max_partitions
+    };
     loop {
-        let page = candidates(client, queue, req.group, max_partitions, &tried);
+        let page = candidates(client, queue, req.group, want, &serving.tried);
         if page.is_empty() {
             break;
         }
-        for i in queen_log::pop::try_order(page.len(), backend_seed()) {
-            if out.len() >= max_partitions as usize || budget.is_spent() {
-                break;
-            }
-            let (pid, name) = page[i].clone();
-            tried.push(pid);
-            let part_req = Checked {
-                budget: budget.left() as i32,
-                ..*req
-            };
-            let Some(served) = pop_partition(client, pid, queue, &part_req, &mut held) else {
-                continue;
-            };
-            budget.spend(frames(&served.slices));
-            out.push(QueueServed {
-                partition_id: pid,
-                partition: name,
-                served,
-            });
+        serving.page(client, queue, &page, max_partitions, req);
+        if keep {
+            let page = serving.still_good(page);
+            kept::put(queue.id, req.group, page, std::time::Instant::now());
         }
         // Something served: this pop is done (as before, one page at most); a further
         // page is read only to avoid answering empty.
-        if !out.is_empty() {
+        if !serving.out.is_empty() {
             break;
         }
     }
-    out
+    serving.out
+}
+
+/// What a queue pop has served so far, and what it has tried and holds.
+struct Serving {
+    out: Vec<QueueServed>,
+    budget: Budget,
+    tried: Vec<Uuid>,
+    held: AscendingLocks,
+}
+
+impl Serving {
+    /// `page` without the partitions this pop tried and did not serve (drained, or locked
+    /// by a concurrent pop): the next pop would only try them again.
+    fn still_good(&self, mut page: Vec<(Uuid, String)>) -> Vec<(Uuid, String)> {
+        page.retain(|(id, _)| {
+            !self.tried.contains(id) || self.out.iter().any(|o| o.partition_id == *id)
+        });
+        page
+    }
+
+    /// Tries the untried partitions of one page in this backend's order
+    /// (queen_log::pop::try_order) until `max_partitions` served or the budget is spent.
+    fn page(
+        &mut self,
+        client: &mut SpiClient<'_>,
+        queue: &QueueRef,
+        page: &[(Uuid, String)],
+        max_partitions: i32,
+        req: &Checked<'_>,
+    ) {
+        for i in queen_log::pop::try_order(page.len(), backend_seed()) {
+            if self.out.len() >= max_partitions as usize || self.budget.is_spent() {
+                break;
+            }
+            let (pid, name) = &page[i];
+            if self.tried.contains(pid) {
+                continue;
+            }
+            self.tried.push(*pid);
+            let part_req = Checked {
+                budget: self.budget.left() as i32,
+                ..*req
+            };
+            let Some(served) = pop_partition(client, *pid, queue, &part_req, &mut self.held) else {
+                continue;
+            };
+            self.budget.spend(frames(&served.slices));
+            self.out.push(QueueServed {
+                partition_id: *pid,
+                partition: name.clone(),
+                served,
+            });
+        }
+    }
+}
+
+/// The page of candidates this backend's last auto-acking pop of a (queue, group) read,
+/// kept a quarter of a second for its next pops (docs/decisions.md, "Which partitions a
+/// queue pop tries"). Reading the page was the dearest statement of an auto-acking pop
+/// of one message (a join over every partition of the queue, sorted); an auto-acked
+/// partition stays a candidate until it drains, so the page stays good. Every partition
+/// of it is claimed with the claim's own checks, and a pop that none of it serves reads
+/// fresh pages, so a kept page never makes a pop answer empty. Leasing pops do not keep
+/// one: the partitions they lease leave the candidates at once.
+mod kept {
+    use std::cell::RefCell;
+    use std::time::{Duration, Instant};
+
+    use pgrx::datum::Uuid;
+
+    /// How long a kept page is used.
+    const FOR: Duration = Duration::from_millis(250);
+    /// The partitions a kept page asks for (a page holds 4 × this + 8).
+    pub const WANT: i32 = 16;
+
+    struct Page {
+        queue: Uuid,
+        group: String,
+        read_at: Instant,
+        page: Vec<(Uuid, String)>,
+    }
+
+    thread_local! {
+        static KEPT: RefCell<Option<Page>> = const { RefCell::new(None) };
+    }
+
+    /// The kept page of (queue, group) and when it was read, if it is young enough.
+    pub fn take(queue: Uuid, group: &str) -> Option<(Vec<(Uuid, String)>, Instant)> {
+        KEPT.with(|k| {
+            let p = k.borrow_mut().take()?;
+            (p.queue == queue && p.group == group && p.read_at.elapsed() < FOR)
+                .then_some((p.page, p.read_at))
+        })
+    }
+
+    pub fn put(queue: Uuid, group: &str, page: Vec<(Uuid, String)>, read_at: Instant) {
+        KEPT.with(|k| {
+            *k.borrow_mut() = Some(Page {
+                queue,
+                group: group.to_owned(),
+                read_at,
+                page,
+            })
+        });
+    }
 }
 
 /// This backend's place in a page of candidates (queen_log::pop::try_order): its pid,

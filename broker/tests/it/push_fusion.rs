@@ -367,13 +367,25 @@ async fn parked_pushes_complete_with_a_single_pooled_connection() {
 }
 
 #[tokio::test]
-async fn push_fusion_is_off_by_default_and_pushes_on_the_requests_connection() {
-    let b = start_with(|_| {}).await;
-    let q = unique("pf-off");
-    let v = b.push(items(&q, "p", &["a", "a", "b"])).await;
+async fn push_fusion_is_on_by_default_and_off_pushes_on_the_requests_connection() {
+    let on = start_with(|_| {}).await;
+    let q = unique("pf-default");
+    let v = on.push(items(&q, "p", &["a", "a", "b"])).await;
     let statuses: Vec<&str> = v.iter().map(|i| i["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["queued", "duplicate", "queued"]);
-    let ms = metrics(&b).await;
+    let ms = metrics(&on).await;
+    assert_eq!(metric(&ms, "queen_push_fusion_enabled"), 1.0);
+    assert!(
+        metric(&ms, INLINE) >= 1.0,
+        "a lone push finds the lane idle and runs inline"
+    );
+
+    let off = start_with(|c| c.push_fusion = false).await;
+    let q = unique("pf-off");
+    let v = off.push(items(&q, "p", &["a", "a", "b"])).await;
+    let statuses: Vec<&str> = v.iter().map(|i| i["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["queued", "duplicate", "queued"]);
+    let ms = metrics(&off).await;
     assert_eq!(metric(&ms, "queen_push_fusion_enabled"), 0.0);
     assert_eq!(metric(&ms, INLINE), 0.0);
 }
