@@ -1145,7 +1145,7 @@ impl Serving {
         max_partitions: i32,
         req: &Checked<'_>,
     ) {
-        for i in queen_log::pop::try_order(page.len(), backend_seed()) {
+        for i in queen_log::pop::try_order(page.len(), try_seed(req.worker)) {
             if self.out.len() >= max_partitions as usize || self.budget.is_spent() {
                 break;
             }
@@ -1222,11 +1222,12 @@ mod kept {
     }
 }
 
-/// This backend's place in a page of candidates (queen_log::pop::try_order): its pid,
-/// which differs between the pool's connections and stays put within one.
-fn backend_seed() -> usize {
+/// This pop's place in a page of candidates (queen_log::pop::try_seed): its worker's,
+/// or its backend's.
+fn try_seed(worker: &str) -> usize {
     // SAFETY: a plain integer the postmaster sets before the backend runs any query.
-    unsafe { pg_sys::MyProcPid as usize }
+    let pid = unsafe { pg_sys::MyProcPid };
+    queen_log::pop::try_seed(worker, pid as u32)
 }
 
 /// `p_max_partitions` of a queue-level pop: at least 1.

@@ -382,10 +382,26 @@ mod tests {
     }
 }
 
+/// The seed of [`try_order`] for one pop: its worker (the lease id a leasing pop names,
+/// fresh for every pop the broker makes) when it has one, so the same pop makes the same
+/// choices on any node, else the backend's pid (auto-acking pops name none).
+pub fn try_seed(worker: &str, backend_pid: u32) -> usize {
+    if worker.is_empty() {
+        backend_pid as usize
+    } else {
+        let h = crate::hash::txn_hash(worker);
+        usize::from_be_bytes(
+            h[..std::mem::size_of::<usize>()]
+                .try_into()
+                .expect("16 bytes"),
+        )
+    }
+}
+
 /// The order a queue pop tries one page of candidate partitions in
 /// (docs/decisions.md, "Which partitions a queue pop tries"): the first, the one that
-/// waited longest, always first; then from a place of this caller's own (`seed`, the
-/// backend's pid), wrapping. Concurrent pops read the same page, and trying it from the
+/// waited longest, always first; then from a place of this caller's own ([`try_seed`]),
+/// wrapping. Concurrent pops read the same page, and trying it from the
 /// same end made each later one step over every partition the earlier ones had locked,
 /// one statement each; a pop alone serves its first partition as before.
 pub fn try_order(len: usize, seed: usize) -> impl Iterator<Item = usize> {
@@ -451,5 +467,16 @@ mod conflation_tests {
             o.sort_unstable();
             assert_eq!(o, (0..12).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn try_seed_is_the_workers_hash_or_the_backends_pid() {
+        assert_eq!(try_seed("", 4242), 4242);
+        assert_eq!(
+            try_seed("w1", 1),
+            try_seed("w1", 2),
+            "the same pop, the same seed"
+        );
+        assert_ne!(try_seed("w1", 1), try_seed("w2", 1));
     }
 }
