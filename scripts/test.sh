@@ -75,7 +75,7 @@ wait_suites() {
     for entry in "${BACKGROUND[@]}"; do
         name=${entry%%:*}
         wait "${entry##*:}"
-        echo "=== $name (ran beside): $(cat "$LOG_DIR/$name.log" | wc -l) lines"
+        echo "=== $name (ran beside): $(wc -l <"$LOG_DIR/$name.log") lines"
         cat "$LOG_DIR/$name.log"
         [ "$(cat "$LOG_DIR/$name.rc" 2>/dev/null)" = 0 ] || { echo "=== $name FAILED"; status=1; }
         rm -f "$LOG_DIR/$name.rc"

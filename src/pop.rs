@@ -1149,10 +1149,9 @@ impl Serving {
             if self.out.len() >= max_partitions as usize || self.budget.is_spent() {
                 break;
             }
+            // Never a partition tried before: a fresh page leaves them out, a kept one is
+            // tried first.
             let (pid, name) = &page[i];
-            if self.tried.contains(pid) {
-                continue;
-            }
             self.tried.push(*pid);
             let part_req = Checked {
                 budget: self.budget.left() as i32,

@@ -32,9 +32,7 @@ pub async fn configure(
     let body: ConfigureBody = parse_json(&body)?;
     check_queue_name(&body.queue)?;
     let options = body.options.unwrap_or_default();
-    let stored = Value::Object(normalized_options(&options)?);
-    let wanted = queen_log::options::Requested::of(&stored)
-        .map_err(|r| ApiError::field(r.field, r.message))?;
+    let (stored, wanted) = checked_options(&options)?;
     if let Some(lease) = wanted.lease_time {
         check_lease_cap("options.leaseTime", lease, state.config.max_lease_seconds)?;
     }
@@ -70,8 +68,12 @@ pub async fn configure(
     })))
 }
 
-/// The options as stored (queen_log::options, the rule the extension applies too); a
-/// refused one is a 400 naming `options.<key>`, and nothing is written.
-fn normalized_options(o: &Map<String, Value>) -> ApiResult<Map<String, Value>> {
-    options::normalized(o).map_err(|r| ApiError::field(r.field, r.message))
+/// The options as stored (queen_log::options, the rule the extension applies too) and
+/// the ones this broker checks itself, typed; a refused one is a 400 naming
+/// `options.<key>`, and nothing is written.
+fn checked_options(o: &Map<String, Value>) -> ApiResult<(Value, options::Requested)> {
+    let refused = |r: options::Refusal| ApiError::field(r.field, r.message);
+    let stored = Value::Object(options::normalized(o).map_err(refused)?);
+    let wanted = options::Requested::of(&stored).map_err(refused)?;
+    Ok((stored, wanted))
 }
