@@ -584,6 +584,9 @@ async fn all_cells(
     let name = SERVERS[server];
     for kind in Kind::ALL {
         for batch in BATCHES {
+            if !chosen(kind, batch) {
+                continue;
+            }
             let queue = format!(
                 "bench_vs_{}_{round}_{batch}",
                 format!("{kind:?}").to_lowercase()
@@ -616,6 +619,23 @@ async fn all_cells(
 }
 
 const SERVERS: [&str; 2] = ["Queen's server", "queen-broker"];
+
+/// A profiling aid, not for the figures: `QUEEN_VS_CELLS=consume:1,push:1` runs only those
+/// cells (kinds push, consume, autoack, endtoend), `QUEEN_VS_SERVERS=broker` (or `queen`)
+/// only that server (bench/README.md).
+fn chosen(kind: Kind, batch: usize) -> bool {
+    std::env::var("QUEEN_VS_CELLS").map_or(true, |cells| {
+        let me = format!("{}:{batch}", format!("{kind:?}").to_lowercase());
+        cells.split(',').any(|c| c.trim() == me)
+    })
+}
+
+fn server_chosen(server: usize) -> bool {
+    std::env::var("QUEEN_VS_SERVERS").map_or(true, |s| {
+        s.split(',')
+            .any(|n| n.trim() == ["queen", "broker"][server])
+    })
+}
 
 /// Drops and creates Queen's database on the broker's cluster.
 async fn fresh_queen_db(db: &Client) -> BResult<()> {
@@ -654,11 +674,16 @@ pub async fn run(ctx: &Ctx, db: &Client) -> BResult<Section> {
     let mut result = Ok(());
     for round in 0..ROUNDS {
         let r = async {
-            let log = ctx.logs.join(format!("queen-server-{round}.log"));
-            let q = QueenServer::start(&bin, &cfg, &log, postmaster).await?;
-            let r = all_cells(ctx, &q.target, 0, round, secs, &mut runs).await;
-            q.stop().await;
-            r?;
+            if server_chosen(0) {
+                let log = ctx.logs.join(format!("queen-server-{round}.log"));
+                let q = QueenServer::start(&bin, &cfg, &log, postmaster).await?;
+                let r = all_cells(ctx, &q.target, 0, round, secs, &mut runs).await;
+                q.stop().await;
+                r?;
+            }
+            if !server_chosen(1) {
+                return Ok(());
+            }
             let log = ctx.logs.join(format!("broker-versus-{round}.log"));
             let b = Broker::start(&ctx.broker_bin, &ctx.database_url, &[], &log).await?;
             let t = Target {
