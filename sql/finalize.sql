@@ -1,16 +1,19 @@
 -- Last in CREATE EXTENSION and replayed last by every upgrade (scripts/upgrade-scripts.py):
 -- what follows from the per-function traits (sql/traits.sql) and least privilege.
 
--- The hot-path functions plan without bitmap scans (docs/decisions.md, "Plans of the hot
--- path"). Off, a batch-1 consume cycle took 20 % fewer instructions (1.55M -> 1.23M,
--- callgrind). Set per function, so nothing else a session runs is touched;
--- enable_bitmapscan = off makes a bitmap scan the last choice, never refused.
+-- The hot-path functions plan without bitmap scans and run generic plans only
+-- (docs/decisions.md, "Plans of the hot path"). Bitmap scans off: a batch-1 consume cycle
+-- took 20 % fewer instructions (1.55M -> 1.23M, callgrind); off makes a bitmap scan the
+-- last choice, never refused. Generic plans only: a statement whose custom plan looked
+-- cheaper than its generic one was planned on every call (the queue pop's page of
+-- candidates, on 6 calls of 10 under load); their statements read by key. Set per
+-- function, so nothing else a session runs is touched.
 DO $$
 DECLARE
     f regprocedure;
 BEGIN
     FOR f IN SELECT r_function FROM queen.function_traits_v1() WHERE r_hot_path ORDER BY 1 LOOP
-        EXECUTE format('ALTER FUNCTION %s SET enable_bitmapscan = off', f);
+        EXECUTE format('ALTER FUNCTION %s SET enable_bitmapscan = off SET plan_cache_mode = force_generic_plan', f);
     END LOOP;
 END $$;
 

@@ -37,6 +37,8 @@ AS $$
         ('log_ack_by_hash_delay_v1', NULL, true, NULL, false, true),
         ('log_dlq_head_v1', NULL, true, NULL, false, true),
         ('log_transaction_wire_v1', NULL, true, NULL, false, true),
+        ('partitions_lookup_v1', NULL, true, NULL, false, true),
+        ('dedup_window_v1', NULL, true, NULL, false, true),
         -- Per partition: on Citus they run on the worker holding the partition named by
         -- the argument (docs/citus.md).
         ('ack', 'uuid, text, text[], text[], text, text[]', false, 'p_partition_id', false, true),

@@ -21,7 +21,14 @@ SELECT count(queen.push('plans',
                                               'kind', 'bench', 'body', repeat('x', 59)))
             FROM generate_series(1, 100) i), NULL, 'p'))
   FROM generate_series(0, 199) s;
-ANALYZE queen.log_segments;
+-- And a queue of 60 partitions, each with a cursor and a lease row, beside the queue
+-- 'plans' of one: with those statistics the custom plans of several statements (the
+-- queue pop's page of candidates, its claim, its segment read) looked cheaper than their
+-- generic ones, and they were planned on every call.
+SELECT count(queen.push('plans_wide', '[1, 2]', NULL, 'w' || i)) AS wide FROM generate_series(1, 60) i;
+SELECT count(*) AS leased FROM generate_series(1, 60) i,
+       LATERAL queen.pop('plans_wide', p_batch => 1, p_lease_seconds => 60) p;
+ANALYZE queen.log_segments, queen.log_partitions, queen.log_consumers, queen.log_leases;
 -- Page fetches made dear: a statement whose custom plan (knowing the pop's batch) looks
 -- cheaper than its generic plan is then planned on every call, whatever the table's
 -- size; one whose estimate does not depend on its parameters is planned once.
