@@ -84,6 +84,10 @@ CREATE TABLE queen.log_partitions (
     CONSTRAINT log_partitions_name_fkey FOREIGN KEY (id, queue_id, name)
         REFERENCES queen.partition_names (id, queue_id, name) ON DELETE CASCADE
 );
+-- A queue pop reads its queue's partitions (src/pop.rs, CANDIDATES): by this index, not
+-- by a scan of every queue's partitions. queue_id never changes, so the updates a push
+-- makes to a partition row stay HOT.
+CREATE INDEX log_partitions_queue_idx ON queen.log_partitions (queue_id);
 
 CREATE TABLE queen.log_segments (
     partition_id uuid NOT NULL REFERENCES queen.log_partitions(id) ON DELETE CASCADE,

@@ -440,6 +440,25 @@ fn since_of(start: &Start<TimestampWithTimeZone>) -> Option<TimestampWithTimeZon
 /// docs/decisions.md, "Lock order".
 const PARTITION_SHARE: &str = "SELECT 1 FROM queen.log_partitions WHERE id = $1 FOR SHARE";
 
+/// Whether this pop may create the (partition, group) cursor: a transaction-level
+/// advisory lock on the pair, tried, not waited for. A concurrent pop creating the same
+/// cursor holds it and will lease the partition itself; without the lock this pop's
+/// INSERT waited for that pop's commit only to find the row there (on a fresh queue every
+/// concurrent pop tries the same first partition: milliseconds each, docs/benchmarks.md).
+fn creating(client: &SpiClient<'_>, pid: Uuid, group: &str) -> bool {
+    q(
+        client,
+        "SELECT pg_catalog.pg_try_advisory_xact_lock(
+                    pg_catalog.hashtextextended($1::text || chr(31) || $2, 11))",
+        &[pid.into(), group.into()],
+    )
+    .or_raise()
+    .first()
+    .get_one::<bool>()
+    .or_raise()
+    .unwrap_or(false)
+}
+
 /// First contact: seed from the group's subscription record if it has one for this queue,
 /// else from the pop's own mode. The partition row is locked first (PARTITION_SHARE), so
 /// a concurrent DELETE either finished (no row: nothing is created, the pop serves nothing
@@ -453,7 +472,7 @@ fn create_cursor(
     req: &Checked<'_>,
     held: &mut AscendingLocks,
 ) -> Option<Claim> {
-    if !held.may_lock(*pid.as_bytes()) {
+    if !held.may_lock(*pid.as_bytes()) || !creating(client, pid, req.group) {
         return None;
     }
     let start = recorded(client, queue.tenant, req.group, queue.id)
@@ -1066,8 +1085,8 @@ struct QueueServed {
 /// the same first page, and a first page wholly locked by them is no reason to stop while
 /// other partitions have ready messages (docs/decisions.md, "Which partitions a queue pop tries").
 /// Each partition is tried at most once, so a pop reads at most the queue's partitions.
-/// An auto-acking pop first tries the page this backend kept from its last one
-/// ([`kept`]); only when none of it serves does it read pages as above.
+/// A pop first tries the page this backend kept from its last one ([`kept`]); only when
+/// none of it serves does it read pages as above.
 fn pop_queue(
     client: &mut SpiClient<'_>,
     queue: &QueueRef,
@@ -1083,12 +1102,12 @@ fn pop_queue(
         tried: Vec::new(),
         held,
     };
-    let keep = req.auto_ack && hold(queue).is_none();
+    let keep = hold(queue).is_none();
     if keep {
         if let Some((page, read_at)) = kept::take(queue.id, req.group) {
             serving.page(client, queue, &page, max_partitions, req);
             if !serving.out.is_empty() {
-                kept::put(queue.id, req.group, serving.still_good(page), read_at);
+                kept::put(queue.id, req.group, serving.still_good(page, req), read_at);
                 return serving.out;
             }
         }
@@ -1105,7 +1124,7 @@ fn pop_queue(
         }
         serving.page(client, queue, &page, max_partitions, req);
         if keep {
-            let page = serving.still_good(page);
+            let page = serving.still_good(page, req);
             kept::put(queue.id, req.group, page, std::time::Instant::now());
         }
         // Something served: this pop is done (as before, one page at most); a further
@@ -1127,10 +1146,13 @@ struct Serving {
 
 impl Serving {
     /// `page` without the partitions this pop tried and did not serve (drained, or locked
-    /// by a concurrent pop): the next pop would only try them again.
-    fn still_good(&self, mut page: Vec<(Uuid, String)>) -> Vec<(Uuid, String)> {
+    /// by a concurrent pop): the next pop would only try them again. A leasing pop drops
+    /// the ones it served too: they are leased now; an auto-acking pop keeps them, as
+    /// they stay candidates until they drain.
+    fn still_good(&self, mut page: Vec<(Uuid, String)>, req: &Checked<'_>) -> Vec<(Uuid, String)> {
         page.retain(|(id, _)| {
-            !self.tried.contains(id) || self.out.iter().any(|o| o.partition_id == *id)
+            !self.tried.contains(id)
+                || req.auto_ack && self.out.iter().any(|o| o.partition_id == *id)
         });
         page
     }
@@ -1170,14 +1192,13 @@ impl Serving {
     }
 }
 
-/// The page of candidates this backend's last auto-acking pop of a (queue, group) read,
-/// kept a quarter of a second for its next pops (docs/decisions.md, "Which partitions a
-/// queue pop tries"). Reading the page was the dearest statement of an auto-acking pop
-/// of one message (a join over every partition of the queue, sorted); an auto-acked
-/// partition stays a candidate until it drains, so the page stays good. Every partition
-/// of it is claimed with the claim's own checks, and a pop that none of it serves reads
-/// fresh pages, so a kept page never makes a pop answer empty. Leasing pops do not keep
-/// one: the partitions they lease leave the candidates at once.
+/// The page of candidates this backend's last pop of a (queue, group) read, kept a
+/// quarter of a second for its next pops (docs/decisions.md, "Which partitions a queue
+/// pop tries"). Reading the page was the dearest statement of a pop of one message (a
+/// join over every partition of the queue, sorted). An auto-acked partition stays a
+/// candidate until it drains; a leased one leaves the kept page (`Serving::still_good`).
+/// Every partition of it is claimed with the claim's own checks, and a pop that none of
+/// it serves reads fresh pages, so a kept page never makes a pop answer empty.
 mod kept {
     use std::cell::RefCell;
     use std::time::{Duration, Instant};

@@ -29,3 +29,6 @@ DROP FUNCTION IF EXISTS queen.subscriptions_v1(uuid);
 CREATE FUNCTION queen.default_tenant() RETURNS uuid LANGUAGE sql AS $$ SELECT NULL::uuid $$;
 ALTER TABLE queen.queues ALTER COLUMN tenant_id SET DEFAULT queen.default_tenant();
 ALTER TABLE queen.consumer_groups_metadata ALTER COLUMN tenant_id SET DEFAULT queen.default_tenant();
+
+-- A queue pop reads its queue's partitions by this index (sql/bootstrap.sql).
+CREATE INDEX log_partitions_queue_idx ON queen.log_partitions (queue_id);

@@ -222,3 +222,28 @@ fn an_auto_ack_pop_serves_a_partition_newer_than_its_kept_page() {
     push_n("q", "A", "a2", 1);
     assert_eq!(pop(), "A", "a drained partition that got a message is served again");
 }
+
+/// A leasing pop keeps its page too, without the partitions it leased: the next pop of
+/// the backend serves another partition from the kept page, none is served twice while
+/// leased, and a partition whose lease was acked is served again from a fresh page,
+/// though the kept page dropped it.
+#[pg_test]
+fn a_leasing_pop_keeps_its_page_without_what_it_leased() {
+    push_n("q", "A", "a", 2);
+    push_n("q", "B", "b", 2);
+    let pop = |w: &str| {
+        text_of(&format!(
+            "SELECT string_agg(r_partition, ',') FROM queen.broker_pop_v1(NULL, 'q', NULL, 'g', 1, 60, '{w}', false)"
+        ))
+        .unwrap_or_default()
+    };
+    let first = pop("w1");
+    let second = pop("w2");
+    let mut both = vec![first.clone(), second];
+    both.sort();
+    assert_eq!(both, ["A", "B"], "each partition once while leased");
+    assert_eq!(pop("w3"), "", "both leased");
+    let pid = pid_of("q", &first);
+    j(&format!("SELECT queen.log_ack_at_v1('{pid}', 'g', 'w1', 0)"));
+    assert_eq!(pop("w4"), first, "acked, ready again: served from a fresh page");
+}
