@@ -210,12 +210,15 @@ async fn write(
     groups: &mut [Group],
     outcomes: &mut [Outcome],
 ) -> ApiResult<()> {
-    let own = match on {
-        Some(_) => None,
-        None => Some(e.db.conn().await?),
+    // With push fusion a push holds no connection of its own: its lookup and its rounds
+    // ride the lanes (a dedup load takes one for itself).
+    let fused = if on.is_none() { e.push_fusion } else { None };
+    let own = match (on, fused) {
+        (None, None) => Some(e.db.conn().await?),
+        _ => None,
     };
-    let db = on.map(|o| o.db).or(own.as_ref()).expect("a connection");
-    let windows = known_partitions(db, tenant, groups).await?;
+    let db = on.map(|o| o.db).or(own.as_ref());
+    let windows = known_partitions(db, fused, tenant, groups).await?;
     let encrypting: HashSet<&str> = groups
         .iter()
         .filter(|g| g.encrypts)
@@ -230,15 +233,12 @@ async fn write(
         // A replay's transaction may still roll back: it must not teach the cache
         // offsets that never commit (and a widened search checks everything anyway).
         Some(_) => HashMap::new(),
-        None => dedup_targets(db, e.dedup, groups, &windows).await?,
+        None => dedup_targets(db, e, groups, &windows).await?,
     };
     // A push waiting for a fused flush holds no connection (the flush needs one).
-    let via = match (on, e.push_fusion) {
+    let via = match (on, fused) {
         (Some(o), _) => Via::On(o.db, wide.map(|w| (w, windows))),
-        (None, Some(f)) => {
-            drop(own);
-            Via::Fused(f)
-        }
+        (None, Some(f)) => Via::Fused(f),
         (None, None) => Via::Alone(Box::new(own.expect("a connection of its own"))),
     };
     // Each round retires at least one item, so this terminates.
@@ -268,16 +268,22 @@ fn group_items(items: &[PushItem]) -> Vec<Group> {
 }
 
 /// The id of every group whose partition exists already, and its queue's dedup window
-/// now (the cache checks it, engine/dedup.rs) and encryption switch: one call per request,
-/// before pushing. Returns the windows of the existing partitions by group.
+/// now (the cache checks it, engine/dedup.rs) and encryption switch: one lookup per
+/// request, before pushing, on `db` or fused with concurrent pushes' lookups. Returns the
+/// windows of the existing partitions by group.
 async fn known_partitions(
-    db: &Conn,
+    db: Option<&Conn>,
+    fused: Option<&PushFusion>,
     tenant: Uuid,
     groups: &mut [Group],
 ) -> ApiResult<HashMap<usize, i32>> {
     let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
     let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
-    let found = db.partitions_lookup(tenant, &qs, &ps).await?;
+    let found = match (db, fused) {
+        (Some(db), _) => db.partitions_lookup(tenant, &qs, &ps).await?,
+        (None, Some(f)) => f.lookup(tenant, &qs, &ps).await?,
+        (None, None) => unreachable!("a push has a connection or push fusion"),
+    };
     let mut windows = HashMap::new();
     for f in found {
         let g = groups.get_mut(f.index).ok_or_else(|| {
@@ -298,22 +304,32 @@ async fn known_partitions(
 /// Known partitions with a dedup window, each loaded into the dedup cache if it was not
 /// (see engine/dedup.rs). New partitions and window-0 queues are not cached: their pushes
 /// probe with -1, which is cheap for them.
+/// A load uses `db`, or a connection taken for it (a fused push has none).
 async fn dedup_targets(
-    db: &Conn,
-    cache: &DedupCache,
+    db: Option<&Conn>,
+    e: &Engine<'_>,
     groups: &[Group],
     windows: &HashMap<usize, i32>,
 ) -> ApiResult<HashMap<usize, Uuid>> {
+    let cache = e.dedup;
     if !cache.enabled() {
         return Ok(HashMap::new());
     }
+    let mut taken = None;
     let mut out = HashMap::new();
     for (&g, &window) in windows.iter().filter(|(_, w)| **w > 0) {
         let pid = groups[g]
             .pid
             .expect("a windowed group is a known partition");
         if cache.wants_load(pid, window) {
-            cache.load_window(db, pid).await?;
+            let conn = match db {
+                Some(c) => c,
+                None => &*match &mut taken {
+                    Some(c) => c,
+                    t @ None => t.insert(e.db.conn().await?),
+                },
+            };
+            cache.load_window(conn, pid).await?;
         }
         out.insert(g, pid);
     }

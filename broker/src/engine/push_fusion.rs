@@ -23,13 +23,23 @@
 //!
 //! One lane and one flush in flight: a push's cost is its transaction, not CPU per row,
 //! so the fewest, largest transactions win; a round runs alone only when the lane is idle.
+//!
+//! The lookup every push request makes first (`partitions_lookup_v1`: its partitions'
+//! ids, dedup windows and encryption switches) rides a second lane by the same rule: the
+//! lookups parked meanwhile are one call per tenant, their arrays end to end, each
+//! request getting back its own rows. A read, so fusing it changes no answer; at one
+//! message per request it was two fifths of PostgreSQL's time for a push
+//! (docs/benchmarks.md, "Versus Queen's server"). A failed fused lookup sends each
+//! request back to look up alone.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use queen_log::wire::PushVerdict;
 
-use crate::db::{Db, PushSegment as Segment};
+use uuid::Uuid;
+
+use crate::db::{Db, PartitionFound, PushSegment as Segment};
 use crate::engine::fusion::DEFAULT_HOLD;
 use crate::engine::lanes::{Lanes, Refused};
 use crate::error::{ApiError, ApiResult};
@@ -44,6 +54,22 @@ enum Pushed {
     Retry(Vec<Segment>),
 }
 
+/// One request's lookup: its (queue, partition) pairs, of one tenant.
+pub struct Lookup {
+    tenant: Uuid,
+    queues: Vec<String>,
+    partitions: Vec<String>,
+}
+
+/// What the lookup lane says about one request.
+enum Looked {
+    /// Its rows, indexed into its own arrays.
+    Done(Vec<PartitionFound>),
+    Failed(ApiError),
+    /// The fused lookup failed as a whole: look up alone.
+    Retry(Lookup),
+}
+
 /// Counters for `/metrics`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PushFusionStats {
@@ -55,6 +81,10 @@ pub struct PushFusionStats {
     pub inline: u64,
     /// Fused flushes that failed as a whole (their rounds ran again alone).
     pub failed_flushes: u64,
+    /// Fused lookups (parked requests' lookups, one call per tenant) and the requests
+    /// they carried.
+    pub lookup_flushes: u64,
+    pub lookup_requests: u64,
 }
 
 #[derive(Default)]
@@ -63,24 +93,74 @@ struct Stats {
     rounds: AtomicU64,
     inline: AtomicU64,
     failed_flushes: AtomicU64,
+    lookup_flushes: AtomicU64,
+    lookup_requests: AtomicU64,
 }
 
-/// The lane; see the module docs.
+/// The lanes; see the module docs.
 pub struct PushFusion {
     db: Db,
     lane: Lanes<Vec<Segment>, Pushed>,
+    lookups: Lanes<Lookup, Looked>,
     stats: Arc<Stats>,
 }
 
 impl PushFusion {
-    /// Starts the lane task on the current tokio runtime.
+    /// Starts the lane tasks on the current tokio runtime.
     pub fn start(db: Db) -> Self {
         let stats = Arc::new(Stats::default());
         let (p, st) = (db.clone(), stats.clone());
         let lane = Lanes::start(1, 1, DEFAULT_HOLD, move |rounds| {
             flush(p.clone(), rounds, st.clone())
         });
-        PushFusion { db, lane, stats }
+        let (p, st) = (db.clone(), stats.clone());
+        let lookups = Lanes::start(1, 1, DEFAULT_HOLD, move |requests| {
+            flush_lookups(p.clone(), requests, st.clone())
+        });
+        PushFusion {
+            db,
+            lane,
+            lookups,
+            stats,
+        }
+    }
+
+    /// `partitions_lookup_v1` of one request: alone when the lookup lane is idle, else
+    /// fused with the lookups parked meanwhile. Rows as the request's own call returns.
+    pub async fn lookup(
+        &self,
+        tenant: Uuid,
+        queues: &[&str],
+        partitions: &[&str],
+    ) -> ApiResult<Vec<PartitionFound>> {
+        let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        let item = Lookup {
+            tenant,
+            queues: own(queues),
+            partitions: own(partitions),
+        };
+        let inline = |l: Lookup| async move {
+            match self.lookup_alone(&l).await {
+                Ok(v) => Looked::Done(v),
+                Err(e) => Looked::Failed(e),
+            }
+        };
+        match self.lookups.run(0, item, inline).await {
+            Ok(Looked::Done(v)) => Ok(v),
+            Ok(Looked::Failed(e)) => Err(e),
+            Ok(Looked::Retry(l)) | Err(Refused::Closed(l)) => self.lookup_alone(&l).await,
+            Err(Refused::Dropped) => Err(ApiError::Internal(
+                "push fusion dropped a lookup unanswered".into(),
+            )),
+        }
+    }
+
+    async fn lookup_alone(&self, l: &Lookup) -> ApiResult<Vec<PartitionFound>> {
+        let db = self.db.conn().await?;
+        Ok(lookup_on(&db, l.tenant, &[l])
+            .await?
+            .pop()
+            .unwrap_or_default())
     }
 
     /// Pushes one round's segments: alone when the lane is idle, else in the next fused
@@ -113,6 +193,11 @@ impl PushFusion {
         self.lane.load(0)
     }
 
+    /// Lookups parked or in flight now (tests wait on it).
+    pub fn lookup_load(&self) -> usize {
+        self.lookups.load(0)
+    }
+
     pub fn stats(&self) -> PushFusionStats {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let s = &self.stats;
@@ -121,13 +206,112 @@ impl PushFusion {
             rounds: l(&s.rounds),
             inline: l(&s.inline),
             failed_flushes: l(&s.failed_flushes),
+            lookup_flushes: l(&s.lookup_flushes),
+            lookup_requests: l(&s.lookup_requests),
         }
     }
 
-    /// Graceful shutdown: later rounds run alone, parked ones are flushed and answered.
+    /// Graceful shutdown: later rounds and lookups run alone, parked ones are flushed
+    /// and answered.
     pub async fn shutdown(&self) {
+        self.lookups.shutdown().await;
         self.lane.shutdown().await;
     }
+}
+
+/// One `partitions_lookup_v1` for `requests` of `tenant`, their arrays end to end; the
+/// rows split back per request, indexed into its own arrays.
+async fn lookup_on(
+    db: &crate::db::Conn,
+    tenant: Uuid,
+    requests: &[&Lookup],
+) -> Result<Vec<Vec<PartitionFound>>, crate::db::DbError> {
+    let queues: Vec<&str> = requests
+        .iter()
+        .flat_map(|r| r.queues.iter())
+        .map(String::as_str)
+        .collect();
+    let parts: Vec<&str> = requests
+        .iter()
+        .flat_map(|r| r.partitions.iter())
+        .map(String::as_str)
+        .collect();
+    let found = db.partitions_lookup(tenant, &queues, &parts).await?;
+    Ok(split_found(found, requests.iter().map(|r| r.queues.len())))
+}
+
+/// Rows of a lookup over arrays laid end to end, back to each request of `lens` pairs,
+/// indexed into its own arrays.
+fn split_found(
+    found: Vec<PartitionFound>,
+    lens: impl Iterator<Item = usize>,
+) -> Vec<Vec<PartitionFound>> {
+    let mut starts = Vec::new();
+    let mut end = 0;
+    for n in lens {
+        starts.push(end);
+        end += n;
+    }
+    let mut out: Vec<Vec<PartitionFound>> = starts.iter().map(|_| Vec::new()).collect();
+    for mut f in found {
+        let r = starts.partition_point(|&s| s <= f.index).saturating_sub(1);
+        f.index -= starts[r];
+        out[r].push(f);
+    }
+    out
+}
+
+/// The parked lookups, one call per tenant (in order of first appearance). A failed
+/// call sends its requests back to look up alone (a single one just gets its error).
+async fn flush_lookups(db: Db, requests: Vec<Lookup>, stats: Arc<Stats>) -> Vec<Looked> {
+    let conn = match db.conn().await {
+        Ok(c) => Some(c),
+        Err(e) if requests.len() == 1 => return vec![Looked::Failed(e.into())],
+        Err(_) => None,
+    };
+    let mut answers: Vec<Option<Looked>> = requests.iter().map(|_| None).collect();
+    let mut tenants: Vec<Uuid> = Vec::new();
+    for r in &requests {
+        if !tenants.contains(&r.tenant) {
+            tenants.push(r.tenant);
+        }
+    }
+    for tenant in tenants {
+        let mine: Vec<usize> = (0..requests.len())
+            .filter(|&i| requests[i].tenant == tenant)
+            .collect();
+        let of: Vec<&Lookup> = mine.iter().map(|&i| &requests[i]).collect();
+        let result = match &conn {
+            Some(c) => lookup_on(c, tenant, &of).await,
+            None => continue,
+        };
+        let rows = match result {
+            Ok(rows) => rows,
+            Err(e) if requests.len() == 1 => return vec![Looked::Failed(e.into())],
+            Err(e) => {
+                tracing::warn!(
+                    requests = mine.len(),
+                    "fused lookup failed, looking up alone: {e}"
+                );
+                continue;
+            }
+        };
+        {
+            stats.lookup_flushes.fetch_add(1, Ordering::Relaxed);
+            stats
+                .lookup_requests
+                .fetch_add(mine.len() as u64, Ordering::Relaxed);
+            for (&i, rows) in mine.iter().zip(rows) {
+                answers[i] = Some(Looked::Done(rows));
+            }
+        }
+    }
+    drop(conn);
+    requests
+        .into_iter()
+        .zip(answers)
+        .map(|(r, a)| a.unwrap_or(Looked::Retry(r)))
+        .collect()
 }
 
 /// One `log_push_multi_v1` for every parked round, in arrival order; each round gets its
@@ -161,5 +345,31 @@ async fn flush(db: Db, rounds: Vec<Vec<Segment>>, stats: Arc<Stats>) -> Vec<Push
             );
             rounds.into_iter().map(Pushed::Retry).collect()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(index: usize) -> PartitionFound {
+        PartitionFound {
+            index,
+            partition_id: None,
+            dedup_window: 0,
+            encrypted: false,
+        }
+    }
+
+    #[test]
+    fn fused_lookup_rows_go_back_to_their_requests_reindexed() {
+        // Requests of 2, 0 and 3 pairs; rows for pairs 0, 1, 3 and 4 (2 and 5 unknown).
+        let rows = vec![found(0), found(1), found(3), found(4)];
+        let out = split_found(rows, [2, 0, 3].into_iter());
+        let idx = |v: &Vec<PartitionFound>| v.iter().map(|f| f.index).collect::<Vec<_>>();
+        assert_eq!(
+            out.iter().map(idx).collect::<Vec<_>>(),
+            vec![vec![0, 1], vec![], vec![1, 2]]
+        );
     }
 }

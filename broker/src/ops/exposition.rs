@@ -250,6 +250,16 @@ pub fn render(state: &Sources<'_>) -> String {
             "Fused push flushes that failed as a whole (their rounds ran again alone).",
             pf.failed_flushes,
         ),
+        (
+            "queen_push_fusion_lookup_flushes_total",
+            "Fused push lookups (one partitions_lookup_v1 for parked requests of a tenant).",
+            pf.lookup_flushes,
+        ),
+        (
+            "queen_push_fusion_lookup_requests_total",
+            "Push requests whose lookup rode a fused one (requests - flushes were saved).",
+            pf.lookup_requests,
+        ),
     ] {
         scalar(&mut out, name, "counter", help, v);
     }

@@ -389,3 +389,91 @@ async fn push_fusion_is_on_by_default_and_off_pushes_on_the_requests_connection(
     assert_eq!(metric(&ms, "queen_push_fusion_enabled"), 0.0);
     assert_eq!(metric(&ms, INLINE), 0.0);
 }
+
+/// Waits until `n` push lookups wait on the lock held by backend `holder`.
+async fn wait_for_blocked_lookups(db: &tokio_postgres::Client, holder: i32, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = waiters_of(db, "SELECT r_index", holder).await.len();
+        if got >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{got} of {n} lookups blocked");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_push_lookups_fold_into_one_call_and_each_request_gets_its_own_rows() {
+    // The partition registry is locked for the whole database: no other test may push.
+    common::exclusive().await;
+    let b = fused().await;
+    let mut db = admin().await;
+    let (q1, q2) = (unique("pf-look1"), unique("pf-look2"));
+    // q1 has partitions a and b; q2 does not exist yet.
+    b.push(items(&q1, "a", &["a0"])).await;
+    b.push(items(&q1, "b", &["b0"])).await;
+    let before = metrics(&b).await;
+    let tx = db.transaction().await.unwrap();
+    tx.batch_execute("LOCK TABLE queen.partition_names IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let holder: i32 = tx
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let probe = admin().await;
+    // One lookup runs alone and one is flushed (both blocked); three more park and are
+    // then looked up in one call: an existing partition, a new one of a known queue, a
+    // new queue, in an order unlike their partitions'.
+    let alone = spawn_push(&b, items(&q1, "a", &["a1"]));
+    wait_for_blocked_lookups(&probe, holder, 1).await;
+    let flushed = spawn_push(&b, items(&q1, "a", &["a2"]));
+    wait_for_blocked_lookups(&probe, holder, 2).await;
+    let parked = [
+        spawn_push(&b, items(&q2, "n", &["n1"])),
+        spawn_push(&b, items(&q1, "c", &["c1"])),
+        spawn_push(&b, items(&q1, "b", &["b1", "b2"])),
+    ];
+    let f = b.state.push_fusion.as_ref().expect("push fusion on");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while f.lookup_load() < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "{} lookups on the lane",
+            f.lookup_load()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tx.commit().await.unwrap();
+    let mut answers = Vec::new();
+    for h in [alone, flushed].into_iter().chain(parked) {
+        let (s, v) = answer(h).await;
+        assert_eq!(s, 201, "{v}");
+        answers.push(v);
+    }
+    // Each answer names its own partition (the fused rows went back to the right request).
+    for (v, (q, p)) in
+        answers
+            .iter()
+            .zip([(&q1, "a"), (&q1, "a"), (&q2, "n"), (&q1, "c"), (&q1, "b")])
+    {
+        let want = pid(&db, q, p).await.to_string();
+        for item in v.as_array().unwrap() {
+            assert_eq!(item["status"], "queued", "{v}");
+            assert_eq!(item["partition_id"], want.as_str(), "{q}/{p}: {v}");
+        }
+    }
+    assert_eq!(log_order(&b, &q1, "b").await, ["b0", "b1", "b2"]);
+    let after = metrics(&b).await;
+    let delta = |name: &str| metric(&after, name) - metric(&before, name);
+    assert_eq!(
+        (
+            delta("queen_push_fusion_lookup_flushes_total"),
+            delta("queen_push_fusion_lookup_requests_total")
+        ),
+        (2.0, 4.0),
+        "the flushed lookup alone, then the three parked ones in one call"
+    );
+}
