@@ -65,6 +65,12 @@ BEGIN
         END IF;
         PERFORM set_config('citus.shard_count', p_shard_count::text, true);
     END IF;
+    -- Citus builds no distributed plan from a generic one with parameters: the hot-path
+    -- functions plan as Citus does, per call (sql/finalize.sql set generic plans when
+    -- this database had no Citus).
+    FOR r IN SELECT r_function FROM queen.function_traits_v1() WHERE r_hot_path LOOP
+        EXECUTE format('ALTER FUNCTION %s RESET plan_cache_mode', r.r_function);
+    END LOOP;
     -- The foreign keys to a reference table would otherwise make Citus convert the tables
     -- still local into "citus local tables", which fails for tables an extension owns.
     PERFORM set_config('citus.enable_local_reference_table_foreign_keys', 'off', true);

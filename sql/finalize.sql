@@ -6,14 +6,19 @@
 -- took 20 % fewer instructions (1.55M -> 1.23M, callgrind); off makes a bitmap scan the
 -- last choice, never refused. Generic plans only: a statement whose custom plan looked
 -- cheaper than its generic one was planned on every call (the queue pop's page of
--- candidates, on 6 calls of 10 under load); their statements read by key. Set per
--- function, so nothing else a session runs is touched.
+-- candidates, on 6 calls of 10 under load); their statements read by key. Not where
+-- Citus is installed: Citus builds no distributed plan from a generic one with
+-- parameters, and plans its statements per call anyway (queen.distribute() resets it in
+-- a database that gets Citus later). Set per function, so nothing else a session runs is
+-- touched.
 DO $$
 DECLARE
     f regprocedure;
+    v_generic text := CASE WHEN EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')
+                           THEN '' ELSE ' SET plan_cache_mode = force_generic_plan' END;
 BEGIN
     FOR f IN SELECT r_function FROM queen.function_traits_v1() WHERE r_hot_path ORDER BY 1 LOOP
-        EXECUTE format('ALTER FUNCTION %s SET enable_bitmapscan = off SET plan_cache_mode = force_generic_plan', f);
+        EXECUTE format('ALTER FUNCTION %s SET enable_bitmapscan = off%s', f, v_generic);
     END LOOP;
 END $$;
 
