@@ -33,6 +33,7 @@ fn broker_pop_v1(
     p_sub_from: default!(Option<&str>, "''"),
     p_max_partitions: default!(Option<i32>, 1),
     p_conflation: default!(Option<bool>, "NULL"),
+    p_hints: default!(Option<Vec<Option<Uuid>>>, "NULL"),
 ) -> TableIterator<
     'static,
     (
@@ -47,6 +48,7 @@ fn broker_pop_v1(
         name!(r_attempt, i32),
     ),
 > {
+    let hints: Vec<Uuid> = p_hints.unwrap_or_default().into_iter().flatten().collect();
     let target = match (p_queue, p_partition) {
         (Some(queue), Some(partition)) => Target::Partition { queue, partition },
         (queue, None) => {
@@ -54,6 +56,7 @@ fn broker_pop_v1(
             queue.map_or(Target::Nothing, |queue| Target::Queue {
                 queue,
                 max_partitions,
+                hints: &hints,
             })
         }
         (None, Some(_)) => Target::Nothing,

@@ -303,6 +303,7 @@ fn pop(
         None => Target::Queue {
             queue,
             max_partitions: 1,
+            hints: &[],
         },
     };
     let rows = crate::pop::pop(&PopRequest {

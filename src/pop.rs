@@ -37,8 +37,13 @@ pub enum LeaseRule {
 pub enum Target<'a> {
     /// One partition, by names.
     Partition { queue: &'a str, partition: &'a str },
-    /// Up to `max_partitions` ready partitions of a queue, the budget a global cap.
-    Queue { queue: &'a str, max_partitions: i32 },
+    /// Up to `max_partitions` ready partitions of a queue, the budget a global cap;
+    /// `hints` are tried first (the broker's partitions pushed to lately, [`hinted`]).
+    Queue {
+        queue: &'a str,
+        max_partitions: i32,
+        hints: &'a [Uuid],
+    },
     /// One partition by id (log_pop_at_v1): it touches that partition's rows only.
     PartitionId(Uuid),
     /// A NULL queue or partition name: the arguments are checked, nothing is served.
@@ -278,8 +283,9 @@ pub fn pop(req: &PopRequest<'_>) -> Vec<PopRow> {
         Target::Queue {
             queue,
             max_partitions,
+            hints,
         } => find_queue(c, tenant, queue)
-            .map(|q| pop_queue(c, &q, max_partitions, &req.checked(q.lease_time)))
+            .map(|q| pop_queue(c, &q, max_partitions, hints, &req.checked(q.lease_time)))
             .unwrap_or_default(),
         Target::Nothing => Vec::new(),
     });
@@ -1070,6 +1076,36 @@ fn candidates(
     .collect()
 }
 
+/// The hinted partitions that are the queue's, in the hints' order (at most
+/// [`MAX_HINTS`]; an id of another queue or tenant, or of no partition, is dropped).
+/// Hints come from the broker (the partitions it pushed to lately and no pop of it has
+/// served since, docs/decisions.md "Which partitions a queue pop tries"): a one-message
+/// pop of a queue being pushed to would otherwise read a fresh page each time, as its
+/// kept page drains as fast as it is read. Each is claimed with the claim's own checks,
+/// and a pop none of them serves goes on as without hints, so a hint only saves the page
+/// read.
+fn hinted(client: &SpiClient<'_>, queue: &QueueRef, hints: &[Uuid]) -> Vec<(Uuid, String)> {
+    let hints = &hints[..hints.len().min(MAX_HINTS)];
+    let mut found: Vec<(Uuid, String)> = q(
+        client,
+        "SELECT id, name FROM queen.log_partitions WHERE id = ANY($1) AND queue_id = $2",
+        &[hints.to_vec().into(), queue.id.into()],
+    )
+    .or_raise()
+    .map(|r| {
+        (
+            col(&r, 1, "log_partitions.id"),
+            col(&r, 2, "log_partitions.name"),
+        )
+    })
+    .collect();
+    found.sort_by_key(|(id, _)| hints.iter().position(|h| h == id));
+    found
+}
+
+/// The most hints a pop tries.
+pub const MAX_HINTS: usize = 32;
+
 /// What a queue-level pop served from one partition.
 struct QueueServed {
     pub partition_id: Uuid,
@@ -1085,12 +1121,14 @@ struct QueueServed {
 /// the same first page, and a first page wholly locked by them is no reason to stop while
 /// other partitions have ready messages (docs/decisions.md, "Which partitions a queue pop tries").
 /// Each partition is tried at most once, so a pop reads at most the queue's partitions.
-/// A pop first tries the page this backend kept from its last one ([`kept`]); only when
-/// none of it serves does it read pages as above.
+/// A pop first tries the partitions its caller hinted at ([`hinted`]), then the page
+/// this backend kept from its last one ([`kept`]); only when none of them serves does it
+/// read pages as above.
 fn pop_queue(
     client: &mut SpiClient<'_>,
     queue: &QueueRef,
     max_partitions: i32,
+    hints: &[Uuid],
     req: &Checked<'_>,
 ) -> Vec<QueueServed> {
     let mut held = AscendingLocks::default();
@@ -1103,6 +1141,13 @@ fn pop_queue(
         held,
     };
     let keep = hold(queue).is_none();
+    if keep && !hints.is_empty() {
+        let page = hinted(client, queue, hints);
+        serving.page(client, queue, &page, max_partitions, req);
+        if !serving.out.is_empty() {
+            return serving.out;
+        }
+    }
     if keep {
         if let Some((page, read_at)) = kept::take(queue.id, req.group) {
             serving.page(client, queue, &page, max_partitions, req);
@@ -1292,6 +1337,7 @@ fn log_pop_queue_v1(
     let target = p_queue.map_or(Target::Nothing, |queue| Target::Queue {
         queue,
         max_partitions,
+        hints: &[],
     });
     let rows = pop(&PopRequest {
         tenant: p_tenant,

@@ -17,6 +17,7 @@ use crate::db::Db;
 use crate::engine::dedup::DedupCache;
 use crate::engine::ephemeral::Store;
 use crate::engine::fusion::Fusion;
+use crate::engine::hints::Hints;
 use crate::engine::push_fusion::PushFusion;
 use crate::engine::registry::Registry;
 use crate::engine::sealing::Sealer;
@@ -69,6 +70,8 @@ pub struct Inner {
     pub gate: Arc<WriteGate>,
     /// Long-poll wake-ups by (tenant, queue, partition); `None` = queue-level pops.
     wakers: Mutex<HashMap<WakerKey, Arc<Notify>>>,
+    /// The partitions pushed to lately, which queue pops try first (crate::engine::hints).
+    pub hints: Hints,
     /// Whose turn it is among the queues of a namespace pop (http/routes/pop.rs).
     pop_turn: std::sync::atomic::AtomicUsize,
     /// Becomes true once shutdown begins: parked long-polls answer 204 at once.
@@ -151,6 +154,7 @@ impl AppState {
             modes,
             gate,
             wakers: Mutex::new(HashMap::new()),
+            hints: Hints::default(),
             pop_turn: std::sync::atomic::AtomicUsize::new(0),
             stopping: tokio::sync::watch::Sender::new(false),
         })))
@@ -259,8 +263,10 @@ impl AppState {
     }
 }
 
-impl Signals for Inner {
-    fn appended(&self, tenant: Uuid, queue: &str, partition: Option<&str>) {
+impl Inner {
+    /// Wakes the long-polls an append to `queue` (to `partition`, or to partitions not
+    /// tracked) can serve.
+    fn wake_waiters(&self, tenant: Uuid, queue: &str, partition: Option<&str>) {
         let map = self.wakers.lock().expect("waker map poisoned");
         match partition {
             // The queue-level pops and those of this partition.
@@ -277,6 +283,18 @@ impl Signals for Inner {
                 .filter(|((t, q, _), _)| *t == tenant && q == queue)
                 .for_each(|(_, n)| n.notify_waiters()),
         }
+    }
+}
+
+impl Signals for Inner {
+    fn appended(&self, tenant: Uuid, queue: &str, partition: Option<&str>) {
+        self.hints.unhinted(tenant, queue);
+        self.wake_waiters(tenant, queue, partition);
+    }
+
+    fn pushed(&self, tenant: Uuid, queue: &str, partition: &str, pid: Uuid) {
+        self.hints.pushed(tenant, queue, pid);
+        self.wake_waiters(tenant, queue, Some(partition));
     }
 
     fn timer_scheduled(&self, delay_ms: i64) {

@@ -223,6 +223,33 @@ fn an_auto_ack_pop_serves_a_partition_newer_than_its_kept_page() {
     assert_eq!(pop(), "A", "a drained partition that got a message is served again");
 }
 
+/// A queue pop tries its hints (p_hints: the broker's partitions pushed to lately) before
+/// any page, in their order, only those of its own queue, each with the claim's checks.
+#[pg_test]
+fn a_queue_pop_tries_its_hints_first_and_only_its_queues() {
+    for p in ["A", "B", "C"] {
+        push_n("q", p, &p.to_lowercase(), 1);
+    }
+    push_n("other", "X", "x", 1);
+    let (b, c, x) = (pid_of("q", "B"), pid_of("q", "C"), pid_of("other", "X"));
+    let pop = |w: &str, hints: &[&str]| {
+        text_of(&format!(
+            "SELECT string_agg(r_partition, ',') FROM queen.broker_pop_v1(NULL, 'q', NULL, 'g', 1, 60, '{w}',
+                    false, 'all', '', 1, NULL, ARRAY[{}]::uuid[])",
+            hints.iter().map(|h| format!("'{h}'")).collect::<Vec<_>>().join(",")
+        ))
+        .unwrap_or_default()
+    };
+    assert_eq!(pop("w1", &[&x, &c, &b]), "C", "X is another queue's: dropped; then C, in hint order");
+    let next = pop("w2", &[&c]);
+    assert!(next == "A" || next == "B", "C is leased: its hint fails and the page serves, got {next}");
+    assert_eq!(
+        text_of("SELECT string_agg(r_partition, ',') FROM queen.broker_pop_v1(NULL, 'other', NULL, 'g', 1, 60, 'w3', false)"),
+        Some("X".into()),
+        "nothing of another queue was served through q"
+    );
+}
+
 /// A leasing pop keeps its page too, without the partitions it leased: the next pop of
 /// the backend serves another partition from the kept page, none is served twice while
 /// leased, and a partition whose lease was acked is served again from a fresh page,

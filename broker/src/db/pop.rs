@@ -25,6 +25,8 @@ pub struct PopArgs<'a> {
     /// `Some(true)`: last-value delivery asked for (stored if the group registers now);
     /// None leaves it to the group's stored policy (docs/decisions.md, "Conflation").
     pub conflation: Option<bool>,
+    /// Partitions a queue pop tries first (crate::engine::hints); ignored by a partition pop.
+    pub hints: Vec<Uuid>,
 }
 
 /// One served slice of a segment.
@@ -50,7 +52,8 @@ impl Conn {
                 "SELECT r_partition_id, r_partition, r_base, r_start_idx, r_take, r_msg_count,
                         r_created_at, r_blob, r_attempt
                    FROM queen.broker_pop_v1($1::uuid, $2::text, $3::text, $4::text, $5::int,
-                        $6::int, $7::text, $8::bool, $9::text, $10::text, $11::int, $12::bool)",
+                        $6::int, $7::text, $8::bool, $9::text, $10::text, $11::int, $12::bool,
+                        $13::uuid[])",
                 &[
                     &a.tenant,
                     &a.queue,
@@ -64,6 +67,7 @@ impl Conn {
                     &a.sub_from,
                     &a.max_partitions,
                     &a.conflation,
+                    &a.hints,
                 ],
             )
             .await?;

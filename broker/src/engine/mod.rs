@@ -17,6 +17,7 @@
 //! - `lanes.rs`: fire-on-idle batching lanes with a bounded number of flushes in flight;
 //! - `push_fusion.rs`: push rounds of concurrent requests in one `log_push_multi_v1`;
 //! - `dedup.rs`: per-partition dedup watermarks, so a push probes only what it must;
+//! - `hints.rs`: the partitions pushed to lately, which queue pops try first;
 //! - `sealing.rs`: payload encryption with `QUEEN_ENCRYPTION_KEY`, which only the broker
 //!   holds (the extension refuses plaintext into an encrypting queue);
 //! - `spool.rs`: the push spool, local durable files for pushes the database cannot take
@@ -28,6 +29,7 @@ pub mod ack;
 pub mod dedup;
 pub mod ephemeral;
 pub mod fusion;
+pub mod hints;
 pub mod items;
 pub mod lanes;
 pub mod push;
@@ -71,6 +73,9 @@ pub trait Signals {
     /// Messages were appended to `queue` of `tenant` (to `partition`, or to partitions
     /// not tracked): wake the long-polls they can serve.
     fn appended(&self, tenant: Uuid, queue: &str, partition: Option<&str>);
+    /// [`Signals::appended`] to a partition whose id is known: a pop hint too
+    /// (crate::engine::hints).
+    fn pushed(&self, tenant: Uuid, queue: &str, partition: &str, pid: Uuid);
     /// A timer was scheduled through this broker, due in `delay_ms`.
     fn timer_scheduled(&self, delay_ms: i64);
     /// Add `n` to a counter.

@@ -99,7 +99,6 @@ pub async fn push(
         spool_pending(spool, tenant, &items, &groups, &mut outcomes, false).await?;
     }
     copy_request_duplicates(&mut items);
-    wake_and_count(e, tenant, &items, &outcomes);
     let pid_of: HashMap<(&str, &str), Option<Uuid>> = groups
         .iter()
         .map(|g| ((g.queue.as_str(), g.partition.as_str()), g.pid))
@@ -110,6 +109,7 @@ pub async fn push(
             .copied()
             .flatten();
     }
+    wake_and_count(e, tenant, &items, &outcomes);
     Ok(Pushed { items, outcomes })
 }
 
@@ -516,10 +516,13 @@ fn apply_verdict(
 fn wake_and_count(e: &Engine<'_>, tenant: Uuid, items: &[PushItem], outcomes: &[Outcome]) {
     let mut woken = std::collections::HashSet::new();
     let mut queued = 0u64;
-    for (it, _) in items.iter().zip(outcomes).filter(|(_, o)| o.queued) {
+    for (it, o) in items.iter().zip(outcomes).filter(|(_, o)| o.queued) {
         queued += 1;
         if woken.insert((it.queue.as_str(), it.partition.as_str())) {
-            e.signals.appended(tenant, &it.queue, Some(&it.partition));
+            match o.partition_id {
+                Some(pid) => e.signals.pushed(tenant, &it.queue, &it.partition, pid),
+                None => e.signals.appended(tenant, &it.queue, Some(&it.partition)),
+            }
         }
     }
     let buffered = outcomes.iter().filter(|o| o.buffered).count() as u64;

@@ -129,7 +129,91 @@ async fn a_queue_pop_with_several_partitions_takes_the_free_ones_behind_locked_o
         .map(|m| m["partitionId"].as_str().unwrap().parse().unwrap())
         .collect();
     let mut partitions = served.clone();
+    // In the order tried: the broker's hints (its pushes) come before the pages.
+    partitions.sort();
     partitions.dedup();
     assert_eq!(partitions, ids[18..].to_vec(), "{v}");
     tx.rollback().await.unwrap();
+}
+
+/// A queue pop passes the partitions this broker pushed to lately as hints
+/// (crate::engine::hints); a hint left from a deleted queue names no partition of the
+/// queue that replaced it and is dropped, and the new message is served.
+#[tokio::test]
+async fn a_stale_hint_from_a_deleted_queue_is_dropped_and_the_new_message_served() {
+    let b = common::start().await;
+    let q = common::unique("hint-stale");
+    let push = |t: &str| json!([{"queue": q, "partition": "p", "transactionId": t, "payload": t}]);
+    b.push(push("old")).await;
+    let (s, v) = b.delete(&format!("/api/v1/resources/queues/{q}")).await;
+    assert!(s.is_success(), "{s} {v}");
+    b.push(push("new")).await;
+    assert_eq!(
+        b.state
+            .hints
+            .of(queen_log::conventions::DEFAULT_TENANT, &q)
+            .len(),
+        2,
+        "the old and the new partition"
+    );
+    let (s, v) = b
+        .get(&format!("/api/v1/pop/queue/{q}?batch=10&wait=false"))
+        .await;
+    assert_eq!(s, reqwest::StatusCode::OK, "{v}");
+    let txns: Vec<&str> = v["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["transactionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(txns, ["new"]);
+    assert!(
+        b.state
+            .hints
+            .of(queen_log::conventions::DEFAULT_TENANT, &q)
+            .len()
+            <= 1,
+        "the served one is no hint"
+    );
+}
+
+/// Hints are the partitions pushed to lately, not those waiting longest: a queue pushed
+/// to without pause must not keep its pops on them for ever. Partition `old` holds a
+/// message pushed through SQL (so no hint names it); the broker's pushes keep three
+/// other partitions hinted; one pop in eight goes without hints and serves the page's
+/// order, least recently leased first: `old`, never leased.
+#[tokio::test]
+async fn a_partition_no_hint_names_is_served_while_hinted_ones_keep_getting_pushes() {
+    let b = start().await;
+    let q = unique("hint-fair");
+    admin()
+        .await
+        .execute("SELECT queen.push($1, '[0]', ARRAY['old-0'], 'old')", &[&q])
+        .await
+        .unwrap();
+    let mut served = Vec::new();
+    for i in 0..queen_broker::engine::hints::FAIR_EVERY * 2 {
+        let p = format!("h{}", i % 3);
+        b.push(json!([{"queue": q, "partition": p, "transactionId": format!("{q}-{i}"), "payload": i}]))
+            .await;
+        let v = b
+            .pop(&q, "batch=1&wait=false")
+            .await
+            .expect("something is ready");
+        let m = &v["messages"][0];
+        served.push(m["partition"].as_str().unwrap().to_string());
+        let (s, a) = b
+            .ack_batch(
+                json!({"acknowledgments": [{"transactionId": m["transactionId"],
+                "partitionId": m["partitionId"], "leaseId": v["leaseId"], "status": "completed"}]}),
+            )
+            .await;
+        assert!(s.is_success(), "{a}");
+    }
+    let at = served.iter().position(|p| p == "old");
+    assert_eq!(
+        at,
+        Some(queen_broker::engine::hints::FAIR_EVERY as usize - 1),
+        "the first pop without hints serves the partition no hint names: {served:?}"
+    );
 }

@@ -213,26 +213,42 @@ async fn run(state: AppState, req: PopReq) -> ApiResult<Response> {
     let deadline = Instant::now() + req.timeout;
     let waker = state.waker(req.tenant, &req.queue, req.partition.as_deref());
     let mut backoff = BACKOFF_START;
+    let mut seen = 0;
+    let mut pop_now = true;
     loop {
         // Registered before polling, so a push landing mid-poll still wakes us.
         let notified = waker.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let slices = pop_once(&state, &req).await?;
-        if !slices.is_empty() {
-            return respond(&state, &req, slices).await;
+        // Never answer empty without a last pop.
+        pop_now |= Instant::now() >= deadline;
+        if pop_now {
+            // Read before popping: an append the pop misses is one it counts.
+            seen = state.hints.worth_a_pop(req.tenant, &req.queue, seen).1;
+            let slices = pop_once(&state, &req).await?;
+            if !slices.is_empty() {
+                return respond(&state, &req, slices).await;
+            }
         }
         let now = Instant::now();
         if !req.wait || now >= deadline || state.is_stopping() {
             return empty(&state, &req, std::slice::from_ref(&req.queue)).await;
         }
-        tokio::select! {
-            _ = &mut notified => {}
-            _ = tokio::time::sleep(backoff.min(deadline - now)) => {}
+        let woken = tokio::select! {
+            _ = &mut notified => true,
+            _ = tokio::time::sleep(backoff.min(deadline - now)) => false,
             // Shutdown: answer now, the drain must not wait out the long-poll.
             _ = state.stopping() => return empty(&state, &req, std::slice::from_ref(&req.queue)).await,
+        };
+        // A queue long-poll woken by an append that a pop of this broker has served
+        // since waits on (crate::engine::hints); a timer wake-up, a partition long-poll
+        // and the deadline always pop.
+        pop_now = !woken
+            || req.partition.is_some()
+            || state.hints.worth_a_pop(req.tenant, &req.queue, seen).0;
+        if pop_now {
+            backoff = (backoff * 2).min(BACKOFF_MAX);
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }
 
@@ -318,8 +334,17 @@ async fn pop_once(state: &AppState, req: &PopReq) -> ApiResult<Vec<Slice>> {
         sub_from: &req.sub_from,
         max_partitions: req.max_partitions,
         conflation: req.conflation.then_some(true),
+        hints: match req.partition {
+            None => state.hints.for_pop(req.tenant, &req.queue),
+            Some(_) => Vec::new(),
+        },
     };
-    Ok(state.db.conn().await?.broker_pop(&args).await?)
+    let slices = state.db.conn().await?.broker_pop(&args).await?;
+    if req.partition.is_none() && !slices.is_empty() {
+        let served: Vec<Uuid> = slices.iter().map(|s| s.pid).collect();
+        state.hints.served(req.tenant, &req.queue, &served);
+    }
+    Ok(slices)
 }
 
 /// What the answer to a pop that asked for conflation says about it, from the group's
