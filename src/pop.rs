@@ -1141,17 +1141,19 @@ fn pop_queue(
         held,
     };
     let keep = hold(queue).is_none();
+    // Hints and a kept page end a pop only when they filled it: a pop of several
+    // partitions goes on to a fresh page for the rest.
     if keep && !hints.is_empty() {
         let page = hinted(client, queue, hints);
         serving.page(client, queue, &page, max_partitions, req);
-        if !serving.out.is_empty() {
+        if serving.full(max_partitions) {
             return serving.out;
         }
     }
     if keep {
         if let Some((page, read_at)) = kept::take(queue.id, req.group) {
             serving.page(client, queue, &page, max_partitions, req);
-            if !serving.out.is_empty() {
+            if serving.full(max_partitions) {
                 kept::put(queue.id, req.group, serving.still_good(page, req), read_at);
                 return serving.out;
             }
@@ -1190,6 +1192,11 @@ struct Serving {
 }
 
 impl Serving {
+    /// Whether this pop has served all it may: `max_partitions`, or its budget.
+    fn full(&self, max_partitions: i32) -> bool {
+        self.out.len() >= max_partitions as usize || self.budget.is_spent()
+    }
+
     /// `page` without the partitions this pop tried and did not serve (drained, or locked
     /// by a concurrent pop): the next pop would only try them again. A leasing pop drops
     /// the ones it served too: they are leased now; an auto-acking pop keeps them, as
@@ -1213,7 +1220,7 @@ impl Serving {
         req: &Checked<'_>,
     ) {
         for i in queen_log::pop::try_order(page.len(), try_seed(req.worker)) {
-            if self.out.len() >= max_partitions as usize || self.budget.is_spent() {
+            if self.full(max_partitions) {
                 break;
             }
             // Never a partition tried before: a fresh page leaves them out, a kept one is

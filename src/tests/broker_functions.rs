@@ -250,6 +250,21 @@ fn a_queue_pop_tries_its_hints_first_and_only_its_queues() {
     );
 }
 
+/// Hints end a pop only when they filled it: a pop of up to two partitions whose hints
+/// serve one takes the second from a page.
+#[pg_test]
+fn a_pop_of_several_partitions_goes_past_its_hints_to_fill_up() {
+    for p in ["A", "B"] {
+        push_n("q", p, &p.to_lowercase(), 1);
+    }
+    let b = pid_of("q", "B");
+    let served = text_of(&format!(
+        "SELECT string_agg(r_partition, ',' ORDER BY r_partition) FROM queen.broker_pop_v1(NULL, 'q', NULL, 'g', 10, 60,
+                'w', false, 'all', '', 2, NULL, ARRAY['{b}']::uuid[])"
+    ));
+    assert_eq!(served.as_deref(), Some("A,B"));
+}
+
 /// A leasing pop keeps its page too, without the partitions it leased: the next pop of
 /// the backend serves another partition from the kept page, none is served twice while
 /// leased, and a partition whose lease was acked is served again from a fresh page,
