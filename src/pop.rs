@@ -1076,8 +1076,11 @@ fn candidates(
     .collect()
 }
 
-/// The hinted partitions that are the queue's, in the hints' order (at most
-/// [`MAX_HINTS`]; an id of another queue or tenant, or of no partition, is dropped).
+/// The hinted partitions that are the queue's, by id (at most [`MAX_HINTS`]; an id of
+/// another queue or tenant, or of no partition, is dropped). By id, as a page of
+/// partitions never leased is: a pop creating cursors locks partitions in ascending id
+/// ([`AscendingLocks`]), and one of several partitions in push order left out those below
+/// the first it created.
 /// Hints come from the broker (the partitions it pushed to lately and no pop of it has
 /// served since, docs/decisions.md "Which partitions a queue pop tries"): a one-message
 /// pop of a queue being pushed to would otherwise read a fresh page each time, as its
@@ -1099,7 +1102,7 @@ fn hinted(client: &SpiClient<'_>, queue: &QueueRef, hints: &[Uuid]) -> Vec<(Uuid
         )
     })
     .collect();
-    found.sort_by_key(|(id, _)| hints.iter().position(|h| h == id));
+    found.sort_by_key(|(id, _)| *id.as_bytes());
     found
 }
 

@@ -56,8 +56,10 @@ class Streams:
         self.query_id = body["query_id"]
 
     def call(self, c, path, body, deadline):
-        """The SDK's retry: the same body until a non-5xx answer or the deadline."""
-        while not self.stop.is_set() and time.time() < deadline:
+        """The SDK's retry: the same body until a non-5xx answer or the deadline. Not cut
+        short by `stop`: a runner finishes the cycle it holds (a cycle begun as the run
+        ended was counted lost before it was sent)."""
+        while time.time() < deadline:
             try:
                 st, res = c.json("POST", path, body, timeout=20)
             except Exception:
@@ -100,8 +102,10 @@ class Streams:
                     "release_lease": True}
             st, res = self.call(c, "/streams/v1/cycle", body, time.time() + 60)
             with self.lock:
-                if st != 200:
+                if st is None:
                     self.counts["lost"] += 1
+                elif st != 200:
+                    self.counts[f"answered {st}"] = self.counts.get(f"answered {st}", 0) + 1
                 elif res.get("success") is not True:
                     self.counts["refused"] += 1
                 elif res.get("replayed"):
@@ -177,6 +181,8 @@ def main():
     s.finish()
     log(f"cycles: {s.counts}")
     fail.check(s.counts["lost"] == 0, f"a cycle found no broker within its retries: {s.counts}")
+    fail.check(not [k for k in s.counts if k.startswith("answered")],
+               f"a cycle was answered neither 200 nor 5xx: {s.counts}")
     fail.check(s.counts["replayed"] + s.counts["committed"] > 0, "cycles committed")
     rows = psql(f"SELECT p.name || '=' || (s.value->>'n') || ',' || (s.value->>'sum') "
                 f"FROM queen.stream_state s JOIN queen.log_partitions p ON p.id = s.partition_id "

@@ -1,5 +1,5 @@
 //! Pop hints: per (tenant, queue), the partitions this broker pushed to lately and no pop
-//! of it has served since, oldest first. A queue-level pop passes them to
+//! of it has served since (the oldest go first when there are too many). A queue-level pop passes them to
 //! `broker_pop_v1` (`p_hints`), which tries them before it reads a page of candidates
 //! (docs/decisions.md, "Which partitions a queue pop tries"). Only a hint: the extension
 //! claims each with its own checks and drops any that is not the queue's, so a stale or
