@@ -277,7 +277,7 @@ fn a_pop_of_two_new_partitions_hinted_higher_id_first_serves_both() {
     for p in ["A", "B"] {
         push_n("q", p, &p.to_lowercase(), 1);
     }
-    let mut ids = vec![pid_of("q", "A"), pid_of("q", "B")];
+    let mut ids = [pid_of("q", "A"), pid_of("q", "B")];
     ids.sort();
     let served = text_of(&format!(
         "SELECT string_agg(r_partition, ',' ORDER BY r_partition) FROM queen.broker_pop_v1(NULL, 'q', NULL, 'g', 10, 60,
