@@ -64,6 +64,14 @@ async fn pid(db: &tokio_postgres::Client, q: &str, partition: &str) -> Uuid {
     .get(0)
 }
 
+/// The backend of a transaction (whose locks the waiters wait on).
+async fn backend_pid(tx: &tokio_postgres::Transaction<'_>) -> i32 {
+    tx.query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// Waits until `n` rounds are parked or in flight on the push lane.
 async fn wait_for_load(b: &Broker, n: usize) {
     let f = b.state.push_fusion.as_ref().expect("push fusion on");
@@ -113,11 +121,7 @@ async fn busy_lane<'a>(b: &Broker, db: &'a mut tokio_postgres::Client, q: &str) 
     )
     .await
     .unwrap();
-    let holder: i32 = tx
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let holder = backend_pid(&tx).await;
     let probe = admin().await;
     let alone = spawn_push(b, items(q, "x", &["x1"]));
     wait_for_blocked_push(&probe, holder, 1).await;
@@ -418,11 +422,7 @@ async fn concurrent_push_lookups_fold_into_one_call_and_each_request_gets_its_ow
     tx.batch_execute("LOCK TABLE queen.partition_names IN ACCESS EXCLUSIVE MODE")
         .await
         .unwrap();
-    let holder: i32 = tx
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let holder = backend_pid(&tx).await;
     let probe = admin().await;
     // One lookup runs alone and one is flushed (both blocked); three more park and are
     // then looked up in one call: an existing partition, a new one of a known queue, a
