@@ -192,6 +192,7 @@ fn push_frames<'f>(
         msg_count: frames.len() as i32,
         hashes: &hashes,
         verified: -1,
+        verified_for: None,
         blob: &blob,
         tenant,
     };

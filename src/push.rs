@@ -26,8 +26,26 @@ pub struct SegmentIn<'a> {
     pub msg_count: i32,
     pub hashes: &'a [u8],
     pub verified: i64,
+    /// The partition and dedup window `verified` was computed for (None: the caller
+    /// vouches for it as it stands). See [`SegmentIn::watermark`].
+    pub verified_for: Option<(Uuid, i32)>,
     pub blob: &'a [u8],
     pub tenant: Uuid,
+}
+
+impl SegmentIn<'_> {
+    /// The dedup watermark this push may trust for partition `pid`, whose queue's window
+    /// is `window` now. A watermark computed for another partition (the name deleted and
+    /// pushed again: a new id) or under a shorter window (rows the caller never read
+    /// became in-window) says nothing here: -1, the whole window is probed. So a caller
+    /// that cached its lookup can never skip a probe it needed (docs/decisions.md, "The
+    /// push's lookup").
+    pub fn watermark(&self, pid: Uuid, window: i32) -> i64 {
+        match self.verified_for {
+            Some((p, w)) if p != pid || window > w => -1,
+            _ => self.verified,
+        }
+    }
 }
 
 /// The contract's shape check, then the blob itself: it must decode into exactly
@@ -276,7 +294,7 @@ fn duplicate(
     if window <= 0 {
         return None;
     }
-    let from = seg.verified.max(txns_start - 1);
+    let from = seg.watermark(pid, window).max(txns_start - 1);
     let dups = probe_duplicates(client, pid, window, from, seg.hashes);
     (!dups.is_empty()).then(|| PushVerdict::Duplicate {
         dups: with_original_ids(client, pid, dups),
@@ -569,6 +587,7 @@ fn log_push_one_v1(
         msg_count: required(p_msg_count, "p_msg_count"),
         hashes: required(p_hashes, "p_hashes"),
         verified: p_verified.unwrap_or(-1),
+        verified_for: None,
         blob: required(p_blob, "p_blob"),
         tenant: p_tenant.unwrap_or_else(default_tenant),
     };
@@ -641,6 +660,7 @@ fn log_push_at_v1(
             msg_count,
             hashes,
             verified: p_verified.unwrap_or(-1),
+            verified_for: None,
             blob,
             tenant,
         };
@@ -648,6 +668,8 @@ fn log_push_at_v1(
     }))
 }
 
+// The SQL signature (compatibility: docs/contract.md §4) fixes the argument list.
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe, security_definer)]
 #[search_path(pg_catalog, pg_temp)]
 fn log_push_multi_v1(
@@ -658,10 +680,14 @@ fn log_push_multi_v1(
     p_verified: Option<Vec<Option<i64>>>,
     p_blobs: Option<pgrx::datum::Array<'_, &[u8]>>,
     p_tenants: default!(Option<Vec<Option<Uuid>>>, "NULL"),
+    p_verified_pids: default!(Option<Vec<Option<Uuid>>>, "NULL"),
+    p_verified_windows: default!(Option<Vec<Option<i32>>>, "NULL"),
 ) -> JsonB {
     let queues = p_queues.unwrap_or_default();
     let n = queues.len();
     let arrays = MultiPush {
+        verified_pids: p_verified_pids.unwrap_or_else(|| vec![None; n]),
+        verified_windows: p_verified_windows.unwrap_or_else(|| vec![None; n]),
         partitions: p_partitions.unwrap_or_default(),
         counts: p_msg_counts.unwrap_or_default(),
         hashes: p_hashes.map(crate::db::bytea_array).unwrap_or_default(),
@@ -683,6 +709,8 @@ struct MultiPush {
     verified: Vec<Option<i64>>,
     blobs: Vec<Option<Vec<u8>>>,
     tenants: Vec<Option<Uuid>>,
+    verified_pids: Vec<Option<Uuid>>,
+    verified_windows: Vec<Option<i32>>,
 }
 
 impl MultiPush {
@@ -696,6 +724,8 @@ impl MultiPush {
             self.verified.len(),
             self.blobs.len(),
             self.tenants.len(),
+            self.verified_pids.len(),
+            self.verified_windows.len(),
         ];
         if lens.iter().any(|&l| l != n) {
             raise_q(format!("QMULTI misaligned arrays ({n} queues)"));
@@ -707,6 +737,7 @@ impl MultiPush {
                 msg_count: required(self.counts[i], "p_msg_counts element"),
                 hashes: required(self.hashes[i].as_deref(), "p_hashes element"),
                 verified: self.verified[i].unwrap_or(-1),
+                verified_for: self.verified_pids[i].zip(self.verified_windows[i]),
                 blob: required(self.blobs[i].as_deref(), "p_blobs element"),
                 tenant: self.tenants[i].unwrap_or_else(default_tenant),
             })
@@ -891,6 +922,7 @@ pub fn push_groups(client: &mut SpiClient<'_>, groups: &[FrameGroup<'_>]) -> Vec
                 msg_count: idx.len() as i32,
                 hashes,
                 verified: -1,
+                verified_for: None,
                 blob,
                 tenant: groups[*g].tenant,
             })

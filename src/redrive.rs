@@ -171,6 +171,7 @@ fn push_frames(
             msg_count: batch.len() as i32,
             hashes: &hashes,
             verified: -1,
+            verified_for: None,
             blob: &blob,
             tenant,
         };

@@ -103,6 +103,7 @@ fn run_pushes(client: &mut SpiClient<'_>, tenant: Uuid, pushes: &[WirePush]) -> 
             msg_count: p.count,
             hashes: &b.hashes,
             verified: p.verified.unwrap_or(-1),
+            verified_for: None,
             blob: &b.blob,
             tenant,
         })

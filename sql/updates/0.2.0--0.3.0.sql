@@ -32,3 +32,8 @@ ALTER TABLE queen.consumer_groups_metadata ALTER COLUMN tenant_id SET DEFAULT qu
 
 -- A queue pop reads its queue's partitions by this index (sql/bootstrap.sql).
 CREATE INDEX log_partitions_queue_idx ON queen.log_partitions (queue_id);
+
+-- A push's dedup watermark names the partition and window it was computed for
+-- (docs/decisions.md, "The push's lookup"): log_push_multi_v1 takes them as trailing
+-- arguments (a new signature).
+DROP FUNCTION IF EXISTS queen.log_push_multi_v1(text[], text[], int[], bytea[], bigint[], bytea[], uuid[]);

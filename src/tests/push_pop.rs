@@ -128,6 +128,40 @@ fn push_multi_returns_results_in_input_order() {
     assert_eq!(j("SELECT queen.log_push_multi_v1(ARRAY[]::text[], ARRAY[]::text[], ARRAY[]::int[], ARRAY[]::bytea[], ARRAY[]::bigint[], ARRAY[]::bytea[])"), serde_json::json!([]));
 }
 
+/// A dedup watermark is trusted only for the partition id and the window it names (a
+/// broker that remembered its lookup across a delete, or across a longer window, must
+/// not skip the probe): otherwise the whole window is probed.
+#[pg_test]
+fn a_watermark_is_trusted_only_for_the_partition_and_window_it_names() {
+    push_n("q", "Default", "a", 1);
+    let pid = pid_of("q", "Default");
+    let push = |verified_for: &str| {
+        j(&format!(
+            "SELECT queen.log_push_multi_v1(ARRAY['q'], ARRAY['Default'], ARRAY[1],
+                    ARRAY[queen.xxh3_128('a0')], ARRAY[5]::bigint[], ARRAY[{}], NULL, {verified_for})",
+            seg(&["a0"])
+        ))[0]["status"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let other = "ARRAY[gen_random_uuid()], ARRAY[3600]";
+    assert_eq!(push(other), "duplicate", "another partition's watermark");
+    assert_eq!(push(&format!("ARRAY['{pid}'::uuid], ARRAY[60]")), "duplicate", "a shorter window's");
+    // The caller's word, as it stands (nothing the dedup cache would say: it shows trust).
+    assert_eq!(push(&format!("ARRAY['{pid}'::uuid], ARRAY[7200]")), "queued", "a longer window's");
+    assert_eq!(push(&format!("ARRAY['{pid}'::uuid], ARRAY[3600]")), "queued", "its own");
+    assert_eq!(push("NULL, NULL"), "queued", "named nothing: the caller vouches");
+    assert_eq!(
+        sqlstate_of(&format!(
+            "SELECT queen.log_push_multi_v1(ARRAY['q'], ARRAY['Default'], ARRAY[1], ARRAY[queen.xxh3_128('a0')],
+                    ARRAY[5]::bigint[], ARRAY[{}], NULL, ARRAY[]::uuid[], NULL)",
+            seg(&["a0"])
+        )),
+        "P0001: QMULTI misaligned arrays (1 queues)"
+    );
+}
+
 #[pg_test]
 fn segment_at_finds_covering_segment() {
     push_n("q", "Default", "a", 3);
