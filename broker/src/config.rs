@@ -201,6 +201,9 @@ pub struct Config {
     /// `QUEEN_DEDUP_CACHE_MB`: memory for the push dedup watermark cache (engine/dedup.rs);
     /// 0 = off (every push probes its whole dedup window).
     pub dedup_cache_mb: usize,
+    /// `QUEEN_LOOKUP_CACHE_MS`: how long a push remembers what its lookup found of a
+    /// partition (engine/lookups.rs); 0 = off (every push looks its partitions up).
+    pub lookup_cache_ms: u64,
     /// `QUEEN_METRICS_QUEUE_SERIES`: most label sets of each per-queue and per-(queue,
     /// group) gauge at `/metrics`; the rest are added up under `queue="__other__"`.
     /// 0 = no queue gauges (the statistics are never read for /metrics).
@@ -366,6 +369,7 @@ impl Config {
                 as i32,
             max_push_items: num(&get, "QUEEN_MAX_PUSH_ITEMS", 10_000)?.max(1),
             dedup_cache_mb: num(&get, "QUEEN_DEDUP_CACHE_MB", 128)?,
+            lookup_cache_ms: num(&get, "QUEEN_LOOKUP_CACHE_MS", 1000)?,
             metrics_queue_series: num(&get, "QUEEN_METRICS_QUEUE_SERIES", 200)?,
             max_lease_seconds: num::<u32>(&get, "QUEEN_MAX_LEASE_SECONDS", 86_400)?
                 .clamp(1, i32::MAX as u32) as i32,
@@ -424,7 +428,7 @@ impl fmt::Display for Config {
             "database_url={} listen={} pool_size={} body_limit_mb={} statement_timeout_ms={} \
              ack_registry={} ack_registry_mb={} ack_fusion={} ack_fusion_shards={} \
              ack_fusion_max_inflight={} ack_fusion_hold_ms={} push_fusion={} pool_timeout_ms={} tenancy={} max_batch={} \
-             max_push_items={} dedup_cache_mb={} metrics_queue_series={} max_lease_seconds={} \
+             max_push_items={} dedup_cache_mb={} lookup_cache_ms={} metrics_queue_series={} max_lease_seconds={} \
              header_read_timeout_ms={} body_read_timeout_ms={} max_connections={} shutdown_drain_ms={} \
              maintenance_interval_ms={} maintenance_budget_ms={} maintenance_max_rows={} \
              timer_sweep_ms={} ephemeral_max_bytes={} ephemeral_max_queues={} ephemeral_peers={:?} \
@@ -448,6 +452,7 @@ impl fmt::Display for Config {
             self.max_batch,
             self.max_push_items,
             self.dedup_cache_mb,
+            self.lookup_cache_ms,
             self.metrics_queue_series,
             self.max_lease_seconds,
             self.header_read_timeout_ms,

@@ -18,6 +18,7 @@ use crate::engine::dedup::DedupCache;
 use crate::engine::ephemeral::Store;
 use crate::engine::fusion::Fusion;
 use crate::engine::hints::Hints;
+use crate::engine::lookups::LookupCache;
 use crate::engine::push_fusion::PushFusion;
 use crate::engine::registry::Registry;
 use crate::engine::sealing::Sealer;
@@ -49,6 +50,8 @@ pub struct Inner {
     pub keys: Option<Arc<Keys>>,
     /// Push dedup watermarks (QUEEN_DEDUP_CACHE_MB).
     pub dedup: DedupCache,
+    /// The push's lookup, remembered (QUEEN_LOOKUP_CACHE_MS).
+    pub lookups: LookupCache,
     /// Present when `QUEEN_ACK_FUSION` is on (and the registry, which feeds it).
     pub fusion: Option<Fusion>,
     /// Present when `QUEEN_PUSH_FUSION` is on.
@@ -141,6 +144,7 @@ impl AppState {
             push_fusion,
             registry: Registry::new(&config),
             dedup: DedupCache::new(config.dedup_cache_mb),
+            lookups: LookupCache::new(config.lookup_cache_ms),
             sealer: Sealer::new(config.encryption_key.as_ref()),
             keys,
             config,
@@ -167,6 +171,7 @@ impl AppState {
             registry_enabled: self.registry.enabled(),
             registry: self.registry.stats(),
             dedup: self.dedup.stats(),
+            lookups: self.lookups.stats(),
             sealing: self.sealer.stats(),
             fusion: self.fusion.as_ref().map(Fusion::stats),
             push_fusion: self.push_fusion.as_ref().map(PushFusion::stats),
@@ -241,6 +246,13 @@ impl AppState {
     }
 
     /// What the engine's writes use for one request (crate::engine::Engine).
+    /// A queue of `tenant` was configured or deleted through this broker: what its pushes
+    /// remembered of it is stale (engine/lookups.rs; another broker's change is bounded
+    /// by `QUEEN_LOOKUP_CACHE_MS`).
+    pub fn queue_changed(&self, tenant: Uuid, queue: &str) {
+        self.lookups.forget_queue(tenant, queue);
+    }
+
     pub fn engine(&self) -> Engine<'_> {
         Engine {
             db: &self.db,
@@ -248,6 +260,7 @@ impl AppState {
             fusion: self.fusion.as_ref(),
             push_fusion: self.push_fusion.as_ref(),
             dedup: &self.dedup,
+            lookups: &self.lookups,
             sealer: &self.sealer,
             spool: self.spool.as_deref(),
             gate: &self.gate,

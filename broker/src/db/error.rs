@@ -133,6 +133,9 @@ impl From<DbError> for ApiError {
     }
 }
 
+/// The code of the 503 a plaintext push into an encrypting queue gets (see of_sqlstate).
+pub const ENCRYPTION_REQUIRED: &str = "encryption_required";
+
 /// The answer to a server error with this SQLSTATE and message.
 fn of_sqlstate(code: &str, msg: &str) -> ApiError {
     // A plaintext frame into an encrypting queue (55000 QENC): the queue began encrypting
@@ -143,7 +146,7 @@ fn of_sqlstate(code: &str, msg: &str) -> ApiError {
     if code == "55000" && msg.starts_with("QENC") {
         return ApiError::Coded {
             status: StatusCode::SERVICE_UNAVAILABLE,
-            code: "encryption_required",
+            code: ENCRYPTION_REQUIRED,
             message: format!("database refused ({code}): {msg}"),
         };
     }

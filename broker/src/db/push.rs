@@ -18,6 +18,10 @@ pub struct PushSegment {
     pub blob: Vec<u8>,
     /// The dedup watermark (`p_verified`, -1 = probe the window).
     pub verified: i64,
+    /// The partition and dedup window `verified` was computed for: the extension trusts
+    /// it only for that partition under a window no longer than that (docs/decisions.md,
+    /// "The push's lookup").
+    pub verified_for: Option<(Uuid, i32)>,
 }
 
 /// A row of `partitions_lookup_v1`: a requested (queue, partition) whose queue exists.
@@ -80,12 +84,24 @@ impl Conn {
         let verified: Vec<i64> = segs.iter().map(|s| s.verified).collect();
         let blobs: Vec<&[u8]> = segs.iter().map(|s| s.blob.as_slice()).collect();
         let tenants: Vec<Uuid> = segs.iter().map(|s| s.tenant).collect();
+        let for_pids: Vec<Option<Uuid>> =
+            segs.iter().map(|s| s.verified_for.map(|f| f.0)).collect();
+        let for_windows: Vec<Option<i32>> =
+            segs.iter().map(|s| s.verified_for.map(|f| f.1)).collect();
         let verdicts: Vec<PushVerdict> = self
             .json(
                 "SELECT queen.log_push_multi_v1($1::text[], $2::text[], $3::int[], $4::bytea[], \
-                 $5::bigint[], $6::bytea[], $7::uuid[])",
+                 $5::bigint[], $6::bytea[], $7::uuid[], $8::uuid[], $9::int[])",
                 &[
-                    &queues, &parts, &counts, &hashes, &verified, &blobs, &tenants,
+                    &queues,
+                    &parts,
+                    &counts,
+                    &hashes,
+                    &verified,
+                    &blobs,
+                    &tenants,
+                    &for_pids,
+                    &for_windows,
                 ],
             )
             .await?;

@@ -32,6 +32,7 @@ pub mod fusion;
 pub mod hints;
 pub mod items;
 pub mod lanes;
+pub mod lookups;
 pub mod push;
 pub mod push_fusion;
 pub mod registry;
@@ -57,6 +58,8 @@ pub struct Engine<'a> {
     /// Push fusion, when on (`QUEEN_PUSH_FUSION`).
     pub push_fusion: Option<&'a push_fusion::PushFusion>,
     pub dedup: &'a dedup::DedupCache,
+    /// The push's lookup, remembered (`QUEEN_LOOKUP_CACHE_MS`).
+    pub lookups: &'a lookups::LookupCache,
     pub sealer: &'a sealing::Sealer,
     /// The push spool, when configured (`QUEEN_SPOOL_DIR`).
     pub spool: Option<&'a spool::Spool>,

@@ -23,12 +23,14 @@ use queen_log::segment::{encode_segment, segment_hashes};
 use queen_log::wire::PushVerdict;
 use uuid::Uuid;
 
+use crate::db::error::ENCRYPTION_REQUIRED;
 use crate::db::{Conn, PushSegment as Segment};
 use crate::engine::dedup::DedupCache;
 use crate::engine::items::{
     copy_request_duplicates, group_by_partition, mark_request_duplicates, seal_items, take_ready,
     PushItem, ReadySegment,
 };
+use crate::engine::lookups::{Known, LookupCache};
 use crate::engine::push_fusion::PushFusion;
 use crate::engine::spool::{Record as SpoolRecord, Spool};
 use crate::engine::write_gate::PushRoute;
@@ -217,8 +219,47 @@ async fn write(
         (None, None) => Some(e.db.conn().await?),
         _ => None,
     };
-    let db = on.map(|o| o.db).or(own.as_ref());
-    let windows = known_partitions(db, fused, tenant, groups).await?;
+    let via = match (on, fused, &own) {
+        (Some(o), _, _) => Via::On(o.db, o.window),
+        (None, Some(f), _) => Via::Fused(f),
+        (None, None, Some(c)) => Via::Alone(c),
+        (None, None, None) => unreachable!("a push has a connection or push fusion"),
+    };
+    // A replay's lookups are neither remembered nor taken from memory: its transaction
+    // reads what it writes.
+    let remembered = on.is_none() && e.lookups.enabled();
+    match write_looked_up(e, &via, tenant, items, groups, outcomes, remembered).await {
+        // A remembered lookup said plaintext and the queue encrypts now (nothing of that
+        // round was written): look up afresh, seal, push again (engine/lookups.rs).
+        Err(ApiError::Coded { code, .. }) if remembered && code == ENCRYPTION_REQUIRED => {
+            for g in groups.iter() {
+                e.lookups.forget_queue(tenant, &g.queue);
+            }
+            write_looked_up(e, &via, tenant, items, groups, outcomes, false).await
+        }
+        done => done,
+    }
+}
+
+/// [`write`] after its connection is chosen; `remembered`: the lookup may come from the
+/// lookup cache (and what it reads is remembered).
+async fn write_looked_up(
+    e: &Engine<'_>,
+    via: &Via<'_>,
+    tenant: Uuid,
+    items: &mut [PushItem],
+    groups: &mut [Group],
+    outcomes: &mut [Outcome],
+    remembered: bool,
+) -> ApiResult<()> {
+    let db = via.conn();
+    let fused = match via {
+        Via::Fused(f) => Some(*f),
+        _ => None,
+    };
+    let cache = remembered.then_some(e.lookups);
+    let windows = known_partitions(db, fused, cache, tenant, groups).await?;
+    let looked: Vec<Option<Uuid>> = groups.iter().map(|g| g.pid).collect();
     let encrypting: HashSet<&str> = groups
         .iter()
         .filter(|g| g.encrypts)
@@ -228,26 +269,26 @@ async fn write(
     seal_items(e.sealer, items, |it| {
         !it.encrypted && encrypting.contains(it.queue.as_str())
     })?;
-    let wide = on.and_then(|o| o.window);
-    let cached = match on {
+    let cached = match via {
         // A replay's transaction may still roll back: it must not teach the cache
         // offsets that never commit (and a widened search checks everything anyway).
-        Some(_) => HashMap::new(),
-        None => dedup_targets(db, e, groups, &windows).await?,
-    };
-    // A push waiting for a fused flush holds no connection (the flush needs one).
-    let via = match (on, fused) {
-        (Some(o), _) => Via::On(o.db, wide.map(|w| (w, windows))),
-        (None, Some(f)) => Via::Fused(f),
-        (None, None) => Via::Alone(Box::new(own.expect("a connection of its own"))),
+        Via::On(..) => HashMap::new(),
+        _ => dedup_targets(db, e, groups, &windows).await?,
     };
     // Each round retires at least one item, so this terminates.
     for _ in 0..=items.len() {
         if groups.iter().all(|g| g.pending.is_empty()) {
             break;
         }
-        let dedup = (e.dedup, &cached);
-        push_round(&via, tenant, items, groups, outcomes, dedup).await?;
+        let dedup = (e.dedup, &cached, &windows);
+        push_round(via, tenant, items, groups, outcomes, dedup).await?;
+    }
+    // A partition written under another id than the lookup's was deleted and created
+    // again meanwhile: what is remembered of its queue is stale.
+    for (g, was) in groups.iter().zip(looked) {
+        if was.is_some_and(|p| g.pid != Some(p)) {
+            e.lookups.forget_queue(tenant, &g.queue);
+        }
     }
     Ok(())
 }
@@ -268,37 +309,73 @@ fn group_items(items: &[PushItem]) -> Vec<Group> {
 }
 
 /// The id of every group whose partition exists already, and its queue's dedup window
-/// now (the cache checks it, engine/dedup.rs) and encryption switch: one lookup per
-/// request, before pushing, on `db` or fused with concurrent pushes' lookups. Returns the
-/// windows of the existing partitions by group.
+/// (the dedup cache checks it, engine/dedup.rs) and encryption switch: from `cache`
+/// (engine/lookups.rs) when it remembers them, else one lookup per request for the rest,
+/// before pushing, on `db` or fused with concurrent pushes' lookups. Returns the windows
+/// of the existing partitions by group.
 async fn known_partitions(
     db: Option<&Conn>,
     fused: Option<&PushFusion>,
+    cache: Option<&LookupCache>,
     tenant: Uuid,
     groups: &mut [Group],
 ) -> ApiResult<HashMap<usize, i32>> {
-    let qs: Vec<&str> = groups.iter().map(|g| g.queue.as_str()).collect();
-    let ps: Vec<&str> = groups.iter().map(|g| g.partition.as_str()).collect();
+    let mut windows = HashMap::new();
+    let mut ask = Vec::new();
+    for (i, g) in groups.iter_mut().enumerate() {
+        match cache.and_then(|c| c.get(tenant, &g.queue, &g.partition)) {
+            Some(k) => g.learn(i, Some(k.pid), k.window, k.encrypts, &mut windows),
+            None => ask.push(i),
+        }
+    }
+    if ask.is_empty() {
+        return Ok(windows);
+    }
+    let qs: Vec<&str> = ask.iter().map(|&i| groups[i].queue.as_str()).collect();
+    let ps: Vec<&str> = ask.iter().map(|&i| groups[i].partition.as_str()).collect();
     let found = match (db, fused) {
         (Some(db), _) => db.partitions_lookup(tenant, &qs, &ps).await?,
         (None, Some(f)) => f.lookup(tenant, &qs, &ps).await?,
         (None, None) => unreachable!("a push has a connection or push fusion"),
     };
-    let mut windows = HashMap::new();
     for f in found {
-        let g = groups.get_mut(f.index).ok_or_else(|| {
+        let i = *ask.get(f.index).ok_or_else(|| {
             ApiError::Internal(format!("partitions_lookup_v1 answered index {}", f.index))
         })?;
-        g.encrypts = f.encrypted;
-        if g.encrypts {
-            g.ready = None;
-        }
-        if let Some(pid) = f.partition_id {
-            g.pid = Some(pid);
-            windows.insert(f.index, f.dedup_window);
+        let g = &mut groups[i];
+        g.learn(i, f.partition_id, f.dedup_window, f.encrypted, &mut windows);
+        if let (Some(c), Some(pid)) = (cache, f.partition_id) {
+            let known = Known {
+                pid,
+                window: f.dedup_window,
+                encrypts: f.encrypted,
+            };
+            c.put(tenant, &g.queue, &g.partition, known);
         }
     }
     Ok(windows)
+}
+
+impl Group {
+    /// What a lookup found for this group (`i`): its queue's switch and, for an existing
+    /// partition, its id and window.
+    fn learn(
+        &mut self,
+        i: usize,
+        pid: Option<Uuid>,
+        window: i32,
+        encrypts: bool,
+        windows: &mut HashMap<usize, i32>,
+    ) {
+        self.encrypts = encrypts;
+        if encrypts {
+            self.ready = None;
+        }
+        if let Some(pid) = pid {
+            self.pid = Some(pid);
+            windows.insert(i, window);
+        }
+    }
 }
 
 /// Known partitions with a dedup window, each loaded into the dedup cache if it was not
@@ -369,21 +446,37 @@ async fn encode(work: Vec<(Vec<Frame>, Option<Vec<u8>>)>) -> ApiResult<Vec<Encod
 /// How a round reaches the database.
 enum Via<'a> {
     /// The request's own connection (push fusion off).
-    Alone(Box<Conn>),
+    Alone(&'a Conn),
     /// Push fusion: alone when its lane is idle, else fused with concurrent rounds.
     Fused(&'a PushFusion),
     /// A connection of the caller's (a spool replay's transaction); with a widened
-    /// dedup window (and the queues' own windows by group), segment by segment.
-    On(&'a Conn, Option<(i32, HashMap<usize, i32>)>),
+    /// dedup window, segment by segment.
+    On(&'a Conn, Option<i32>),
 }
 
 impl Via<'_> {
-    async fn push(&self, segs: Vec<Segment>, live: &[usize]) -> ApiResult<Vec<PushVerdict>> {
+    /// The connection lookups and dedup loads use (None: push fusion's lanes).
+    fn conn(&self) -> Option<&Conn> {
         match self {
-            Via::Alone(db) => Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?),
-            Via::On(db, None) => Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?),
+            Via::Alone(db) | Via::On(db, _) => Some(db),
+            Via::Fused(_) => None,
+        }
+    }
+
+    /// `windows`: the queues' own dedup windows by group, which a widened window
+    /// (`On(_, Some(wide))`) only ever lengthens.
+    async fn push(
+        &self,
+        segs: Vec<Segment>,
+        live: &[usize],
+        windows: &HashMap<usize, i32>,
+    ) -> ApiResult<Vec<PushVerdict>> {
+        match self {
+            Via::Alone(db) | Via::On(db, None) => {
+                Ok(db.log_push_multi(&segs.iter().collect::<Vec<_>>()).await?)
+            }
             Via::Fused(f) => f.push(segs).await,
-            Via::On(db, Some((wide, windows))) => {
+            Via::On(db, Some(wide)) => {
                 let mut out = Vec::with_capacity(segs.len());
                 for (seg, g) in segs.iter().zip(live) {
                     let window = windows.get(g).copied().unwrap_or(0).max(*wide);
@@ -402,7 +495,7 @@ async fn push_round(
     items: &mut [PushItem],
     groups: &mut [Group],
     outcomes: &mut [Outcome],
-    (cache, cached): (&DedupCache, &HashMap<usize, Uuid>),
+    (cache, cached, windows): (&DedupCache, &HashMap<usize, Uuid>, &HashMap<usize, i32>),
 ) -> ApiResult<()> {
     let live: Vec<usize> = (0..groups.len())
         .filter(|&g| !groups[g].pending.is_empty())
@@ -423,21 +516,23 @@ async fn push_round(
         .iter()
         .map(|e| split_hashes(&e.hashes).expect("16 bytes per frame"))
         .collect();
-    let verified: Vec<i64> = live
+    // Each watermark names the partition and window it was computed for: the extension
+    // trusts it for nothing else (a lookup remembered across a delete or a longer window).
+    let verified: Vec<(i64, Option<(Uuid, i32)>)> = live
         .iter()
         .zip(&incoming)
         .map(|(g, hs)| {
             cached
                 .get(g)
-                .and_then(|pid| cache.watermark(*pid, hs))
-                .unwrap_or(-1)
+                .and_then(|pid| Some((cache.watermark(*pid, hs)?, (*pid, *windows.get(g)?))))
+                .map_or((-1, None), |(w, f)| (w, Some(f)))
         })
         .collect();
     let segs = live
         .iter()
         .zip(encoded)
         .zip(verified)
-        .map(|((&g, e), verified)| Segment {
+        .map(|((&g, e), (verified, verified_for))| Segment {
             tenant,
             queue: groups[g].queue.clone(),
             partition: groups[g].partition.clone(),
@@ -445,12 +540,25 @@ async fn push_round(
             hashes: e.hashes,
             blob: e.blob,
             verified,
+            verified_for,
         })
         .collect();
-    let verdicts = via.push(segs, &live).await?;
+    let verdicts = via.push(segs, &live, windows).await?;
     for ((&g, verdict), hs) in live.iter().zip(verdicts).zip(incoming) {
-        if let (Some(pid), PushVerdict::Queued { base_offset, .. }) = (cached.get(&g), &verdict) {
-            cache.record(*pid, *base_offset, hs);
+        // Offsets of another partition (the name created again since the lookup) would
+        // teach the cache about one that no longer exists.
+        if let (
+            Some(pid),
+            PushVerdict::Queued {
+                base_offset,
+                partition_id,
+                ..
+            },
+        ) = (cached.get(&g), &verdict)
+        {
+            if partition_id == pid {
+                cache.record(*pid, *base_offset, hs);
+            }
         }
         apply_verdict(&mut groups[g], verdict, items, outcomes)?;
     }

@@ -10,6 +10,7 @@ use crate::db::Db;
 use crate::engine::dedup::DedupStats;
 use crate::engine::ephemeral::Store;
 use crate::engine::fusion::FusionStats;
+use crate::engine::lookups::LookupStats;
 use crate::engine::push_fusion::PushFusionStats;
 use crate::engine::registry::RegistryStats;
 use crate::engine::sealing::SealStats;
@@ -26,6 +27,7 @@ pub struct Sources<'a> {
     pub registry_enabled: bool,
     pub registry: RegistryStats,
     pub dedup: DedupStats,
+    pub lookups: LookupStats,
     pub sealing: SealStats,
     pub fusion: Option<FusionStats>,
     pub push_fusion: Option<PushFusionStats>,
@@ -259,6 +261,16 @@ pub fn render(state: &Sources<'_>) -> String {
             "queen_push_fusion_lookup_requests_total",
             "Push requests whose lookup rode a fused one (requests - flushes were saved).",
             pf.lookup_requests,
+        ),
+        (
+            "queen_push_lookup_cache_hits_total",
+            "Partitions of push requests whose lookup was remembered (QUEEN_LOOKUP_CACHE_MS).",
+            state.lookups.hits,
+        ),
+        (
+            "queen_push_lookup_cache_misses_total",
+            "Partitions of push requests looked up in the database.",
+            state.lookups.misses,
         ),
     ] {
         scalar(&mut out, name, "counter", help, v);

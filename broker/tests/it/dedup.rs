@@ -145,3 +145,48 @@ async fn raising_the_window_through_the_same_broker_is_seen_by_the_cache() {
     assert_eq!(again[0]["status"], "duplicate", "{again:?}");
     assert_eq!(again[0]["message_id"], x[0]["message_id"]);
 }
+
+/// A broker remembers its push lookups for a while (engine/lookups.rs): a queue deleted
+/// and pushed again by another writer meanwhile has a new partition id, and the
+/// watermark this broker computed for the old one must not skip the new one's probe.
+#[tokio::test]
+async fn a_queue_recreated_by_another_writer_is_probed_whole() {
+    let b = start().await;
+    let q = unique("dedup-elsewhere");
+    b.configure(&q, json!({})).await;
+    push_txns(&b, &q, &names("a", 5)).await;
+    push_txns(&b, &q, &names("b", 5)).await; // the lookup remembered, the window cached
+    let db = admin().await;
+    db.execute("DELETE FROM queen.queues WHERE name = $1", &[&q])
+        .await
+        .unwrap();
+    let frame = queen_log::frame::Frame {
+        message_id: *uuid::Uuid::now_v7().as_bytes(),
+        trace_id: None,
+        transaction_id: "z".into(),
+        producer_sub: None,
+        encrypted: false,
+        payload: b"{}".to_vec(),
+    };
+    let blob = queen_log::segment::encode_segment(&[frame]).unwrap();
+    db.execute(
+        "SELECT queen.log_push_one_v1($1, 'Default', 1, queen.xxh3_128('z'), -1, $2)",
+        &[&q, &blob],
+    )
+    .await
+    .unwrap();
+    let r = push_txns(&b, &q, &["z".to_string()]).await;
+    assert_eq!(r[0]["status"], "duplicate", "{r:?}");
+    assert!(metric(&metrics(&b).await, "queen_push_lookup_cache_hits_total") >= 1.0);
+    // And from then on the new partition is the one remembered and cached.
+    let r = push_txns(&b, &q, &["y".to_string()]).await;
+    assert_eq!(
+        (r[0]["status"].as_str(), r[0]["offset"].as_i64()),
+        (Some("queued"), Some(1))
+    );
+    let r = push_txns(&b, &q, &["y".to_string(), "z".to_string()]).await;
+    assert_eq!(
+        (r[0]["status"].as_str(), r[1]["status"].as_str()),
+        (Some("duplicate"), Some("duplicate"))
+    );
+}

@@ -322,6 +322,33 @@ async fn turning_encryption_off_keeps_old_messages_readable_and_new_ones_plain()
     assert_eq!(data, [&json!("sealed"), &json!("clear")]);
 }
 
+/// A broker remembers its push lookups for a while (engine/lookups.rs): a queue another
+/// broker turned encrypting meanwhile refuses the plaintext frame (nothing written),
+/// and the push looks up afresh, seals and is answered 201, sealed at rest.
+#[tokio::test]
+async fn a_queue_turned_encrypting_by_another_broker_gets_sealed_frames() {
+    common::exclusive().await;
+    let (e, e2) = (with_key(KEY).await, with_key(KEY).await);
+    let q = unique("enc-elsewhere");
+    e.configure(&q, json!({})).await;
+    e.push(json!([{"queue": q, "transactionId": "t1", "payload": "clear"}]))
+        .await;
+    e.push(json!([{"queue": q, "transactionId": "t2", "payload": "clear too"}]))
+        .await; // the lookup remembered: plaintext
+    e2.configure(&q, json!({"encryptionEnabled": true})).await;
+    let hits = metric(&metrics(&e).await, "queen_push_lookup_cache_hits_total");
+    let r = e
+        .push(json!([{"queue": q, "transactionId": "t3", "payload": "sealed"}]))
+        .await;
+    assert_eq!(r[0]["status"], "queued", "{r:?}");
+    assert!(metric(&metrics(&e).await, "queen_push_lookup_cache_hits_total") > hits);
+    let at_rest = stored(&q).await;
+    assert_eq!(at_rest.len(), 3);
+    assert!(!at_rest[1].1 && at_rest[2].1 && is_envelope(at_rest[2].0.as_bytes()));
+    let pop = e.pop(&q, "batch=10").await.unwrap();
+    assert_eq!(pop["messages"][2]["data"], json!("sealed"));
+}
+
 /// A cycle body over a fresh leased stream, with `items` as its sink pushes.
 async fn one_cycle(b: &Broker) -> impl Fn(Value) -> Value {
     let st = leased_stream(b, "enc").await;

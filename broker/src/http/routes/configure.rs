@@ -56,6 +56,7 @@ pub async fn configure(
             tenant,
         )
         .await?;
+    state.queue_changed(tenant, &body.queue);
     // Queen's answer: the queue's effective options, every key (docs/http-api.md, "Configure").
     Ok(Json(json!({
         "configured": true,

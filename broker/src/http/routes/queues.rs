@@ -19,6 +19,7 @@ pub async fn delete_queue(
 ) -> ApiResult<Json<Value>> {
     check_queue_name(&queue)?;
     let r = state.db.conn().await?.delete_queue(&queue, tenant).await?;
+    state.queue_changed(tenant, &queue);
     Ok(Json(json!({
         "deleted": r.deleted,
         "queue": queue,
