@@ -339,6 +339,41 @@ pub async fn waiters_of(db: &tokio_postgres::Client, prefix: &str, holder: i32) 
 
 /// Prometheus text as `name{labels}` → value (comments and blank lines skipped).
 /// The broker's `/metrics` as name{labels} → value.
+/// A plaintext frame with a fresh message id, this transactionId and payload.
+pub fn plain_frame(txn: &str, payload: &[u8]) -> queen_log::frame::Frame {
+    queen_log::frame::Frame {
+        message_id: *uuid::Uuid::now_v7().as_bytes(),
+        trace_id: None,
+        transaction_id: txn.into(),
+        producer_sub: None,
+        encrypted: false,
+        payload: payload.to_vec(),
+    }
+}
+
+/// A one-frame segment blob (`queen_log`'s codec) of [`plain_frame`].
+pub fn one_frame_blob(txn: &str, payload: &[u8]) -> Vec<u8> {
+    queen_log::segment::encode_segment(&[plain_frame(txn, payload)]).unwrap()
+}
+
+/// A one-frame segment holding these payload bytes, pushed the way a producer other than
+/// our broker would (log_push_one_v1 with its own blob; it creates what is missing).
+pub async fn push_raw(
+    db: &tokio_postgres::Client,
+    queue: &str,
+    partition: &str,
+    txn: &str,
+    payload: &[u8],
+) {
+    let blob = one_frame_blob(txn, payload);
+    db.execute(
+        "SELECT queen.log_push_one_v1($1, $2, 1, queen.xxh3_128($3), -1, $4)",
+        &[&queue, &partition, &txn, &blob],
+    )
+    .await
+    .unwrap();
+}
+
 pub async fn metrics(b: &Broker) -> std::collections::HashMap<String, f64> {
     let r = b
         .http

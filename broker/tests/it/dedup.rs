@@ -41,22 +41,7 @@ async fn segments_from_another_writer_are_probed_not_skipped() {
     b.configure(&q, json!({})).await;
     push_txns(&b, &q, &names("a", 3)).await; // caches the partition
                                              // Another writer appends a segment the broker never saw.
-    let db = admin().await;
-    let frame = queen_log::frame::Frame {
-        message_id: *uuid::Uuid::now_v7().as_bytes(),
-        trace_id: None,
-        transaction_id: "other-1".into(),
-        producer_sub: None,
-        encrypted: false,
-        payload: b"{}".to_vec(),
-    };
-    let blob = queen_log::segment::encode_segment(&[frame]).unwrap();
-    db.execute(
-        "SELECT queen.log_push_one_v1($1, 'Default', 1, queen.xxh3_128('other-1'), -1, $2)",
-        &[&q, &blob],
-    )
-    .await
-    .unwrap();
+    push_raw(&admin().await, &q, "Default", "other-1", b"{}").await;
     // Unknown to the cache: the watermark stays below the gap, so SQL probes it.
     let r = push_txns(&b, &q, &["other-1".to_string()]).await;
     assert_eq!(r[0]["status"], "duplicate", "{r:?}");
@@ -160,21 +145,7 @@ async fn a_queue_recreated_by_another_writer_is_probed_whole() {
     db.execute("DELETE FROM queen.queues WHERE name = $1", &[&q])
         .await
         .unwrap();
-    let frame = queen_log::frame::Frame {
-        message_id: *uuid::Uuid::now_v7().as_bytes(),
-        trace_id: None,
-        transaction_id: "z".into(),
-        producer_sub: None,
-        encrypted: false,
-        payload: b"{}".to_vec(),
-    };
-    let blob = queen_log::segment::encode_segment(&[frame]).unwrap();
-    db.execute(
-        "SELECT queen.log_push_one_v1($1, 'Default', 1, queen.xxh3_128('z'), -1, $2)",
-        &[&q, &blob],
-    )
-    .await
-    .unwrap();
+    push_raw(&db, &q, "Default", "z", b"{}").await;
     let r = push_txns(&b, &q, &["z".to_string()]).await;
     assert_eq!(r[0]["status"], "duplicate", "{r:?}");
     assert!(metric(&metrics(&b).await, "queen_push_lookup_cache_hits_total") >= 1.0);

@@ -5,35 +5,9 @@
 
 use crate::common;
 
-use common::{admin, start, unique};
+use common::{admin, push_raw, start, unique};
 use serde_json::value::RawValue;
 use serde_json::Value;
-
-/// A one-frame segment holding these payload bytes, pushed the way a producer other than
-/// our broker would (log_push_one_v1 with its own blob).
-async fn push_raw(
-    db: &tokio_postgres::Client,
-    queue: &str,
-    partition: &str,
-    txn: &str,
-    payload: &[u8],
-) {
-    let frame = queen_log::frame::Frame {
-        message_id: *uuid::Uuid::now_v7().as_bytes(),
-        trace_id: None,
-        transaction_id: txn.into(),
-        producer_sub: None,
-        encrypted: false,
-        payload: payload.to_vec(),
-    };
-    let blob = queen_log::segment::encode_segment(&[frame]).unwrap();
-    db.execute(
-        "SELECT queen.log_push_one_v1($1, $2, 1, queen.xxh3_128($3), -1, $4)",
-        &[&queue, &partition, &txn, &blob],
-    )
-    .await
-    .unwrap();
-}
 
 /// Every message of an HTTP pop of the partition as (transactionId, `data` as JSON text,
 /// whitespace removed). Auto-ack under a group of its own: psql reads them too.

@@ -31,15 +31,7 @@ async fn concurrent_first_pushes_to_new_partitions_all_queue() {
 
 /// A one-frame segment with this transactionId, as a bytea literal.
 fn segment_literal(txn: &str) -> String {
-    let frame = queen_log::frame::Frame {
-        message_id: *uuid::Uuid::now_v7().as_bytes(),
-        trace_id: None,
-        transaction_id: txn.into(),
-        producer_sub: None,
-        encrypted: false,
-        payload: b"{}".to_vec(),
-    };
-    let blob = queen_log::segment::encode_segment(&[frame]).unwrap();
+    let blob = common::one_frame_blob(txn, b"{}");
     let hex: String = blob.iter().map(|b| format!("{b:02x}")).collect();
     format!("'\\x{hex}'::bytea")
 }

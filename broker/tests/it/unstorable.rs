@@ -217,17 +217,6 @@ fn framed_body(q: &str, frames: &[Frame]) -> Vec<u8> {
     out
 }
 
-fn frame(txn: &str, payload: &[u8]) -> Frame {
-    Frame {
-        message_id: *uuid::Uuid::now_v7().as_bytes(),
-        trace_id: None,
-        transaction_id: txn.into(),
-        producer_sub: None,
-        encrypted: false,
-        payload: payload.to_vec(),
-    }
-}
-
 #[tokio::test]
 async fn a_binary_push_refuses_what_the_json_push_refuses() {
     let b = start().await;
@@ -245,14 +234,25 @@ async fn a_binary_push_refuses_what_the_json_push_refuses() {
         let (s, v) = post_bytes(
             &b,
             "/api/v1/push",
-            framed_body(&q, &[frame("a", b"1"), frame("b", p.as_bytes())]),
+            framed_body(
+                &q,
+                &[
+                    common::plain_frame("a", b"1"),
+                    common::plain_frame("b", p.as_bytes()),
+                ],
+            ),
         )
         .await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "framed {p}: {v}");
     }
     let (s, v) = post_bytes(&b, "/api/v1/push", plain_body(&q, "t\0", b"1")).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
-    let (s, v) = post_bytes(&b, "/api/v1/push", framed_body(&q, &[frame("t\0", b"1")])).await;
+    let (s, v) = post_bytes(
+        &b,
+        "/api/v1/push",
+        framed_body(&q, &[common::plain_frame("t\0", b"1")]),
+    )
+    .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
     assert_eq!(stored(&q).await, 0);
     // What does round-trip is still stored.
@@ -276,7 +276,7 @@ async fn the_sql_push_refuses_a_frame_postgres_cannot_hold() {
         (POISON[3], "22P05"),
         (POISON[4], "22003"),
     ] {
-        let blob = encode_segment(&[frame("t", p.as_bytes())]).unwrap();
+        let blob = encode_segment(&[common::plain_frame("t", p.as_bytes())]).unwrap();
         let e = db
             .execute(
                 "SELECT queen.log_push_one_v1($1, 'Default', 1, queen.xxh3_128('t'), -1, $2)",
