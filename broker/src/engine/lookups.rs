@@ -24,8 +24,10 @@ use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
-/// Entries kept at most; a full cache starts again empty (a miss costs one lookup).
-const CAPACITY: usize = 65_536;
+/// Partitions remembered at most; a full cache starts again empty (a miss costs one
+/// lookup). Names are at most 255 bytes each (queen_log::names), so a client pushing to
+/// ever new partitions holds it under about 10 MB.
+const CAPACITY: usize = 16_384;
 
 /// What a lookup found for one existing partition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
