@@ -709,5 +709,9 @@ mod tests {
         assert!(e.unwrap_err().contains("QUEEN_ACK_FUSION"));
         let e = Config::from_lookup(|k| (k == "QUEEN_MAX_BATCH").then(|| "-5".into()));
         assert!(e.unwrap_err().contains("QUEEN_MAX_BATCH"));
+        for bad in ["-1", "1s", "100000000000000000000000000000"] {
+            let e = Config::from_lookup(|k| (k == "QUEEN_LOOKUP_CACHE_MS").then(|| bad.into()));
+            assert!(e.unwrap_err().contains("QUEEN_LOOKUP_CACHE_MS"), "{bad}");
+        }
     }
 }

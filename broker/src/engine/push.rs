@@ -252,13 +252,8 @@ async fn write_looked_up(
     outcomes: &mut [Outcome],
     remembered: bool,
 ) -> ApiResult<()> {
-    let db = via.conn();
-    let fused = match via {
-        Via::Fused(f) => Some(*f),
-        _ => None,
-    };
     let cache = remembered.then_some(e.lookups);
-    let windows = known_partitions(db, fused, cache, tenant, groups).await?;
+    let windows = known_partitions(via, cache, tenant, groups).await?;
     let looked: Vec<Option<Uuid>> = groups.iter().map(|g| g.pid).collect();
     let encrypting: HashSet<&str> = groups
         .iter()
@@ -273,7 +268,7 @@ async fn write_looked_up(
         // A replay's transaction may still roll back: it must not teach the cache
         // offsets that never commit (and a widened search checks everything anyway).
         Via::On(..) => HashMap::new(),
-        _ => dedup_targets(db, e, groups, &windows).await?,
+        _ => dedup_targets(via.conn(), e, groups, &windows).await?,
     };
     // Each round retires at least one item, so this terminates.
     for _ in 0..=items.len() {
@@ -311,11 +306,10 @@ fn group_items(items: &[PushItem]) -> Vec<Group> {
 /// The id of every group whose partition exists already, and its queue's dedup window
 /// (the dedup cache checks it, engine/dedup.rs) and encryption switch: from `cache`
 /// (engine/lookups.rs) when it remembers them, else one lookup per request for the rest,
-/// before pushing, on `db` or fused with concurrent pushes' lookups. Returns the windows
-/// of the existing partitions by group.
+/// before pushing, the way `via` pushes (fused with concurrent pushes' lookups, or on its
+/// connection). Returns the windows of the existing partitions by group.
 async fn known_partitions(
-    db: Option<&Conn>,
-    fused: Option<&PushFusion>,
+    via: &Via<'_>,
     cache: Option<&LookupCache>,
     tenant: Uuid,
     groups: &mut [Group],
@@ -333,10 +327,9 @@ async fn known_partitions(
     }
     let qs: Vec<&str> = ask.iter().map(|&i| groups[i].queue.as_str()).collect();
     let ps: Vec<&str> = ask.iter().map(|&i| groups[i].partition.as_str()).collect();
-    let found = match (db, fused) {
-        (Some(db), _) => db.partitions_lookup(tenant, &qs, &ps).await?,
-        (None, Some(f)) => f.lookup(tenant, &qs, &ps).await?,
-        (None, None) => unreachable!("a push has a connection or push fusion"),
+    let found = match via {
+        Via::Alone(db) | Via::On(db, _) => db.partitions_lookup(tenant, &qs, &ps).await?,
+        Via::Fused(f) => f.lookup(tenant, &qs, &ps).await?,
     };
     for f in found {
         let i = *ask.get(f.index).ok_or_else(|| {

@@ -160,13 +160,7 @@ async fn a_stale_hint_from_a_deleted_queue_is_dropped_and_the_new_message_served
         .get(&format!("/api/v1/pop/queue/{q}?batch=10&wait=false"))
         .await;
     assert_eq!(s, reqwest::StatusCode::OK, "{v}");
-    let txns: Vec<&str> = v["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["transactionId"].as_str().unwrap())
-        .collect();
-    assert_eq!(txns, ["new"]);
+    assert_eq!(common::txns(&v), ["new"]);
     assert!(
         b.state
             .hints
